@@ -1,0 +1,43 @@
+"""bpfkit: load eBPF objects, attach them and read what they send, from pure Python.
+
+The top level re-exports the everyday names lazily, so ``import bpfkit`` stays cheap:
+
+    spec = bpfkit.load_spec("prog.bpf.o")      # CollectionSpec: plain data
+    with bpfkit.Collection(spec) as coll:      # maps, then programs
+        ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Map": "bpfkit.maps",
+    "MapSpec": "bpfkit.maps",
+    "Program": "bpfkit.program",
+    "ProgramSpec": "bpfkit.program",
+    "LoadOptions": "bpfkit.program",
+    "load_spec": "bpfkit.collection",
+    "CollectionSpec": "bpfkit.collection",
+    "Collection": "bpfkit.collection",
+    "MapType": "bpfkit._kernel.consts",
+    "ProgType": "bpfkit._kernel.consts",
+    "AttachType": "bpfkit._kernel.consts",
+    "LinkType": "bpfkit._kernel.consts",
+}
+
+__all__ = sorted(_LAZY) + ["errors", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        if name in ("errors", "features", "link", "events", "asm", "btf", "elf"):
+            return importlib.import_module(f"bpfkit.{name}")
+        raise AttributeError(f"module 'bpfkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,517 @@
+"""The bpf(2) system call and thin typed wrappers around its commands.
+
+Only this module (and its siblings in bpfkit._kernel) call the kernel. Wrappers take and return
+Python values and FD owners; failures become :mod:`bpfkit.errors` exceptions naming the command.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any, Iterator
+
+from ..errors import VerifierError, kernel_error
+from .abi import ffi, libc
+from .consts import Cmd, syscall_number
+from .fd import FD
+
+_NR_BPF = syscall_number("bpf")
+ATTR_SIZE = ffi.sizeof("union bpf_attr")
+
+
+def new_attr() -> Any:
+    """A zeroed ``union bpf_attr`` (the kernel rejects non-zero bytes past the fields it knows)."""
+    return ffi.new("union bpf_attr *")
+
+
+def bpf(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> int:
+    """Call bpf(cmd, attr, size); return its non-negative result or raise a KernelError.
+
+    EINTR is retried (PROG_LOAD and BTF_LOAD can be interrupted by signals); EAGAIN from
+    PROG_LOAD is retried a few times as libbpf does (the verifier may ask to be called again).
+    """
+    retries = 5
+    while True:
+        ret = libc.syscall(_NR_BPF, ffi.cast("int", int(cmd)), attr, ffi.cast("unsigned int", size))
+        if ret >= 0:
+            return int(ret)
+        err = ffi.errno
+        if err == errno.EINTR or (err == errno.EAGAIN and cmd == Cmd.PROG_LOAD and retries > 0):
+            retries -= 1
+            continue
+        raise kernel_error(f"BPF_{cmd.name}", err, detail)
+
+
+def bpf_fd(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> FD:
+    """bpf() for the commands that return a new file descriptor."""
+    return FD(bpf(cmd, attr, size, detail))
+
+
+def addr(cdata: Any) -> int:
+    """The address of a cffi buffer as the u64 bpf_attr expects (0 for None)."""
+    if cdata is None:
+        return 0
+    return int(ffi.cast("uintptr_t", cdata))
+
+
+# ----------------------------------------------------------------------------- objects
+def obj_pin(fd: FD | int, path: str) -> None:
+    attr = new_attr()
+    cpath = ffi.new("char[]", os.fsencode(path))
+    attr.pathname = addr(cpath)
+    attr.bpf_fd = int(fd)
+    bpf(Cmd.OBJ_PIN, attr, detail=path)
+
+
+def obj_get(path: str, flags: int = 0) -> FD:
+    attr = new_attr()
+    cpath = ffi.new("char[]", os.fsencode(path))
+    attr.pathname = addr(cpath)
+    attr.file_flags = flags
+    return bpf_fd(Cmd.OBJ_GET, attr, detail=path)
+
+
+def obj_info(fd: FD | int, ctype: str) -> Any:
+    """BPF_OBJ_GET_INFO_BY_FD into a fresh ``ctype`` (e.g. ``struct bpf_prog_info``)."""
+    info = ffi.new(ctype + " *")
+    return obj_info_into(fd, info, ffi.sizeof(ctype))
+
+
+def obj_info_into(fd: FD | int, info: Any, size: int) -> Any:
+    """BPF_OBJ_GET_INFO_BY_FD into ``info`` (pre-filled with buffer pointers when wanted)."""
+    attr = new_attr()
+    attr.info.bpf_fd = int(fd)
+    attr.info.info_len = size
+    attr.info.info = addr(info)
+    bpf(Cmd.OBJ_GET_INFO_BY_FD, attr)
+    return info
+
+
+_NEXT_ID = {
+    "prog": (Cmd.PROG_GET_NEXT_ID, Cmd.PROG_GET_FD_BY_ID),
+    "map": (Cmd.MAP_GET_NEXT_ID, Cmd.MAP_GET_FD_BY_ID),
+    "link": (Cmd.LINK_GET_NEXT_ID, Cmd.LINK_GET_FD_BY_ID),
+    "btf": (Cmd.BTF_GET_NEXT_ID, Cmd.BTF_GET_FD_BY_ID),
+}
+
+
+def iter_ids(kind: str) -> Iterator[int]:
+    """The ids of every ``kind`` object (prog, map, link, btf) in the system, ascending."""
+    next_cmd, _ = _NEXT_ID[kind]
+    current = 0
+    while True:
+        attr = new_attr()
+        attr.start_id = current
+        try:
+            bpf(next_cmd, attr)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOENT:
+                return
+            raise
+        current = attr.next_id
+        yield current
+
+
+def fd_by_id(kind: str, obj_id: int) -> FD:
+    """A new fd for the ``kind`` object with ``obj_id`` (ENOENT if it went away)."""
+    _, by_id = _NEXT_ID[kind]
+    attr = new_attr()
+    attr.start_id = obj_id
+    return bpf_fd(by_id, attr, detail=f"{kind} id {obj_id}")
+
+
+# -------------------------------------------------------------------------------- maps
+def map_create(
+    map_type: int,
+    key_size: int,
+    value_size: int,
+    max_entries: int,
+    flags: int = 0,
+    name: str = "",
+    inner_map_fd: int = 0,
+    numa_node: int = 0,
+    btf_fd: int = 0,
+    btf_key_type_id: int = 0,
+    btf_value_type_id: int = 0,
+    map_extra: int = 0,
+    ifindex: int = 0,
+    btf_vmlinux_value_type_id: int = 0,
+) -> FD:
+    attr = new_attr()
+    attr.map_type = map_type
+    attr.key_size = key_size
+    attr.value_size = value_size
+    attr.max_entries = max_entries
+    attr.map_flags = flags
+    attr.inner_map_fd = inner_map_fd
+    attr.numa_node = numa_node
+    attr.map_name = name.encode()[:15]
+    attr.map_ifindex = ifindex
+    attr.btf_fd = btf_fd
+    attr.btf_key_type_id = btf_key_type_id
+    attr.btf_value_type_id = btf_value_type_id
+    attr.btf_vmlinux_value_type_id = btf_vmlinux_value_type_id
+    attr.map_extra = map_extra
+    return bpf_fd(Cmd.MAP_CREATE, attr, detail=f"map {name!r}" if name else "")
+
+
+def _elem_attr(map_fd: FD | int, key: Any, value: Any = None, flags: int = 0) -> Any:
+    attr = new_attr()
+    attr.map_fd = int(map_fd)
+    attr.key = addr(key)
+    attr.value = addr(value)
+    attr.flags = flags
+    return attr
+
+
+def map_lookup(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> bool:
+    """Fill ``value`` for ``key``; False if the key is absent."""
+    try:
+        bpf(Cmd.MAP_LOOKUP_ELEM, _elem_attr(map_fd, key, value, flags))
+    except Exception as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return False
+        raise
+    return True
+
+
+def map_update(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> None:
+    bpf(Cmd.MAP_UPDATE_ELEM, _elem_attr(map_fd, key, value, flags))
+
+
+def map_delete(map_fd: FD | int, key: Any) -> bool:
+    """Delete ``key``; False if it was absent."""
+    try:
+        bpf(Cmd.MAP_DELETE_ELEM, _elem_attr(map_fd, key))
+    except Exception as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return False
+        raise
+    return True
+
+
+def map_lookup_and_delete(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> bool:
+    """Pop ``key`` (or the head of a queue/stack when key is None) into ``value``."""
+    try:
+        bpf(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, _elem_attr(map_fd, key, value, flags))
+    except Exception as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return False
+        raise
+    return True
+
+
+def map_next_key(map_fd: FD | int, key: Any, next_key: Any) -> bool:
+    """Write the key after ``key`` (the first key when ``key`` is None); False at the end."""
+    attr = new_attr()
+    attr.map_fd = int(map_fd)
+    attr.key = addr(key)
+    attr.next_key = addr(next_key)
+    try:
+        bpf(Cmd.MAP_GET_NEXT_KEY, attr)
+    except Exception as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return False
+        raise
+    return True
+
+
+def map_freeze(map_fd: FD | int) -> None:
+    attr = new_attr()
+    attr.map_fd = int(map_fd)
+    bpf(Cmd.MAP_FREEZE, attr)
+
+
+def map_batch(
+    cmd: Cmd,
+    map_fd: FD | int,
+    keys: Any,
+    values: Any,
+    count: int,
+    in_batch: Any = None,
+    out_batch: Any = None,
+    elem_flags: int = 0,
+) -> tuple[int, bool]:
+    """One MAP_*_BATCH call; returns (elements processed, reached the end)."""
+    attr = new_attr()
+    attr.batch.map_fd = int(map_fd)
+    attr.batch.keys = addr(keys)
+    attr.batch.values = addr(values)
+    attr.batch.count = count
+    attr.batch.in_batch = addr(in_batch)
+    attr.batch.out_batch = addr(out_batch)
+    attr.batch.elem_flags = elem_flags
+    try:
+        bpf(cmd, attr)
+    except Exception as exc:
+        # The lookup batches return ENOENT with the last partial batch in count.
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return int(attr.batch.count), True
+        raise
+    return int(attr.batch.count), False
+
+
+# ---------------------------------------------------------------------------- programs
+def prog_load(
+    prog_type: int,
+    insns: bytes,
+    license: str = "GPL",
+    name: str = "",
+    expected_attach_type: int = 0,
+    kern_version: int = 0,
+    prog_flags: int = 0,
+    prog_btf_fd: int = 0,
+    func_info: bytes = b"",
+    func_info_rec_size: int = 0,
+    line_info: bytes = b"",
+    line_info_rec_size: int = 0,
+    attach_btf_id: int = 0,
+    attach_btf_obj_fd: int = 0,
+    attach_prog_fd: int = 0,
+    ifindex: int = 0,
+    fd_array: Any = None,
+    log_level: int = 0,
+    log_size: int = 0,
+) -> FD:
+    """BPF_PROG_LOAD. Without a log it loads quietly; on a verifier rejection the caller
+    retries with :func:`prog_load_with_log`, so the fast path never pays for a log buffer."""
+    attr = new_attr()
+    cinsns = ffi.from_buffer(insns)
+    clicense = ffi.new("char[]", license.encode())
+    attr.prog_type = prog_type
+    attr.insn_cnt = len(insns) // 8
+    attr.insns = addr(cinsns)
+    attr.license = addr(clicense)
+    attr.kern_version = kern_version
+    attr.prog_flags = prog_flags
+    attr.prog_name = name.encode()[:15]
+    attr.prog_ifindex = ifindex
+    attr.expected_attach_type = expected_attach_type
+    attr.prog_btf_fd = prog_btf_fd
+    keep = [cinsns, clicense]
+    if func_info:
+        cfunc = ffi.from_buffer(func_info)
+        keep.append(cfunc)
+        attr.func_info_rec_size = func_info_rec_size
+        attr.func_info = addr(cfunc)
+        attr.func_info_cnt = len(func_info) // func_info_rec_size
+    if line_info:
+        cline = ffi.from_buffer(line_info)
+        keep.append(cline)
+        attr.line_info_rec_size = line_info_rec_size
+        attr.line_info = addr(cline)
+        attr.line_info_cnt = len(line_info) // line_info_rec_size
+    attr.attach_btf_id = attach_btf_id
+    if attach_prog_fd:
+        attr.attach_prog_fd = attach_prog_fd
+    elif attach_btf_obj_fd:
+        attr.attach_btf_obj_fd = attach_btf_obj_fd
+    if fd_array is not None:
+        attr.fd_array = addr(fd_array)
+    log = None
+    if log_level:
+        log = ffi.new("char[]", log_size)
+        attr.log_level = log_level
+        attr.log_size = log_size
+        attr.log_buf = addr(log)
+    try:
+        return bpf_fd(Cmd.PROG_LOAD, attr, detail=f"program {name!r}" if name else "")
+    except Exception as exc:
+        err = getattr(exc, "errno", 0)
+        if log is not None:
+            text = ffi.string(log).decode(errors="replace")
+            true_size = int(attr.log_true_size)
+            raise _LoadLogError(err, text, true_size) from None
+        raise
+
+
+class _LoadLogError(Exception):
+    """Internal: a logged load failed; carries the log so the caller can grow or report it."""
+
+    def __init__(self, err: int, log: str, true_size: int) -> None:
+        super().__init__(err)
+        self.errno = err
+        self.log = log
+        self.true_size = true_size
+
+
+LOG_START_SIZE = 64 * 1024
+LOG_MAX_SIZE = (1 << 30) - 1  # the kernel caps log_size at UINT_MAX >> 2 (1 GiB)
+
+
+def prog_load_with_log(name: str, log_level: int = 1, whole: bool = False, **kwargs: Any) -> FD:
+    """Load with a verifier log, growing the buffer on ENOSPC; rejection raises VerifierError.
+
+    A modest buffer first; on ENOSPC the kernel (6.4+) reports the size it needed in
+    log_true_size, older kernels are grown 8x at a time, up to the kernel's 1 GiB cap.
+    """
+    size = LOG_START_SIZE
+    while True:
+        try:
+            return prog_load(name=name, log_level=log_level, log_size=size, **kwargs)
+        except _LoadLogError as exc:
+            if exc.errno == errno.ENOSPC and size < LOG_MAX_SIZE:
+                size = min(LOG_MAX_SIZE, max(exc.true_size + 1, size * 8))
+                continue
+            truncated = exc.errno == errno.ENOSPC
+            raise VerifierError("BPF_PROG_LOAD", exc.errno, name, exc.log, truncated) from None
+
+
+def prog_test_run(
+    prog_fd: FD | int,
+    data_in: bytes = b"",
+    data_out_size: int = 0,
+    ctx_in: bytes = b"",
+    ctx_out_size: int = 0,
+    repeat: int = 1,
+    flags: int = 0,
+    cpu: int = 0,
+) -> tuple[int, bytes, bytes, int]:
+    """BPF_PROG_TEST_RUN: returns (retval, data_out, ctx_out, duration ns)."""
+    attr = new_attr()
+    keep = []
+    attr.test.prog_fd = int(prog_fd)
+    if data_in:
+        cin = ffi.from_buffer(data_in)
+        keep.append(cin)
+        attr.test.data_in = addr(cin)
+        attr.test.data_size_in = len(data_in)
+    out = ffi.new("char[]", data_out_size) if data_out_size else None
+    if out is not None:
+        attr.test.data_out = addr(out)
+        attr.test.data_size_out = data_out_size
+    if ctx_in:
+        cctx = ffi.from_buffer(ctx_in)
+        keep.append(cctx)
+        attr.test.ctx_in = addr(cctx)
+        attr.test.ctx_size_in = len(ctx_in)
+    ctx_out = ffi.new("char[]", ctx_out_size) if ctx_out_size else None
+    if ctx_out is not None:
+        attr.test.ctx_out = addr(ctx_out)
+        attr.test.ctx_size_out = ctx_out_size
+    attr.test.repeat = repeat
+    attr.test.flags = flags
+    attr.test.cpu = cpu
+    bpf(Cmd.PROG_TEST_RUN, attr)
+    data = ffi.buffer(out, attr.test.data_size_out)[:] if out is not None else b""
+    ctx = ffi.buffer(ctx_out, attr.test.ctx_size_out)[:] if ctx_out is not None else b""
+    return int(attr.test.retval), data, ctx, int(attr.test.duration)
+
+
+# ---------------------------------------------------------------------------------- BTF
+def btf_load(blob: bytes, log_level: int = 0) -> FD:
+    """BPF_BTF_LOAD; a rejection with a log raises VerifierError carrying the BTF log."""
+    attr = new_attr()
+    cblob = ffi.from_buffer(blob)
+    attr.btf = addr(cblob)
+    attr.btf_size = len(blob)
+    if not log_level:
+        try:
+            return bpf_fd(Cmd.BTF_LOAD, attr)
+        except Exception:
+            log_level = 1
+    size = LOG_START_SIZE
+    while True:
+        log = ffi.new("char[]", size)
+        attr.btf_log_buf = addr(log)
+        attr.btf_log_size = size
+        attr.btf_log_level = log_level
+        try:
+            return bpf_fd(Cmd.BTF_LOAD, attr)
+        except Exception as exc:
+            err = getattr(exc, "errno", 0)
+            if err == errno.ENOSPC and size < LOG_MAX_SIZE:
+                size = min(LOG_MAX_SIZE, max(int(attr.btf_log_true_size) + 1, size * 8))
+                continue
+            text = ffi.string(log).decode(errors="replace")
+            raise VerifierError("BPF_BTF_LOAD", err, "BTF", text, err == errno.ENOSPC) from None
+
+
+# -------------------------------------------------------------------------------- links
+def link_create(
+    prog_fd: FD | int,
+    target_fd: int,
+    attach_type: int,
+    flags: int = 0,
+    fill: Any = None,
+    detail: str = "",
+) -> FD:
+    """BPF_LINK_CREATE. ``fill(attr)`` sets the attach-type-specific union members."""
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.target_fd = target_fd
+    attr.link_create.attach_type = attach_type
+    attr.link_create.flags = flags
+    keep = fill(attr) if fill is not None else None
+    fd = bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+    del keep
+    return fd
+
+
+def link_update(link_fd: FD | int, new_prog_fd: FD | int, old_prog_fd: int = 0, flags: int = 0) -> None:
+    attr = new_attr()
+    attr.link_update.link_fd = int(link_fd)
+    attr.link_update.new_prog_fd = int(new_prog_fd)
+    attr.link_update.old_prog_fd = old_prog_fd
+    attr.link_update.flags = flags
+    bpf(Cmd.LINK_UPDATE, attr)
+
+
+def link_detach(link_fd: FD | int) -> None:
+    attr = new_attr()
+    attr.link_detach.link_fd = int(link_fd)
+    bpf(Cmd.LINK_DETACH, attr)
+
+
+def raw_tracepoint_open(name: str | None, prog_fd: FD | int, cookie: int = 0) -> FD:
+    attr = new_attr()
+    cname = ffi.new("char[]", name.encode()) if name else None
+    attr.raw_tracepoint.name = addr(cname)
+    attr.raw_tracepoint.prog_fd = int(prog_fd)
+    attr.raw_tracepoint.cookie = cookie
+    return bpf_fd(Cmd.RAW_TRACEPOINT_OPEN, attr, detail=name or "")
+
+
+def prog_attach(
+    target_fd: int, prog_fd: FD | int, attach_type: int, flags: int = 0, replace_fd: int = 0
+) -> None:
+    attr = new_attr()
+    attr.target_fd = target_fd
+    attr.attach_bpf_fd = int(prog_fd)
+    attr.attach_type = attach_type
+    attr.attach_flags = flags
+    attr.replace_bpf_fd = replace_fd
+    bpf(Cmd.PROG_ATTACH, attr)
+
+
+def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int) -> None:
+    attr = new_attr()
+    attr.target_fd = target_fd
+    attr.attach_bpf_fd = int(prog_fd)
+    attr.attach_type = attach_type
+    bpf(Cmd.PROG_DETACH, attr)
+
+
+def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[list[int], int]:
+    """BPF_PROG_QUERY: (program ids attached, attach_flags)."""
+    attr = new_attr()
+    ids = ffi.new("uint32_t[]", max_progs)
+    attr.query.target_fd = target_fd
+    attr.query.attach_type = attach_type
+    attr.query.prog_ids = addr(ids)
+    attr.query.prog_cnt = max_progs
+    bpf(Cmd.PROG_QUERY, attr)
+    return [ids[i] for i in range(attr.query.prog_cnt)], int(attr.query.attach_flags)
+
+
+def enable_stats(stats_type: int = 0) -> FD:
+    """BPF_ENABLE_STATS: run-time stats stay on while the returned fd is open."""
+    attr = new_attr()
+    attr.enable_stats.type = stats_type
+    return bpf_fd(Cmd.ENABLE_STATS, attr)
+
+
+def iter_create(link_fd: FD | int) -> FD:
+    attr = new_attr()
+    attr.iter_create.link_fd = int(link_fd)
+    return bpf_fd(Cmd.ITER_CREATE, attr)

@@ -1,0 +1,1 @@
+"""The ``bpfkit`` command. Uses only bpfkit's public API; heavy imports stay inside commands."""

@@ -1,0 +1,99 @@
+"""Entry point of the ``bpfkit`` command: argument parsing, dispatch and exit codes.
+
+Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only to build the
+parser, and they import the library lazily inside ``run``, so ``bpfkit --help`` stays fast.
+
+Exit codes (documented in docs/cli.md):
+    0  success
+    1  the operation failed (kernel refused, verifier rejected, ...)
+    2  bad input or usage (malformed object, bad probe spec, bad arguments)
+    3  this kernel lacks a feature the operation needs
+    4  permission denied (a capability is missing)
+    130 interrupted (Ctrl-C) before finishing
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
+# partially installed tree still runs the commands it has.
+COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc", "events", "user-event"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpfkit",
+        description="Load eBPF objects, attach them and read what they send.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"bpfkit.cli.cmd_{name.replace('-', '_')}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("bpfkit.cli.cmd_"):
+                continue
+            raise
+        cmd = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="print full details of errors")
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def exit_code_for(exc: BaseException) -> int:
+    from ..errors import KernelPermissionError, NotSupportedError, ParseError, UsageError
+
+    if isinstance(exc, NotSupportedError):
+        return EXIT_UNSUPPORTED
+    if isinstance(exc, KernelPermissionError):
+        return EXIT_PERMISSION
+    if isinstance(exc, (ParseError, UsageError)):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def report(exc: BaseException, verbose: bool) -> None:
+    """Print an error in one or two lines; --verbose adds the log and the cause chain."""
+    from ..errors import VerifierError
+
+    text = str(exc)
+    if isinstance(exc, VerifierError) and verbose:
+        text = f"{text}\n--- verifier log ---\n{exc.log.rstrip()}"
+    print(f"bpfkit: error: {text}", file=sys.stderr)
+    if verbose:
+        cause = exc.__cause__ or exc.__context__
+        while cause is not None:
+            print(f"  caused by: {type(cause).__name__}: {cause}", file=sys.stderr)
+            cause = cause.__cause__ or cause.__context__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from ..errors import BPFKitError
+
+    try:
+        return int(args._run(args) or 0)
+    except BPFKitError as exc:
+        report(exc, args.verbose)
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

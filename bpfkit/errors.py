@@ -1,0 +1,166 @@
+"""One exception tree for every layer of bpfkit.
+
+Every error names what was attempted, on what, and why it failed. Layers add context as an
+error travels up (``attach kprobe do_sys_open: open perf event: ...``) with :meth:`BPFKitError.wrap`,
+which keeps the original class, errno and log so callers can still match on them.
+
+    BPFKitError
+    ├── KernelError            a syscall or kernel interface failed; carries errno
+    │   ├── KernelPermissionError   EPERM/EACCES, names the capability needed
+    │   ├── BusyError               EBUSY/EEXIST: something is already attached or exists
+    │   └── VerifierError           BPF_PROG_LOAD/BPF_BTF_LOAD rejected; carries the log
+    ├── NotSupportedError      this kernel cannot (names the feature and the version that can)
+    ├── NotFoundError          symbol, map, program, tracefs event, pin ... does not exist
+    ├── ParseError             malformed input: ELF, BTF, probe spec, map definition
+    └── UsageError             the caller asked for something inconsistent
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+__all__ = [
+    "BPFKitError",
+    "KernelError",
+    "KernelPermissionError",
+    "BusyError",
+    "VerifierError",
+    "NotSupportedError",
+    "NotFoundError",
+    "ParseError",
+    "UsageError",
+    "errno_name",
+    "kernel_error",
+]
+
+
+def errno_name(err: int) -> str:
+    """``EPERM`` for 1: the symbolic name people search for."""
+    return _errno.errorcode.get(err, f"errno {err}")
+
+
+class BPFKitError(Exception):
+    """Base of every error bpfkit raises."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def wrap(self, context: str) -> "BPFKitError":
+        """Prefix ``context: `` to the message, keeping class and attributes; returns self."""
+        self.message = f"{context}: {self.message}"
+        self.args = (self.message,)
+        return self
+
+
+class KernelError(BPFKitError):
+    """A kernel interface failed with ``errno`` while doing ``op`` (e.g. ``BPF_MAP_CREATE``)."""
+
+    def __init__(self, op: str, err: int, detail: str = "") -> None:
+        self.op = op
+        self.errno = err
+        self.detail = detail
+        text = f"{op}: {errno_name(err)} ({os.strerror(err)})"
+        if detail:
+            text += f": {detail}"
+        super().__init__(text)
+
+
+class KernelPermissionError(KernelError):
+    """EPERM or EACCES. ``capability`` names what the caller lacks (CAP_BPF, CAP_PERFMON, ...)."""
+
+    def __init__(self, op: str, err: int, capability: str = "", detail: str = "") -> None:
+        self.capability = capability
+        hint = detail
+        if capability:
+            need = f"needs {capability} (or root)"
+            hint = f"{detail}; {need}" if detail else need
+        super().__init__(op, err, hint)
+
+
+class BusyError(KernelError):
+    """EBUSY or EEXIST: the target is in use or the object already exists."""
+
+
+class VerifierError(KernelError):
+    """The kernel rejected a program or BTF blob; ``log`` holds the verifier's whole log."""
+
+    TAIL_LINES = 20
+
+    def __init__(self, op: str, err: int, name: str, log: str, truncated: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.truncated = truncated
+        tail = self.tail()
+        detail = f"load {name!r} rejected"
+        if tail:
+            detail += ":\n" + tail
+        elif err == _errno.EPERM:
+            detail += " with an empty verifier log (the kernel refused before verification)"
+        super().__init__(op, err, detail)
+
+    def tail(self, lines: int | None = None) -> str:
+        """The last ``lines`` lines of the log (where the verifier says what it rejected)."""
+        count = self.TAIL_LINES if lines is None else lines
+        kept = [line for line in self.log.rstrip("\n").splitlines() if line.strip()]
+        return "\n".join(kept[-count:])
+
+
+class NotSupportedError(BPFKitError):
+    """This kernel (or machine) lacks ``feature``; ``min_version`` names the release that has it."""
+
+    def __init__(self, feature: str, reason: str = "", min_version: str = "") -> None:
+        self.feature = feature
+        self.reason = reason
+        self.min_version = min_version
+        text = f"{feature} is not supported"
+        if reason:
+            text += f": {reason}"
+        if min_version:
+            text += f" (needs Linux {min_version} or newer)"
+        super().__init__(text)
+
+
+class NotFoundError(BPFKitError):
+    """A named thing (symbol, program, map, pin, trace event) does not exist."""
+
+
+class ParseError(BPFKitError):
+    """Malformed input: an ELF object, BTF, a probe spec, a map definition."""
+
+
+class UsageError(BPFKitError):
+    """The arguments contradict each other or the object they apply to."""
+
+
+# Which capability a failing operation needs, for EPERM messages. Since 5.8 CAP_BPF covers
+# bpf() map/program creation, CAP_PERFMON tracing programs and perf_event_open; older kernels
+# need CAP_SYS_ADMIN for all of it.
+_CAPABILITY_FOR_OP = {
+    "perf_event_open": "CAP_PERFMON",
+    "BPF_PROG_LOAD": "CAP_BPF (+ CAP_PERFMON for tracing, CAP_NET_ADMIN for networking)",
+    "BPF_LINK_CREATE": "CAP_BPF and CAP_PERFMON",
+    "BPF_RAW_TRACEPOINT_OPEN": "CAP_BPF and CAP_PERFMON",
+    "BPF_PROG_GET_NEXT_ID": "CAP_SYS_ADMIN",
+    "BPF_MAP_GET_NEXT_ID": "CAP_SYS_ADMIN",
+    "BPF_LINK_GET_NEXT_ID": "CAP_SYS_ADMIN",
+    "BPF_BTF_GET_NEXT_ID": "CAP_SYS_ADMIN",
+    "BPF_PROG_GET_FD_BY_ID": "CAP_SYS_ADMIN",
+    "BPF_MAP_GET_FD_BY_ID": "CAP_SYS_ADMIN",
+    "BPF_LINK_GET_FD_BY_ID": "CAP_SYS_ADMIN",
+    "BPF_BTF_GET_FD_BY_ID": "CAP_SYS_ADMIN",
+    "BPF_ENABLE_STATS": "CAP_SYS_ADMIN",
+}
+
+
+def kernel_error(op: str, err: int, detail: str = "") -> KernelError:
+    """The KernelError subclass that fits ``err`` for operation ``op``."""
+    if err in (_errno.EPERM, _errno.EACCES):
+        return KernelPermissionError(op, err, _CAPABILITY_FOR_OP.get(op, "CAP_BPF"), detail)
+    if err in (_errno.EBUSY, _errno.EEXIST):
+        return BusyError(op, err, detail)
+    return KernelError(op, err, detail)

@@ -1,0 +1,391 @@
+"""Maps: MapSpec (plain data) and Map (a kernel map owning its fd).
+
+Keys and values cross into the kernel as bytes. A Map accepts bytes, or ints for keys/values
+of 1, 2, 4 or 8 bytes, or anything its ``key_format``/``value_format`` (a :mod:`struct` format)
+packs; with a format set, lookups return decoded values. Per-CPU maps take and return one value
+per possible CPU (the kernel lays them out 8-byte aligned, one per possible CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+import os
+import struct
+from typing import Any, Iterator
+
+from ._kernel import bpf as _bpf
+from ._kernel.abi import ffi
+from ._kernel.consts import BPF_ANY, Cmd, MapType
+from ._kernel.cpus import num_possible_cpus
+from ._kernel.fd import FD
+from .errors import BPFKitError, KernelError, NotFoundError, UsageError
+
+__all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]
+
+PERCPU_TYPES = frozenset(
+    {MapType.PERCPU_HASH, MapType.PERCPU_ARRAY, MapType.LRU_PERCPU_HASH, MapType.PERCPU_CGROUP_STORAGE}
+)
+_MAP_IN_MAP = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
+_FD_VALUE_TYPES = _MAP_IN_MAP | {MapType.PROG_ARRAY, MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY}
+
+
+class PinType(enum.IntEnum):
+    """libbpf's ``pinning`` attribute (enum libbpf_pin_type)."""
+
+    NONE = 0
+    BY_NAME = 1
+
+
+@dataclasses.dataclass
+class MapSpec:
+    """Everything needed to create a map; edit freely before loading."""
+
+    name: str
+    type: MapType
+    key_size: int = 0
+    value_size: int = 0
+    max_entries: int = 0
+    flags: int = 0
+    numa_node: int = 0
+    map_extra: int = 0
+    pinning: PinType = PinType.NONE
+    inner: "MapSpec | None" = None
+    # Initial contents: (key, value) pairs written after creation (prog-array and map-in-map
+    # initialisers hold program/map names as values until the collection resolves them).
+    contents: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)
+    # BTF type ids in the object's BTF, when the map was declared through BTF.
+    btf_key_type_id: int = 0
+    btf_value_type_id: int = 0
+    # For data sections (.data, .rodata, .bss): the initial bytes, and whether to freeze.
+    data: bytes | None = None
+    freeze: bool = False
+    key_format: str | None = None
+    value_format: str | None = None
+
+    def copy(self) -> "MapSpec":
+        return dataclasses.replace(
+            self, contents=list(self.contents), inner=self.inner.copy() if self.inner else None
+        )
+
+    def compatible_with(self, info: Any) -> str:
+        """Why an existing map (its bpf_map_info) can't stand in for this spec, or ''."""
+        for field, want in (
+            ("type", int(self.type)),
+            ("key_size", self.key_size),
+            ("value_size", self.value_size),
+            ("max_entries", self.max_entries),
+        ):
+            have = int(getattr(info, field))
+            if have != want:
+                return f"{field} is {have}, the object wants {want}"
+        # BPF_F_RDONLY_PROG and friends are reported back; NO_PREALLOC etc. must match.
+        if int(info.map_flags) != self.flags:
+            return f"map_flags is {int(info.map_flags):#x}, the object wants {self.flags:#x}"
+        return ""
+
+
+def _int_codec(size: int) -> str | None:
+    return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
+
+
+class Map:
+    """A kernel map. Create from a MapSpec, or open an existing one with
+    :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
+    ``with``."""
+
+    def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0) -> None:
+        if spec.type in _MAP_IN_MAP and not inner_map_fd:
+            raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
+        try:
+            fd = _bpf.map_create(
+                int(spec.type),
+                spec.key_size,
+                spec.value_size,
+                spec.max_entries,
+                flags=spec.flags,
+                name=spec.name,
+                inner_map_fd=inner_map_fd,
+                numa_node=spec.numa_node,
+                btf_fd=btf_fd if spec.btf_value_type_id or spec.btf_key_type_id else 0,
+                btf_key_type_id=spec.btf_key_type_id if btf_fd else 0,
+                btf_value_type_id=spec.btf_value_type_id if btf_fd else 0,
+                map_extra=spec.map_extra,
+            )
+        except BPFKitError as exc:
+            raise exc.wrap(f"create map {spec.name!r} ({spec.type.kernel_name})")
+        self._init(fd, spec)
+
+    def _init(self, fd: FD, spec: MapSpec) -> None:
+        self.fd = fd
+        self.spec = spec
+        self.name = spec.name
+        self.type = spec.type
+        self.key_size = spec.key_size
+        self.value_size = spec.value_size
+        self.max_entries = spec.max_entries
+        self.flags = spec.flags
+        self.key_format = spec.key_format
+        self.value_format = spec.value_format
+        self.pinned_path: str | None = None
+        self._percpu = spec.type in PERCPU_TYPES
+        self._ncpus = num_possible_cpus() if self._percpu else 1
+        self._slot = (spec.value_size + 7) & ~7 if self._percpu else spec.value_size
+
+    # ------------------------------------------------------------------ other constructors
+    @classmethod
+    def from_fd(cls, fd: FD, name: str | None = None) -> "Map":
+        """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info."""
+        try:
+            info = _bpf.obj_info(fd, "struct bpf_map_info")
+        except BPFKitError:
+            fd.close()
+            raise
+        spec = MapSpec(
+            name=name or ffi.string(info.name).decode(errors="replace"),
+            type=MapType(info.type),
+            key_size=info.key_size,
+            value_size=info.value_size,
+            max_entries=info.max_entries,
+            flags=info.map_flags,
+            map_extra=info.map_extra,
+        )
+        self = cls.__new__(cls)
+        self._init(fd, spec)
+        return self
+
+    @classmethod
+    def load_pinned(cls, path: str, readonly: bool = False) -> "Map":
+        """Open the map pinned at ``path`` in bpffs."""
+        from ._kernel.consts import BPF_F_RDONLY
+
+        try:
+            fd = _bpf.obj_get(path, BPF_F_RDONLY if readonly else 0)
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                raise NotFoundError(f"no pinned object at {path}") from None
+            raise exc.wrap(f"open pinned map {path}")
+        try:
+            self = cls.from_fd(fd)
+        except BPFKitError as exc:
+            raise exc.wrap(f"{path} is not a map")
+        self.pinned_path = path
+        return self
+
+    @classmethod
+    def from_id(cls, map_id: int) -> "Map":
+        return cls.from_fd(_bpf.fd_by_id("map", map_id))
+
+    # ------------------------------------------------------------------------ encoding
+    def _buf(self, size: int) -> Any:
+        return ffi.new("char[]", max(size, 1))
+
+    def encode_key(self, key: Any) -> bytes:
+        return self._encode(key, self.key_size, self.key_format, "key")
+
+    def _encode(self, obj: Any, size: int, fmt: str | None, what: str) -> bytes:
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            raw = bytes(obj)
+        elif fmt is not None:
+            raw = struct.pack(fmt, *obj) if isinstance(obj, tuple) else struct.pack(fmt, obj)
+        elif isinstance(obj, int) and _int_codec(size):
+            raw = struct.pack(_int_codec(size), obj)  # type: ignore[arg-type]
+        elif hasattr(obj, "fd") and isinstance(getattr(obj, "fd"), FD) and size == 4:
+            raw = struct.pack("<I", obj.fd.raw)  # a Map or Program as a prog/map-array value
+        else:
+            raise UsageError(f"map {self.name!r}: cannot encode {what} {obj!r} as {size} bytes")
+        if len(raw) != size:
+            raise UsageError(f"map {self.name!r}: {what} is {len(raw)} bytes, the map's are {size}")
+        return raw
+
+    def _decode(self, raw: bytes, fmt: str | None) -> Any:
+        if fmt is None:
+            return raw
+        values = struct.unpack(fmt, raw)
+        return values[0] if len(values) == 1 else values
+
+    def _encode_value(self, value: Any) -> bytes:
+        if not self._percpu:
+            return self._encode(value, self.value_size, self.value_format, "value")
+        if not isinstance(value, (list, tuple)) or len(value) != self._ncpus:
+            raise UsageError(
+                f"map {self.name!r} is per-CPU: give a list of {self._ncpus} values (one per possible CPU)"
+            )
+        pad = bytes(self._slot - self.value_size)
+        return b"".join(self._encode(v, self.value_size, self.value_format, "value") + pad for v in value)
+
+    def _decode_value(self, raw: bytes) -> Any:
+        if not self._percpu:
+            return self._decode(raw, self.value_format)
+        return [
+            self._decode(raw[i * self._slot : i * self._slot + self.value_size], self.value_format)
+            for i in range(self._ncpus)
+        ]
+
+    @property
+    def _value_buf_size(self) -> int:
+        return self._slot * self._ncpus
+
+    # ---------------------------------------------------------------------- operations
+    def lookup(self, key: Any, default: Any = None, flags: int = 0) -> Any:
+        """The value at ``key``, or ``default`` when absent."""
+        ckey = ffi.from_buffer(self.encode_key(key)) if self.key_size else ffi.NULL
+        cval = self._buf(self._value_buf_size)
+        try:
+            found = _bpf.map_lookup(self.fd, ckey, cval, flags)
+        except BPFKitError as exc:
+            raise exc.wrap(f"lookup in map {self.name!r}")
+        if not found:
+            return default
+        return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:])
+
+    def __getitem__(self, key: Any) -> Any:
+        marker = object()
+        value = self.lookup(key, marker)
+        if value is marker:
+            raise KeyError(key)
+        return value
+
+    def update(self, key: Any, value: Any, flags: int = BPF_ANY) -> None:
+        """Write ``value`` at ``key``. ``flags``: BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK."""
+        ckey = ffi.from_buffer(self.encode_key(key)) if self.key_size else ffi.NULL
+        cval = ffi.from_buffer(self._encode_value(value))
+        try:
+            _bpf.map_update(self.fd, ckey, cval, flags)
+        except BPFKitError as exc:
+            raise exc.wrap(f"update map {self.name!r}")
+
+    __setitem__ = update
+
+    def delete(self, key: Any) -> bool:
+        """Remove ``key``; False if it was not there."""
+        ckey = ffi.from_buffer(self.encode_key(key))
+        try:
+            return _bpf.map_delete(self.fd, ckey)
+        except BPFKitError as exc:
+            raise exc.wrap(f"delete from map {self.name!r}")
+
+    def __delitem__(self, key: Any) -> None:
+        if not self.delete(key):
+            raise KeyError(key)
+
+    def lookup_and_delete(self, key: Any = None) -> Any:
+        """Pop ``key`` (or the next element of a queue/stack when key is None); None if empty."""
+        ckey = ffi.from_buffer(self.encode_key(key)) if key is not None else ffi.NULL
+        cval = self._buf(self._value_buf_size)
+        try:
+            found = _bpf.map_lookup_and_delete(self.fd, ckey, cval)
+        except BPFKitError as exc:
+            raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
+        return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:]) if found else None
+
+    def next_key(self, key: Any = None) -> Any:
+        """The key after ``key`` (the first key for None); None at the end."""
+        ckey = ffi.from_buffer(self.encode_key(key)) if key is not None else ffi.NULL
+        cnext = self._buf(self.key_size)
+        if not _bpf.map_next_key(self.fd, ckey, cnext):
+            return None
+        return self._decode(ffi.buffer(cnext, self.key_size)[:], self.key_format)
+
+    def keys(self) -> Iterator[Any]:
+        """Iterate keys with MAP_GET_NEXT_KEY (a hash map may skip or repeat keys that are
+        deleted concurrently; that is the kernel's contract)."""
+        key = self.next_key(None)
+        while key is not None:
+            yield key
+            key = self.next_key(key)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for key in self.keys():
+            value = self.lookup(key)
+            if value is not None:
+                yield key, value
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.keys()
+
+    def lookup_batch(self, batch_size: int = 256) -> Iterator[tuple[Any, Any]]:
+        """Every (key, value) through BPF_MAP_LOOKUP_BATCH, ``batch_size`` per syscall."""
+        keys = self._buf(self.key_size * batch_size)
+        values = self._buf(self._value_buf_size * batch_size)
+        in_batch = None
+        out_batch = self._buf(max(self.key_size, 8))
+        while True:
+            count, done = _bpf.map_batch(
+                Cmd.MAP_LOOKUP_BATCH, self.fd, keys, values, batch_size, in_batch, out_batch
+            )
+            kraw = ffi.buffer(keys, self.key_size * count)[:]
+            vraw = ffi.buffer(values, self._value_buf_size * count)[:]
+            for i in range(count):
+                k = kraw[i * self.key_size : (i + 1) * self.key_size]
+                v = vraw[i * self._value_buf_size : (i + 1) * self._value_buf_size]
+                yield self._decode(k, self.key_format), self._decode_value(v)
+            if done:
+                return
+            in_batch = out_batch
+            out_batch = self._buf(max(self.key_size, 8))
+            if in_batch is out_batch:  # pragma: no cover - defensive
+                break
+
+    def update_batch(self, pairs: list[tuple[Any, Any]], flags: int = BPF_ANY) -> int:
+        """Write many (key, value) pairs with one BPF_MAP_UPDATE_BATCH; returns the count."""
+        kraw = b"".join(self.encode_key(k) for k, _ in pairs)
+        vraw = b"".join(self._encode_value(v) for _, v in pairs)
+        count, _ = _bpf.map_batch(
+            Cmd.MAP_UPDATE_BATCH, self.fd, ffi.from_buffer(kraw), ffi.from_buffer(vraw), len(pairs),
+            elem_flags=flags,
+        )
+        return count
+
+    def freeze(self) -> None:
+        """Make the map read-only for user space (BPF_MAP_FREEZE, 5.2+)."""
+        try:
+            _bpf.map_freeze(self.fd)
+        except BPFKitError as exc:
+            raise exc.wrap(f"freeze map {self.name!r}")
+
+    def info(self) -> Any:
+        """The kernel's struct bpf_map_info for this map."""
+        return _bpf.obj_info(self.fd, "struct bpf_map_info")
+
+    @property
+    def id(self) -> int:
+        return int(self.info().id)
+
+    # ------------------------------------------------------------------------- pinning
+    def pin(self, path: str) -> None:
+        """Pin in bpffs at ``path`` so the map outlives this process."""
+        try:
+            _bpf.obj_pin(self.fd, path)
+        except BPFKitError as exc:
+            raise exc.wrap(f"pin map {self.name!r} at {path}")
+        self.pinned_path = path
+
+    def unpin(self) -> None:
+        """Remove the pin made by :meth:`pin` or found by :meth:`load_pinned`."""
+        if self.pinned_path is None:
+            return
+        try:
+            os.unlink(self.pinned_path)
+        except FileNotFoundError:
+            pass
+        self.pinned_path = None
+
+    # ----------------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        """Release this process's reference (a pinned map stays in the kernel)."""
+        self.fd.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.fd.closed
+
+    def __enter__(self) -> "Map":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Map({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

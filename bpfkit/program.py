@@ -1,0 +1,212 @@
+"""Programs: ProgramSpec (plain data) and Program (a loaded program owning its fd)."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+from typing import Any
+
+from ._kernel import bpf as _bpf
+from ._kernel.abi import ffi
+from ._kernel.consts import AttachType, ProgType
+from ._kernel.fd import FD
+from .errors import BPFKitError, KernelError, NotFoundError, VerifierError
+
+__all__ = ["ProgramSpec", "Program", "LoadOptions"]
+
+
+@dataclasses.dataclass
+class ProgramSpec:
+    """A program as parsed from an object (or written by hand), before it meets the kernel.
+
+    ``instructions`` are final bytecode for the kernel when the spec comes out of a
+    Collection's relocation step; a spec made by hand must already hold map fds etc.
+    """
+
+    name: str
+    type: ProgType
+    instructions: bytes
+    license: str = "GPL"
+    section: str = ""
+    attach_type: AttachType | None = None  # expected_attach_type
+    attach_to: str = ""  # target named in the section (``syscalls/sys_enter_openat``)
+    kernel_version: int = 0
+    flags: int = 0  # prog_flags (BPF_F_SLEEPABLE, ...)
+    autoload: bool = True  # False for libbpf's "?sec" programs
+    # BTF for func_info/line_info, filled by the loader: (btf fd provider, records).
+    func_info: bytes = b""
+    func_info_rec_size: int = 0
+    line_info: bytes = b""
+    line_info_rec_size: int = 0
+    attach_btf_id: int = 0
+    attach_btf_obj_fd: int = 0
+    attach_prog_fd: int = 0
+    ifindex: int = 0
+
+    def copy(self) -> "ProgramSpec":
+        return dataclasses.replace(self)
+
+    @property
+    def insn_count(self) -> int:
+        return len(self.instructions) // 8
+
+
+@dataclasses.dataclass
+class LoadOptions:
+    """How programs are loaded.
+
+    ``log_level``: 0 loads without a log and retries with level 1 only if the verifier
+    rejects (the fast path); 1 or 2 always log (``Program.verifier_log`` keeps it).
+    ``log_whole``: VerifierError messages show the whole log instead of its tail.
+    """
+
+    log_level: int = 0
+    log_whole: bool = False
+
+
+class Program:
+    """A loaded BPF program. Close with :meth:`close` or ``with``; a pinned program stays."""
+
+    def __init__(self, spec: ProgramSpec, options: LoadOptions | None = None, btf_fd: int = 0) -> None:
+        options = options or LoadOptions()
+        kwargs: dict[str, Any] = dict(
+            prog_type=int(spec.type),
+            insns=spec.instructions,
+            license=spec.license,
+            expected_attach_type=int(spec.attach_type) if spec.attach_type is not None else 0,
+            kern_version=spec.kernel_version,
+            prog_flags=spec.flags,
+            attach_btf_id=spec.attach_btf_id,
+            attach_btf_obj_fd=spec.attach_btf_obj_fd,
+            attach_prog_fd=spec.attach_prog_fd,
+            ifindex=spec.ifindex,
+        )
+        if btf_fd and (spec.func_info or spec.line_info):
+            kwargs.update(
+                prog_btf_fd=btf_fd,
+                func_info=spec.func_info,
+                func_info_rec_size=spec.func_info_rec_size,
+                line_info=spec.line_info,
+                line_info_rec_size=spec.line_info_rec_size,
+            )
+        self.verifier_log = ""
+        try:
+            if options.log_level:
+                fd = _bpf.prog_load_with_log(spec.name, log_level=options.log_level, **kwargs)
+            else:
+                try:
+                    fd = _bpf.prog_load(name=spec.name, **kwargs)
+                except KernelError as exc:
+                    if exc.errno not in (errno.EACCES, errno.EINVAL, errno.EPERM, errno.E2BIG, errno.ENOSPC):
+                        raise
+                    # Load again with a log: the verifier explains EACCES/EINVAL there. A
+                    # refusal before verification (EPERM, no log) raises VerifierError too.
+                    fd = _bpf.prog_load_with_log(spec.name, log_level=1, **kwargs)
+        except VerifierError as exc:
+            if options.log_whole:
+                exc.TAIL_LINES = 1 << 30
+            raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
+        except BPFKitError as exc:
+            raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
+        self._init(fd, spec)
+
+    def _init(self, fd: FD, spec: ProgramSpec) -> None:
+        self.fd = fd
+        self.spec = spec
+        self.name = spec.name
+        self.type = spec.type
+        self.attach_type = spec.attach_type
+        self.pinned_path: str | None = None
+
+    @classmethod
+    def from_fd(cls, fd: FD, name: str | None = None) -> "Program":
+        """Adopt ``fd`` (ownership moves to the Program), described by the kernel's info."""
+        try:
+            info = _bpf.obj_info(fd, "struct bpf_prog_info")
+        except BPFKitError:
+            fd.close()
+            raise
+        spec = ProgramSpec(
+            name=name or ffi.string(info.name).decode(errors="replace"),
+            type=ProgType(info.type),
+            instructions=b"",
+        )
+        self = cls.__new__(cls)
+        self.verifier_log = ""
+        self._init(fd, spec)
+        return self
+
+    @classmethod
+    def load_pinned(cls, path: str) -> "Program":
+        try:
+            fd = _bpf.obj_get(path)
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                raise NotFoundError(f"no pinned object at {path}") from None
+            raise exc.wrap(f"open pinned program {path}")
+        self = cls.from_fd(fd)
+        self.pinned_path = path
+        return self
+
+    @classmethod
+    def from_id(cls, prog_id: int) -> "Program":
+        return cls.from_fd(_bpf.fd_by_id("prog", prog_id))
+
+    def info(self) -> Any:
+        """The kernel's struct bpf_prog_info for this program."""
+        return _bpf.obj_info(self.fd, "struct bpf_prog_info")
+
+    @property
+    def id(self) -> int:
+        return int(self.info().id)
+
+    def test_run(
+        self,
+        data: bytes = b"",
+        data_out_size: int = 0,
+        ctx: bytes = b"",
+        ctx_out_size: int = 0,
+        repeat: int = 1,
+        flags: int = 0,
+    ) -> tuple[int, bytes]:
+        """Run the program in the kernel with BPF_PROG_TEST_RUN; returns (retval, data_out)."""
+        try:
+            retval, out, _, _ = _bpf.prog_test_run(
+                self.fd, data, data_out_size, ctx, ctx_out_size, repeat, flags
+            )
+        except BPFKitError as exc:
+            raise exc.wrap(f"test run of program {self.name!r}")
+        return retval, out
+
+    def pin(self, path: str) -> None:
+        try:
+            _bpf.obj_pin(self.fd, path)
+        except BPFKitError as exc:
+            raise exc.wrap(f"pin program {self.name!r} at {path}")
+        self.pinned_path = path
+
+    def unpin(self) -> None:
+        if self.pinned_path is None:
+            return
+        try:
+            os.unlink(self.pinned_path)
+        except FileNotFoundError:
+            pass
+        self.pinned_path = None
+
+    def close(self) -> None:
+        self.fd.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.fd.closed
+
+    def __enter__(self) -> "Program":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Program({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

@@ -1,0 +1,61 @@
+"""Shared pytest plumbing: markers that skip with a reason naming what is missing.
+
+    @pytest.mark.root                  needs root (CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN)
+    @pytest.mark.feature("uprobe_pmu") needs a kernel feature, judged by bpfkit's own probe
+    @pytest.mark.vm                    runs only inside a VM kernel (integration/vm.py)
+    @pytest.mark.vm("6.1")             ... and only on that VM kernel
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent
+BPF_DIR = REPO / "bpf"
+BPF_OUT = BPF_DIR / ".output"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("root") and os.geteuid() != 0:
+        pytest.skip("needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)")
+    vm = item.get_closest_marker("vm")
+    if vm is not None:
+        running = os.environ.get("BPFKIT_VM_KERNEL")
+        if not running:
+            pytest.skip("needs a VM kernel: run through integration/vm.py")
+        if vm.args and running not in vm.args:
+            pytest.skip(f"needs VM kernel {' or '.join(vm.args)} (this is {running})")
+    for mark in item.iter_markers("feature"):
+        from bpfkit import features
+
+        for name in mark.args:
+            result = features.probe(name)
+            if not result.supported:
+                pytest.skip(f"kernel lacks {name}: {result.reason}")
+
+
+_built = False
+
+
+def bpf_object(name: str) -> Path:
+    """Path of bpf/.output/NAME.bpf.o, building bpf/ once per session (a no-op when current)."""
+    global _built
+    if not _built:
+        proc = subprocess.run(["make", "-s", "-C", str(BPF_DIR)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.fail(f"building bpf/ failed:\n{proc.stderr[-3000:]}")
+        _built = True
+    path = BPF_OUT / f"{name}.bpf.o"
+    if not path.exists():
+        pytest.fail(f"{path} was not built (is bpf/{name}.bpf.c there?)")
+    return path
+
+
+@pytest.fixture
+def bpf_obj():
+    """``bpf_obj("minimal")`` -> Path of the compiled object."""
+    return bpf_object

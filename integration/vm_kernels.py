@@ -1,0 +1,271 @@
+"""Fetch and cache Debian kernels for integration/vm.py.
+
+A kernel name ("5.10", "6.1", "6.12") maps to the newest plain ``-amd64`` linux-image package
+of one Debian release. Every look-up goes through a private APT configuration (own sources
+list, lists and cache dirs under the cache dir), so /etc is never touched, the host's
+``apt-get update`` state does not matter, and bullseye (not in the host's sources) works the
+same way as bookworm. The mirror URIs are taken from the host's apt sources at run time.
+
+Layout under ``cache_root()``::
+
+    apt/<codename>/...           private apt state (sources list, lists, archives)
+    kernels/<name>/kernel.json   what was fetched (package, version, release, paths)
+    kernels/<name>/root/         dpkg-deb -x of the package: boot/vmlinuz-*, lib/modules/*
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+# The cloud flavour lacks 9p (virtme-ng's root fs), rt is a different kernel: plain only.
+# Each pattern captures the ABI number that orders packages of one series.
+KERNELS: dict[str, tuple[str, str]] = {
+    "5.10": ("bullseye", r"5\.10\.0-(\d+)"),
+    "6.1": ("bookworm", r"6\.1\.0-(\d+)"),
+    "6.12": ("bookworm", r"6\.12\.(\d+)\+deb12"),
+}
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+HOST_SOURCES = ("/etc/apt/sources.list.d", "/etc/apt/sources.list")
+
+
+class KernelError(RuntimeError):
+    """A kernel could not be found, downloaded or unpacked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """An unpacked kernel ready for ``vng --run``."""
+
+    name: str
+    package: str
+    version: str  # Debian package version
+    release: str  # uname -r inside the guest
+    vmlinuz: str
+    modules: str  # lib/modules/<release> (virtme-ng links it into the guest)
+
+
+def cache_root() -> Path:
+    """$BPFKIT_CACHE, else $XDG_CACHE_HOME/bpfkit, else ~/.cache/bpfkit."""
+    if os.environ.get("BPFKIT_CACHE"):
+        return Path(os.environ["BPFKIT_CACHE"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(xdg) / "bpfkit"
+
+
+# ---------------------------------------------------------------- host apt sources
+
+def _host_source_entries() -> list[tuple[str, list[str]]]:
+    """(uri, suites) of every enabled Debian entry in the host's apt sources."""
+    entries: list[tuple[str, list[str]]] = []
+    paths: list[str] = []
+    for p in HOST_SOURCES:
+        if os.path.isdir(p):
+            paths += sorted(glob.glob(os.path.join(p, "*.sources")))
+            paths += sorted(glob.glob(os.path.join(p, "*.list")))
+        elif os.path.isfile(p):
+            paths.append(p)
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        if path.endswith(".sources"):
+            entries += _parse_deb822(text)
+        else:
+            entries += _parse_one_line(text)
+    return entries
+
+
+def _parse_deb822(text: str) -> list[tuple[str, list[str]]]:
+    out = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            m = re.match(r"^([A-Za-z-]+):\s*(.*)$", line)
+            if m:
+                fields[m.group(1).lower()] = m.group(2).strip()
+        if "deb" not in fields.get("types", "").split():
+            continue
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split():
+            out.append((uri, fields.get("suites", "").split()))
+    return out
+
+
+def _parse_one_line(text: str) -> list[tuple[str, list[str]]]:
+    out = []
+    for line in text.splitlines():
+        words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()
+        if len(words) >= 3 and words[0] == "deb":
+            out.append((words[1], [words[2]]))
+    return out
+
+
+def mirror_uris() -> tuple[str, str]:
+    """(archive URI, security URI) of the host's Debian sources."""
+    archive = security = None
+    for uri, suites in _host_source_entries():
+        for suite in suites:
+            if suite.endswith("-security"):
+                security = security or uri
+            elif "/" not in suite and not suite.endswith("-backports"):
+                archive = archive or uri
+    if not archive:
+        raise KernelError(f"no Debian archive entry found in the host's apt sources {HOST_SOURCES}")
+    return archive, security or archive
+
+
+# ---------------------------------------------------------------- private apt
+
+def _apt_env(codename: str) -> dict[str, str]:
+    """Environment whose APT_CONFIG points at a private config for `codename`."""
+    base = cache_root() / "apt" / codename
+    conf = base / "apt.conf"
+    if not conf.exists():
+        _write_private_apt(base, codename)
+    env = dict(os.environ, APT_CONFIG=str(conf), DEBIAN_FRONTEND="noninteractive")
+    return env
+
+
+def _write_private_apt(base: Path, codename: str) -> None:
+    archive, security = mirror_uris()
+    for d in ("lists/partial", "archives/partial", "sources.list.d", "preferences.d"):
+        (base / d).mkdir(parents=True, exist_ok=True)
+    signed = f"[arch=amd64 signed-by={KEYRING}]"
+    (base / "sources.list").write_text(
+        f"deb {signed} {archive} {codename} main\n"
+        f"deb {signed} {archive} {codename}-updates main\n"
+        f"deb {signed} {security} {codename}-security main\n"
+    )
+    (base / "status").touch()
+    # The host's apt.conf.d is still read (it may hold proxy or mirror-date settings).
+    settings = {
+        "Dir::State": base,
+        "Dir::State::Lists": base / "lists",
+        "Dir::State::status": base / "status",
+        "Dir::Cache": base,
+        "Dir::Cache::Archives": base / "archives",
+        "Dir::Etc::SourceList": base / "sources.list",
+        "Dir::Etc::SourceParts": base / "sources.list.d",
+        "Dir::Etc::PreferencesParts": base / "preferences.d",
+        "APT::Architecture": "amd64",
+        "APT::Architectures": "amd64",
+        # The cache dir is usually not readable by the _apt sandbox user.
+        "APT::Sandbox::User": "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
+        "Debug::NoLocking": "true",
+    }
+    (base / "apt.conf").write_text("".join(f'{k} "{v}";\n' for k, v in settings.items()))
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> str:
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KernelError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return proc.stdout
+
+
+def _apt_update(codename: str, env: dict[str, str]) -> None:
+    _run(["apt-get", "update", "-q"], env)
+
+
+def newest_package(name: str, env: dict[str, str]) -> str:
+    """Name of the newest plain -amd64 image package for kernel `name`."""
+    codename, abi = KERNELS[name]
+    pattern = re.compile(rf"^linux-image-({abi})-amd64(-unsigned)?$")
+    found: dict[int, list[str]] = {}
+    for pkg in _run(["apt-cache", "pkgnames", "linux-image-"], env).split():
+        m = pattern.match(pkg)
+        if m:
+            found.setdefault(int(m.group(2)), []).append(pkg)
+    if not found:
+        want = f"linux-image-{abi.replace(chr(92), '').replace('(d+)', '*')}-amd64"
+        raise KernelError(f"cannot find {want} in {codename} (+updates, -security): "
+                          f"no package matched {pattern.pattern}")
+    # Prefer the signed package (no '-unsigned' suffix): both hold the same vmlinuz.
+    return sorted(found[max(found)], key=len)[0]
+
+
+# ---------------------------------------------------------------- fetch and unpack
+
+def _package_version(deb: Path) -> str:
+    return _run(["dpkg-deb", "-f", str(deb), "Version"], dict(os.environ)).strip()
+
+
+def _download(package: str, env: dict[str, str], into: Path) -> Path:
+    _run(["apt-get", "download", "-q", package], env, cwd=str(into))
+    debs = list(into.glob(f"{package}_*.deb"))
+    if len(debs) != 1:
+        raise KernelError(f"apt-get download {package} left {len(debs)} .deb files in {into}")
+    return debs[0]
+
+
+def _unpack(deb: Path, root: Path) -> tuple[str, str, str]:
+    """dpkg-deb -x; returns (release, vmlinuz, modules dir)."""
+    _run(["dpkg-deb", "-x", str(deb), str(root)], dict(os.environ))
+    images = sorted(root.glob("boot/vmlinuz-*"))
+    if len(images) != 1:
+        raise KernelError(f"{deb.name}: expected one boot/vmlinuz-*, found {len(images)}")
+    release = images[0].name[len("vmlinuz-"):]
+    modules = next((m for m in (root / "lib/modules" / release, root / "usr/lib/modules" / release)
+                    if m.is_dir()), None)
+    if modules is None:
+        raise KernelError(f"{deb.name}: no lib/modules/{release} inside")
+    # The .deb ships no modules.dep (postinst makes it); without it modprobe in the guest fails.
+    _run(["depmod", "-a", "-b", str(modules.parent.parent.parent), release], dict(os.environ))
+    return release, str(images[0]), str(modules)
+
+
+def _load_cached(meta: Path) -> Kernel | None:
+    try:
+        k = Kernel(**json.loads(meta.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return k if os.path.isfile(k.vmlinuz) and os.path.isdir(k.modules) else None
+
+
+def fetch_kernel(name: str, log=print) -> Kernel:
+    """Return kernel `name`, downloading and unpacking it on first use only."""
+    if name not in KERNELS:
+        raise KernelError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)} (or 'host')")
+    kdir = cache_root() / "kernels" / name
+    kdir.mkdir(parents=True, exist_ok=True)
+    meta = kdir / "kernel.json"
+    with open(kdir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runners must not unpack the same kernel at once
+        cached = _load_cached(meta)
+        if cached:
+            return cached
+        codename = KERNELS[name][0]
+        env = _apt_env(codename)
+        log(f"[{name}] apt-get update ({codename}, private APT_CONFIG)")
+        _apt_update(codename, env)
+        package = newest_package(name, env)
+        log(f"[{name}] downloading and unpacking {package}")
+        with tempfile.TemporaryDirectory(dir=kdir, prefix="tmp-") as tmp:
+            deb = _download(package, env, Path(tmp))
+            release, _, _ = _unpack(deb, Path(tmp) / "root")
+            version = _package_version(deb)
+            shutil.rmtree(kdir / "root", ignore_errors=True)
+            os.rename(Path(tmp) / "root", kdir / "root")
+        root = kdir / "root"
+        modules = root / "lib/modules" / release
+        if not modules.is_dir():
+            modules = root / "usr/lib/modules" / release
+        kernel = Kernel(name, package, version, release,
+                        str(root / "boot" / f"vmlinuz-{release}"), str(modules))
+        meta.write_text(json.dumps(dataclasses.asdict(kernel), indent=1) + "\n")
+        return kernel
+
+
+if __name__ == "__main__":
+    import sys
+
+    for arg in sys.argv[1:] or list(KERNELS):
+        print(fetch_kernel(arg))
