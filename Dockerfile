@@ -1,0 +1,24 @@
+# bpfkit's integration-test image: Debian bookworm, clang/libbpf headers/bpftool, bpfkit installed.
+# The default command builds bpf/ against the running kernel's BTF and runs the test suites.
+#
+#   podman build --network host -t bpfkit-test .            (or docker build)
+#   podman run --rm --privileged bpfkit-test                 (or docker run --privileged)
+#
+# --privileged gives the container CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN and /sys/kernel/btf;
+# the entry point mounts tracefs and bpffs inside when they are absent.
+FROM debian:bookworm-slim
+
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends \
+      python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
+      ca-certificates mount \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY bpfkit ./bpfkit
+RUN python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && touch .venv/.bpfkit-installed
+COPY . .
+
+CMD ["scripts/test.sh"]

@@ -1,0 +1,274 @@
+"""Probe specs in bpftrace's grammar: ``kprobe:do_sys_open``, ``u:libc:malloc``, ``t:syscalls:sys_enter_openat``.
+
+Pure parsing: a string becomes a :class:`ProbeSpec`; nothing touches the kernel. A malformed spec
+raises :class:`~bpfkit.errors.ParseError` whose message repeats the spec with a caret under
+the bad part::
+
+    bad probe spec: kprobe:do_sys_open+x
+                                       ^ offset must be a number (decimal or 0x hex)
+
+Grammar (bpftrace's, with its short aliases):
+
+    kprobe:FN[+OFF]  kprobe:MODULE:FN[+OFF]           k
+    kretprobe:FN  kretprobe:MODULE:FN                 kr
+    uprobe:BINARY:FN[+OFF]  uprobe:BINARY:0xADDR      u      (BINARY: a path or a library name)
+    uretprobe:BINARY:FN                               ur
+    usdt:BINARY:[PROVIDER:]NAME                       U
+    tracepoint:CATEGORY:NAME                          t
+    rawtracepoint:[MODULE:]NAME                       rt
+    fentry:[MODULE:]FN  fexit:[MODULE:]FN             f, fr
+    profile:UNIT:N      (UNIT hz, s, ms, us)          p
+    software:EVENT[:COUNT]  hardware:EVENT[:COUNT]    s, h
+    xdp:IFACE  tc:IFACE:ingress|egress                (network attach points)
+
+Function and tracepoint names may hold ``*`` and ``?`` wildcards; :attr:`ProbeSpec.is_wildcard`
+tells, and the attach layer expands them against the kernel's or the binary's symbols.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .errors import ParseError
+
+__all__ = ["ProbeSpec", "parse_probe", "ALIASES", "KINDS"]
+
+ALIASES = {
+    "k": "kprobe",
+    "kr": "kretprobe",
+    "u": "uprobe",
+    "ur": "uretprobe",
+    "U": "usdt",
+    "t": "tracepoint",
+    "rt": "rawtracepoint",
+    "f": "fentry",
+    "fr": "fexit",
+    "p": "profile",
+    "s": "software",
+    "h": "hardware",
+}
+KINDS = frozenset(ALIASES.values()) | {"xdp", "tc"}
+
+SOFTWARE_EVENTS = {
+    "cpu-clock": 0, "cpu": 0, "task-clock": 1, "page-faults": 2, "faults": 2,
+    "context-switches": 3, "cs": 3, "cpu-migrations": 4, "migrations": 4,
+    "minor-faults": 5, "major-faults": 6, "alignment-faults": 7, "emulation-faults": 8,
+    "dummy": 9, "bpf-output": 10, "cgroup-switches": 11,
+}
+HARDWARE_EVENTS = {
+    "cpu-cycles": 0, "cycles": 0, "instructions": 1, "cache-references": 2, "cache-misses": 3,
+    "branch-instructions": 4, "branches": 4, "branch-misses": 5, "bus-cycles": 6,
+    "frontend-stalls": 7, "backend-stalls": 8, "ref-cycles": 9,
+}
+PROFILE_UNITS = ("hz", "s", "ms", "us")
+
+_IDENT = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_.*?]*$")  # function names: dots for .isra.0 clones
+_EVENT_NAME = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
+_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """A parsed probe spec. Which fields are set depends on ``kind``:
+
+    kprobe/kretprobe: function, offset, module; uprobe/uretprobe: binary, function or address,
+    offset; usdt: binary, provider, function (the probe name); tracepoint: category, function
+    (the event name); rawtracepoint/fentry/fexit: function, module; profile: unit, count;
+    software/hardware: event, config, count; xdp: iface; tc: iface, direction.
+    """
+
+    kind: str
+    text: str
+    function: str = ""
+    offset: int = 0
+    module: str = ""
+    binary: str = ""
+    address: int | None = None
+    provider: str = ""
+    category: str = ""
+    unit: str = ""
+    event: str = ""
+    config: int = 0
+    count: int = 0
+    iface: str = ""
+    direction: str = ""
+
+    @property
+    def is_wildcard(self) -> bool:
+        return any(c in self.function + self.category for c in "*?")
+
+    @property
+    def is_return(self) -> bool:
+        return self.kind in ("kretprobe", "uretprobe", "fexit")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _fail(text: str, start: int, why: str) -> ParseError:
+    caret = " " * (len("bad probe spec: ") + start) + "^ " + why
+    return ParseError(f"bad probe spec: {text}\n{caret}")
+
+
+def _number(text: str, part: str, start: int, what: str) -> int:
+    try:
+        return int(part, 0)
+    except ValueError:
+        raise _fail(text, start, f"{what} must be a number (decimal or 0x hex)") from None
+
+
+def _split_offset(text: str, part: str, start: int) -> tuple[str, int]:
+    name, plus, off = part.partition("+")
+    if not plus:
+        return name, 0
+    return name, _number(text, off, start + len(name) + 1, "offset")
+
+
+def _check(pattern: re.Pattern[str], text: str, part: str, start: int, what: str) -> str:
+    if not part:
+        raise _fail(text, start, f"missing {what}")
+    if not pattern.match(part):
+        raise _fail(text, start, f"invalid {what} {part!r}")
+    return part
+
+
+def _fields(text: str) -> tuple[list[str], list[int]]:
+    """Split on ':' but keep a uprobe path's own colons? Paths never hold ':' in bpftrace's
+    grammar either, so a plain split is faithful; returns the parts and their start columns."""
+    parts = text.split(":")
+    starts, pos = [], 0
+    for part in parts:
+        starts.append(pos)
+        pos += len(part) + 1
+    return parts, starts
+
+
+def parse_probe(text: str) -> ProbeSpec:
+    """Parse one probe spec; raises ParseError pointing at the bad part."""
+    text = text.strip()
+    if not text:
+        raise ParseError("bad probe spec: empty")
+    parts, starts = _fields(text)
+    kind = ALIASES.get(parts[0], parts[0])
+    if kind not in KINDS:
+        known = ", ".join(sorted(KINDS))
+        raise _fail(text, 0, f"unknown probe type {parts[0]!r} (known: {known})")
+    args, argstarts = parts[1:], starts[1:]
+    if not args or (len(args) == 1 and not args[0]):
+        raise _fail(text, len(text), "missing target after ':'")
+    parse = _PARSERS[kind]
+    return parse(kind, text, args, argstarts)
+
+
+def _arity(text: str, args: list[str], starts: list[int], low: int, high: int, form: str) -> None:
+    if len(args) < low:
+        raise _fail(text, len(text), f"too few fields: expected {form}")
+    if len(args) > high:
+        raise _fail(text, starts[high], f"too many fields: expected {form}")
+
+
+def _kprobe(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 1, 2, f"{kind}:[MODULE:]FUNCTION[+OFFSET]")
+    module = ""
+    if len(args) == 2:
+        module = _check(_EVENT_NAME, text, args[0], starts[0], "module name")
+    func, offset = _split_offset(text, args[-1], starts[-1])
+    _check(_IDENT, text, func, starts[-1], "function name")
+    if offset and kind == "kretprobe":
+        raise _fail(text, starts[-1] + len(func), "a kretprobe takes no offset")
+    return ProbeSpec(kind, text, function=func, offset=offset, module=module)
+
+
+def _uprobe(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 2, 2, f"{kind}:BINARY:FUNCTION[+OFFSET] or {kind}:BINARY:0xADDRESS")
+    binary = args[0]
+    if not binary:
+        raise _fail(text, starts[0], "missing binary (a path or a library name such as libc)")
+    target = args[1]
+    if re.match(r"^(0x[0-9a-fA-F]+|\d+)$", target):
+        return ProbeSpec(kind, text, binary=binary, address=int(target, 0))
+    func, offset = _split_offset(text, target, starts[1])
+    _check(_IDENT, text, func, starts[1], "function name")
+    if offset and kind == "uretprobe":
+        raise _fail(text, starts[1] + len(func), "a uretprobe takes no offset")
+    return ProbeSpec(kind, text, binary=binary, function=func, offset=offset)
+
+
+def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 2, 3, "usdt:BINARY:[PROVIDER:]NAME")
+    provider = ""
+    if len(args) == 3:
+        provider = _check(_EVENT_NAME, text, args[1], starts[1], "provider")
+    name = _check(_EVENT_NAME, text, args[-1], starts[-1], "probe name")
+    if not args[0]:
+        raise _fail(text, starts[0], "missing binary")
+    return ProbeSpec(kind, text, binary=args[0], provider=provider, function=name)
+
+
+def _tracepoint(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 2, 2, "tracepoint:CATEGORY:NAME")
+    category = _check(_EVENT_NAME, text, args[0], starts[0], "tracepoint category")
+    name = _check(_EVENT_NAME, text, args[1], starts[1], "tracepoint name")
+    return ProbeSpec(kind, text, category=category, function=name)
+
+
+def _btf_func(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 1, 2, f"{kind}:[MODULE:]NAME")
+    module = _check(_EVENT_NAME, text, args[0], starts[0], "module name") if len(args) == 2 else ""
+    func = _check(_IDENT, text, args[-1], starts[-1], "function name" if kind != "rawtracepoint" else "tracepoint name")
+    return ProbeSpec(kind, text, function=func, module=module)
+
+
+def _profile(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 2, 2, "profile:UNIT:N with UNIT one of hz, s, ms, us")
+    if args[0] not in PROFILE_UNITS:
+        raise _fail(text, starts[0], f"unknown unit {args[0]!r} (hz, s, ms or us)")
+    count = _number(text, args[1], starts[1], "rate")
+    if count <= 0:
+        raise _fail(text, starts[1], "rate must be positive")
+    return ProbeSpec(kind, text, unit=args[0], count=count)
+
+
+def _counter(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 1, 2, f"{kind}:EVENT[:COUNT]")
+    table = SOFTWARE_EVENTS if kind == "software" else HARDWARE_EVENTS
+    if args[0] not in table:
+        known = ", ".join(sorted(table))
+        raise _fail(text, starts[0], f"unknown {kind} event {args[0]!r} (known: {known})")
+    count = _number(text, args[1], starts[1], "count") if len(args) == 2 else 0
+    if len(args) == 2 and count <= 0:
+        raise _fail(text, starts[1], "count must be positive")
+    return ProbeSpec(kind, text, event=args[0], config=table[args[0]], count=count)
+
+
+def _xdp(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 1, 1, "xdp:INTERFACE")
+    iface = _check(_IFACE, text, args[0], starts[0], "interface name")
+    return ProbeSpec(kind, text, iface=iface)
+
+
+def _tc(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 2, 2, "tc:INTERFACE:ingress|egress")
+    iface = _check(_IFACE, text, args[0], starts[0], "interface name")
+    if args[1] not in ("ingress", "egress"):
+        raise _fail(text, starts[1], "direction must be ingress or egress")
+    return ProbeSpec(kind, text, iface=iface, direction=args[1])
+
+
+_PARSERS = {
+    "kprobe": _kprobe,
+    "kretprobe": _kprobe,
+    "uprobe": _uprobe,
+    "uretprobe": _uprobe,
+    "usdt": _usdt,
+    "tracepoint": _tracepoint,
+    "rawtracepoint": _btf_func,
+    "fentry": _btf_func,
+    "fexit": _btf_func,
+    "profile": _profile,
+    "software": _counter,
+    "hardware": _counter,
+    "xdp": _xdp,
+    "tc": _tc,
+}
