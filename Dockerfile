@@ -15,10 +15,14 @@ RUN apt-get update -qq \
       ca-certificates mount \
  && rm -rf /var/lib/apt/lists/*
 
+# A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):
+#   --volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro --build-arg PIP_CERT=/run/host-ca.crt
+ARG PIP_CERT=""
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY bpfkit ./bpfkit
-RUN python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && touch .venv/.bpfkit-installed
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+ && python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && touch .venv/.bpfkit-installed
 COPY . .
 
 CMD ["scripts/test.sh"]

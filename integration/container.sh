@@ -49,6 +49,12 @@ if ! podman image exists "$BASE"; then
 fi
 
 echo "container: building $IMAGE" >&2
-podman build -q --network host -t "$IMAGE" . >/dev/null
+build_args=()
+# Behind a TLS-intercepting proxy the host's CA bundle is what makes PyPI reachable: lend it.
+host_ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+if [ -r "$host_ca" ]; then
+  build_args+=(--volume "$host_ca:/run/host-ca.crt:ro" --build-arg PIP_CERT=/run/host-ca.crt)
+fi
+podman build -q --network host "${build_args[@]}" -t "$IMAGE" . >/dev/null
 echo "container: running the test suite in a privileged container" >&2
 exec podman run --rm --privileged --network host -e CI=true "$IMAGE" scripts/test.sh "$@"
