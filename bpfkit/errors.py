@@ -35,9 +35,14 @@ __all__ = [
 ]
 
 
+# Aliases where Python's errorcode picks the spelling the kernel sources do not use.
+_ERRNO_SPELLING = {_errno.EOPNOTSUPP: "EOPNOTSUPP", _errno.EDEADLK: "EDEADLK", 524: "ENOTSUPP"}
+
+
 def errno_name(err: int) -> str:
-    """``EPERM`` for 1: the symbolic name people search for."""
-    return _errno.errorcode.get(err, f"errno {err}")
+    """``EPERM`` for 1: the symbolic name people search for (as the kernel spells it; 524 is
+    the kernel-internal ENOTSUPP that bpf() lets through)."""
+    return _ERRNO_SPELLING.get(err) or _errno.errorcode.get(err, f"errno {err}")
 
 
 class BPFKitError(Exception):

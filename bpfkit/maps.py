@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import errno
 import os
+import re
 import struct
 from typing import Any, Iterator
 
@@ -29,6 +30,13 @@ PERCPU_TYPES = frozenset(
 )
 _MAP_IN_MAP = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
 _FD_VALUE_TYPES = _MAP_IN_MAP | {MapType.PROG_ARRAY, MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY}
+# Map types created without key/value BTF, as libbpf does (the kernel rejects or ignores it).
+_NO_BTF_TYPES = frozenset({
+    MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapType.STACK_TRACE, MapType.ARRAY_OF_MAPS,
+    MapType.HASH_OF_MAPS, MapType.DEVMAP, MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP,
+    MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK, MapType.ARENA,
+})
+_MAP_NAME_OK = re.compile(r"[A-Za-z0-9_.]*\Z").match
 
 
 class PinType(enum.IntEnum):
@@ -63,6 +71,9 @@ class MapSpec:
     freeze: bool = False
     key_format: str | None = None
     value_format: str | None = None
+    # The name the kernel sees when it differs from ``name`` (libbpf names .rodata of
+    # "prog.bpf.o" "prog.rodata"); 15 characters at most.
+    kernel_name: str = ""
 
     def copy(self) -> "MapSpec":
         return dataclasses.replace(
@@ -98,21 +109,36 @@ class Map:
     def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0) -> None:
         if spec.type in _MAP_IN_MAP and not inner_map_fd:
             raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
-        try:
-            fd = _bpf.map_create(
+        if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id):
+            btf_fd = 0
+        name = spec.kernel_name or spec.name
+        if not _MAP_NAME_OK(name):
+            name = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in name)
+
+        def create(with_btf: int) -> FD:
+            return _bpf.map_create(
                 int(spec.type),
                 spec.key_size,
                 spec.value_size,
                 spec.max_entries,
                 flags=spec.flags,
-                name=spec.name,
+                name=name,
                 inner_map_fd=inner_map_fd,
                 numa_node=spec.numa_node,
-                btf_fd=btf_fd if spec.btf_value_type_id or spec.btf_key_type_id else 0,
-                btf_key_type_id=spec.btf_key_type_id if btf_fd else 0,
-                btf_value_type_id=spec.btf_value_type_id if btf_fd else 0,
+                btf_fd=with_btf,
+                btf_key_type_id=spec.btf_key_type_id if with_btf else 0,
+                btf_value_type_id=spec.btf_value_type_id if with_btf else 0,
                 map_extra=spec.map_extra,
             )
+
+        try:
+            try:
+                fd = create(btf_fd)
+            except KernelError as exc:
+                # As libbpf: some kernels refuse BTF for some map types; the map works without.
+                if not btf_fd or exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, 524):
+                    raise
+                fd = create(0)
         except BPFKitError as exc:
             raise exc.wrap(f"create map {spec.name!r} ({spec.type.kernel_name})")
         self._init(fd, spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import errno
 import os
 from typing import Any
@@ -13,7 +14,7 @@ from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
 from .errors import BPFKitError, KernelError, NotFoundError, VerifierError
 
-__all__ = ["ProgramSpec", "Program", "LoadOptions"]
+__all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 
 
 @dataclasses.dataclass
@@ -26,7 +27,7 @@ class ProgramSpec:
 
     name: str
     type: ProgType
-    instructions: bytes
+    instructions: bytes = dataclasses.field(repr=False)
     license: str = "GPL"
     section: str = ""
     attach_type: AttachType | None = None  # expected_attach_type
@@ -34,22 +35,48 @@ class ProgramSpec:
     kernel_version: int = 0
     flags: int = 0  # prog_flags (BPF_F_SLEEPABLE, ...)
     autoload: bool = True  # False for libbpf's "?sec" programs
-    # BTF for func_info/line_info, filled by the loader: (btf fd provider, records).
-    func_info: bytes = b""
+    # func_info/line_info records (struct bpf_func_info/bpf_line_info) for the final layout,
+    # passed with the collection's BTF fd.
+    func_info: bytes = dataclasses.field(default=b"", repr=False)
     func_info_rec_size: int = 0
-    line_info: bytes = b""
+    line_info: bytes = dataclasses.field(default=b"", repr=False)
     line_info_rec_size: int = 0
     attach_btf_id: int = 0
     attach_btf_obj_fd: int = 0
     attach_prog_fd: int = 0
     ifindex: int = 0
+    # Filled by the ELF loader; resolved when a Collection loads the program.
+    references: list["Reference"] = dataclasses.field(default_factory=list)
+    core_relos: list[Any] = dataclasses.field(default_factory=list)  # (insn index, btf.CORERelo)
+    functions: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (name, first insn)
+    needs_kernel_version: bool = False  # the object's "version" section asked for the running kernel's
 
     def copy(self) -> "ProgramSpec":
-        return dataclasses.replace(self)
+        return dataclasses.replace(
+            self, references=list(self.references), core_relos=list(self.core_relos),
+            functions=list(self.functions),
+        )
 
     @property
     def insn_count(self) -> int:
         return len(self.instructions) // 8
+
+
+class RefKind(enum.IntEnum):
+    """How an instruction refers to a map; the values are the ld_imm64 src_reg the kernel reads."""
+
+    MAP_FD = 1  # BPF_PSEUDO_MAP_FD: imm = the map's fd
+    MAP_VALUE = 2  # BPF_PSEUDO_MAP_VALUE: imm = fd, next imm = offset into value 0 (global data)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reference:
+    """An ld_imm64 at instruction ``insn`` that must hold map ``map``'s fd when loaded."""
+
+    insn: int
+    map: str
+    kind: RefKind = RefKind.MAP_FD
+    offset: int = 0  # byte offset into the map value, for MAP_VALUE
 
 
 @dataclasses.dataclass
@@ -117,6 +144,8 @@ class Program:
         self.name = spec.name
         self.type = spec.type
         self.attach_type = spec.attach_type
+        self.section = spec.section  # the ELF section ("tracepoint/syscalls/sys_enter_openat")
+        self.attach_to = spec.attach_to  # its target ("syscalls/sys_enter_openat"), for auto-attach
         self.pinned_path: str | None = None
 
     @classmethod

@@ -32,4 +32,8 @@ fi
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 
+# Newer kernel UAPI headers for tests/test_layout.py (the host's linux-libc-dev is older than
+# the structs bpfkit declares); cached after the first run, and the test falls back without them.
+scripts/uapi-headers.sh >/dev/null || echo "setup: could not fetch newer UAPI headers (tests/test_layout.py will use /usr/include)" >&2
+
 make -s -C bpf

@@ -488,7 +488,7 @@ struct bpf_line_info {
 
 struct bpf_insn {
     uint8_t  code;
-    uint8_t  regs;     /* dst_reg:4 (low nibble on little endian), src_reg:4 */
+    uint8_t  _bits_regs;  /* dst_reg:4 (low nibble on little endian), src_reg:4 */
     int16_t  off;
     int32_t  imm;
 };
@@ -531,7 +531,7 @@ struct perf_event_attr {
     uint16_t sample_max_stack;
     uint16_t __reserved_2;
     uint32_t aux_sample_size;
-    uint32_t __reserved_3;
+    uint32_t aux_action;       /* aux_start_paused:1, aux_pause:1, aux_resume:1 (6.13); was __reserved_3 */
     uint64_t sig_data;
     uint64_t config3;
 };
@@ -580,6 +580,7 @@ struct perf_event_query_bpf {
 /* ------------------------------------------------------------------ libc */
 long syscall(long number, ...);
 int ioctl(int fd, unsigned long request, ...);
+int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const void *data);
 """
 
 # Structs whose layout tests/test_layout.py checks against the UAPI headers, with the C spelling.

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc
-from .consts import Cmd, syscall_number
+from .consts import AttachType, Cmd, syscall_number
 from .fd import FD
 
 _NR_BPF = syscall_number("bpf")
@@ -463,6 +463,71 @@ def link_detach(link_fd: FD | int) -> None:
     bpf(Cmd.LINK_DETACH, attr)
 
 
+def link_create_perf_event(prog_fd: FD | int, perf_fd: FD | int, cookie: int = 0, detail: str = "") -> FD:
+    """BPF_LINK_CREATE with attach_type BPF_PERF_EVENT (5.15, b89fbfbb854c): a bpf_link owning
+    the attachment of a program to a perf event, with a bpf_cookie (bpf_get_attach_cookie)."""
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.target_fd = int(perf_fd)
+    attr.link_create.attach_type = int(AttachType.PERF_EVENT)
+    attr.link_create.perf_event.bpf_cookie = cookie
+    return bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+
+
+# bpf_link_info.type values whose info carries a name the caller must give a buffer for:
+# BPF_LINK_TYPE_RAW_TRACEPOINT (tp_name) and BPF_LINK_TYPE_PERF_EVENT of kprobe/uprobe/
+# tracepoint kind (func_name/file_name/tp_name, 6.6, 1b715e1b0ec5).
+_LINK_RAW_TRACEPOINT, _LINK_PERF_EVENT = 1, 7
+_PERF_EVENT_NAMED = (1, 2, 3, 4, 5)  # BPF_PERF_EVENT_{UPROBE,URETPROBE,KPROBE,KRETPROBE,TRACEPOINT}
+
+
+def link_info(fd: FD | int) -> tuple[Any, str]:
+    """BPF_OBJ_GET_INFO_BY_FD on a link: (struct bpf_link_info, its name string or '').
+
+    Asks twice when the link kind reports a name: once for the type and the name's length,
+    once with a buffer of that length.
+    """
+    size = ffi.sizeof("struct bpf_link_info")
+    info = obj_info(fd, "struct bpf_link_info")
+    if info.type == _LINK_RAW_TRACEPOINT:
+        need = int(info.raw_tracepoint.tp_name_len)
+        if not need:
+            return info, ""
+        buf = ffi.new("char[]", need + 1)
+        info = ffi.new("struct bpf_link_info *")
+        info.raw_tracepoint.tp_name = addr(buf)
+        info.raw_tracepoint.tp_name_len = need + 1
+    elif info.type == _LINK_PERF_EVENT and info.perf_event.type in _PERF_EVENT_NAMED:
+        # kprobe.func_name, uprobe.file_name and tracepoint.tp_name share offsets, as do
+        # their name_len fields.
+        need = int(info.perf_event.kprobe.name_len)
+        if not need:
+            return info, ""
+        buf = ffi.new("char[]", need + 1)
+        info = ffi.new("struct bpf_link_info *")
+        info.perf_event.kprobe.func_name = addr(buf)
+        info.perf_event.kprobe.name_len = need + 1
+    else:
+        return info, ""
+    obj_info_into(fd, info, size)
+    return info, ffi.string(buf).decode(errors="replace")
+
+
+# A link made by BPF_LINK_CREATE is "bpf_link", one opened by BPF_OBJ_GET or by id "bpf-link".
+_ANON_INODE_KINDS = {"bpf-prog": "prog", "bpf-map": "map", "bpf_link": "link", "bpf-link": "link", "btf": "btf"}
+
+
+def obj_kind(fd: FD | int) -> str:
+    """What a bpf fd refers to: ``prog``, ``map``, ``link``, ``btf`` (from its anon inode name,
+    ``anon_inode:bpf_link``), or '' for anything else."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{int(fd)}")
+    except OSError:
+        return ""
+    name = target.removeprefix("anon_inode:")
+    return _ANON_INODE_KINDS.get(name, "")
+
+
 def raw_tracepoint_open(name: str | None, prog_fd: FD | int, cookie: int = 0) -> FD:
     attr = new_attr()
     cname = ffi.new("char[]", name.encode()) if name else None
@@ -515,3 +580,41 @@ def iter_create(link_fd: FD | int) -> FD:
     attr = new_attr()
     attr.iter_create.link_fd = int(link_fd)
     return bpf_fd(Cmd.ITER_CREATE, attr)
+
+
+# --------------------------------------------------------------------------------- bpffs
+BPFFS_DEFAULT = "/sys/fs/bpf"
+
+
+def bpffs_mount_of(path: str) -> str:
+    """The mount point of the bpf filesystem holding ``path`` (its nearest existing parent),
+    or '' when ``path`` is not on bpffs (pinning there fails with EPERM)."""
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = []
+            for line in f:
+                head, _, tail = line.partition(" - ")
+                if tail:
+                    mounts.append((head.split()[4], tail.split()[0]))
+    except OSError:
+        return ""
+    best = ("", "")
+    for point, fstype in mounts:
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, fstype)
+    return best[0] if best[1] == "bpf" else ""
+
+
+def ensure_bpffs(path: str) -> None:
+    """Make sure ``path`` lies on a bpf filesystem: mount one at /sys/fs/bpf when that is
+    where ``path`` is and nothing is mounted there (as systemd does at boot)."""
+    if bpffs_mount_of(path):
+        return
+    real = os.path.realpath(path)
+    if real != BPFFS_DEFAULT and not real.startswith(BPFFS_DEFAULT + "/"):
+        from ..errors import UsageError
+
+        raise UsageError(f"{path} is not on a bpf filesystem: pins live in bpffs (mount -t bpf bpf DIR)")
+    if libc.mount(b"bpf", BPFFS_DEFAULT.encode(), b"bpf", 0, ffi.NULL) != 0:
+        raise kernel_error("mount bpffs", ffi.errno, f"at {BPFFS_DEFAULT}")

@@ -202,6 +202,8 @@ class AttachType(_CEnum):
     NETKIT_PRIMARY = 54
     NETKIT_PEER = 55
     TRACE_KPROBE_SESSION = 56
+    TRACE_UPROBE_SESSION = 57  # 6.16
+    TRACE_FSESSION = 58  # named in libbpf 1.7's section table
 
 
 class LinkType(_CEnum):

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import TYPE_CHECKING
 
 from ..errors import NotSupportedError, ParseError
+
+if TYPE_CHECKING:
+    from .fd import FD
 
 PMU_ROOT = "/sys/bus/event_source/devices"
 
@@ -63,3 +67,50 @@ def has_pmu(pmu: str) -> bool:
     except NotSupportedError:
         return False
     return True
+
+
+def _place(pmu: str, field: str, value: int) -> tuple[str, int]:
+    """Shift ``value`` into the bits its format file names; returns (config word, bits)."""
+    word, first, last = pmu_format(pmu, field)
+    width = last - first + 1
+    if value >= (1 << width):
+        raise ParseError(f"{pmu} PMU field {field}: {value:#x} does not fit in {width} bits")
+    return word, value << first
+
+
+def open_probe(
+    pmu: str,
+    target: str,
+    offset: int = 0,
+    retprobe: bool = False,
+    ref_ctr_offset: int = 0,
+    pid: int = -1,
+    what: str = "",
+) -> "FD":
+    """perf_event_open on the kprobe or uprobe PMU: a probe that lives as long as the fd.
+
+    ``target`` is the kernel symbol (kprobe: config1 = kprobe_func, config2 = probe_offset)
+    or the binary's path (uprobe: config1 = uprobe_path, config2 = file offset). The retprobe
+    and ref_ctr_offset (USDT semaphore, 4.20) bits go where ``format/`` says. Like any
+    k/uprobe perf event, one opened for every task (pid -1) must name a CPU: CPU 0 is used,
+    and the BPF program attached still runs on every CPU.
+    """
+    from .abi import ffi
+    from . import perf
+
+    attr = perf.new_attr()
+    attr.type = pmu_type(pmu)
+    words = {"config": 0, "config1": 0, "config2": 0}
+    if retprobe:
+        word, bits = _place(pmu, "retprobe", 1)
+        words[word] |= bits
+    if ref_ctr_offset:
+        word, bits = _place(pmu, "ref_ctr_offset", ref_ctr_offset)
+        words[word] |= bits
+    ctarget = ffi.new("char[]", target.encode())
+    attr.config = words["config"]
+    attr.config1 = int(ffi.cast("uintptr_t", ctarget))
+    attr.config2 = offset
+    fd = perf.perf_event_open(attr, pid, 0 if pid == -1 else -1, what=what or f"{pmu} {target}")
+    del ctarget  # kept alive until the kernel has copied the string
+    return fd

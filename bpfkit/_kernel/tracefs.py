@@ -10,11 +10,16 @@ Terminology (as in cilium/ebpf's link/perf_event.go):
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import functools
 import os
 import re
+from typing import Iterator
 
-from ..errors import KernelError, NotFoundError, NotSupportedError, ParseError
+from ..errors import KernelError, NotFoundError, NotSupportedError, ParseError, kernel_error
+from .consts import PerfSample, PerfType
+from .fd import FD
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
@@ -106,8 +111,17 @@ def event_id(group: str, event: str) -> int:
         raise KernelError(f"read {path}", exc.errno or 13) from None
 
 
+def _path(name: str) -> str:
+    """``name`` under the tracefs root, refusing anything that would leave it."""
+    root = tracefs_root()
+    path = os.path.normpath(os.path.join(root, name))
+    if os.path.commonpath([root, path]) != root:
+        raise ParseError(f"tracefs path {name!r} escapes {root}")
+    return path
+
+
 def read_file(name: str) -> str:
-    with open(os.path.join(tracefs_root(), name)) as f:
+    with open(_path(name)) as f:
         return f.read()
 
 
@@ -117,9 +131,154 @@ def append_line(name: str, line: str) -> None:
     Python's open(..., "a") seeks to the end, which tracefs refuses with EINVAL; O_APPEND
     without the seek works.
     """
-    path = os.path.join(tracefs_root(), name)
+    path = _path(name)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------------------ dynamic probe events
+# kprobe_events (CONFIG_KPROBE_EVENTS) and uprobe_events (CONFIG_UPROBE_EVENTS) take one
+# definition per write (Documentation/trace/kprobetrace.rst, uprobetracer.rst):
+#   p[:[GRP/]EVENT] [MOD:]SYM[+offs]|MEMADDR        r[MAXACTIVE][:[GRP/]EVENT] [MOD:]SYM[+0]
+#   p[:[GRP/]EVENT] PATH:OFFSET[(REF_CTR_OFFSET)]   r[:[GRP/]EVENT] PATH:OFFSET[(REF_CTR_OFFSET)]
+#   -:[GRP/]EVENT                                   (remove; EBUSY while a perf event uses it)
+PROBE_KINDS = ("kprobe", "uprobe")
+_PROBE_LINE = re.compile(r"^(?P<type>[pr])(?P<maxactive>\d*):(?P<group>[^/\s]+)/(?P<event>\S+)\s+(?P<target>.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeEvent:
+    """One line of kprobe_events / uprobe_events."""
+
+    kind: str  # "kprobe" or "uprobe"
+    retprobe: bool
+    group: str
+    event: str
+    target: str  # ``do_sys_open+0x10``, ``/usr/bin/bash:0x0000000000031234``
+    maxactive: int = 0
+
+
+def probe_events_file(kind: str) -> str:
+    if kind not in PROBE_KINDS:
+        raise ParseError(f"unknown probe kind {kind!r}: expected one of {PROBE_KINDS}")
+    return f"{kind}_events"
+
+
+def has_probe_events(kind: str) -> bool:
+    """Whether tracefs offers ``<kind>_events`` (absent without CONFIG_{K,U}PROBE_EVENTS)."""
+    try:
+        return os.path.exists(_path(probe_events_file(kind)))
+    except NotSupportedError:
+        return False
+
+
+def add_probe_event(kind: str, line: str) -> None:
+    """Write one probe definition; errors keep the kernel's errno (ENOENT/EINVAL for an unknown
+    symbol, EEXIST for a taken name, EILSEQ for an offset off an instruction boundary)."""
+    name = probe_events_file(kind)
+    try:
+        append_line(name, line)
+    except FileNotFoundError:
+        raise NotSupportedError(
+            f"{kind} trace events", f"{tracefs_root()}/{name} does not exist (the kernel lacks "
+            f"CONFIG_{kind.upper()}_EVENTS)"
+        ) from None
+    except OSError as exc:
+        raise kernel_error(f"write {name}", exc.errno or errno.EIO, repr(line)) from None
+
+
+def remove_probe_event(kind: str, group: str, event: str) -> None:
+    """Remove ``group/event``: NotFoundError if it is gone, BusyError while a perf event uses it."""
+    validate_name("group", group)
+    validate_name("name", event)
+    name = probe_events_file(kind)
+    try:
+        append_line(name, f"-:{group}/{event}")
+    except FileNotFoundError:
+        raise NotFoundError(f"remove {kind} event {group}/{event}: {name} does not exist") from None
+    except OSError as exc:
+        err = exc.errno or errno.EIO
+        if err == errno.ENOENT:
+            raise NotFoundError(f"remove {kind} event {group}/{event}: no such event") from None
+        raise kernel_error(f"write {name}", err, f"remove {group}/{event}") from None
+
+
+def list_probe_events(kind: str) -> list[ProbeEvent]:
+    """The probe events defined in ``<kind>_events`` (empty when the file does not exist)."""
+    try:
+        text = read_file(probe_events_file(kind))
+    except FileNotFoundError:
+        return []
+    except NotSupportedError:
+        return []
+    return parse_probe_events(kind, text)
+
+
+def parse_probe_events(kind: str, text: str) -> list[ProbeEvent]:
+    """Parse the contents of ``<kind>_events`` (``p:grp/ev target`` lines)."""
+    found = []
+    for line in text.splitlines():
+        m = _PROBE_LINE.match(line.strip())
+        if m:
+            found.append(
+                ProbeEvent(
+                    kind, m["type"] == "r", m["group"], m["event"], m["target"].strip(),
+                    int(m["maxactive"] or 0),
+                )
+            )
+    return found
+
+
+def iter_event_groups() -> Iterator[str]:
+    """Names of the trace event groups (directories under events/)."""
+    try:
+        yield from sorted(os.listdir(_path("events")))
+    except FileNotFoundError:
+        return
+
+
+def open_trace_event(event: int, pid: int = -1, what: str = "") -> FD:
+    """perf_event_open(PERF_TYPE_TRACEPOINT, config=``event``): a perf event on a trace event
+    (a tracepoint, or a kprobe/uprobe made through kprobe_events/uprobe_events).
+
+    With pid -1 the event counts on one CPU only, so it is opened on CPU 0; a BPF program
+    attached to it still runs on every CPU (the program hangs off the trace event, not the
+    perf event's CPU). With a pid it follows that task on any CPU.
+    """
+    from . import perf
+
+    attr = perf.new_attr()
+    attr.type = int(PerfType.TRACEPOINT)
+    attr.config = event
+    attr.sample_type = int(PerfSample.RAW)
+    attr.sample_period = 1
+    attr.wakeup_events = 1
+    return perf.perf_event_open(attr, pid, 0 if pid == -1 else -1, what=what)
+
+
+# Kernel symbols, for telling "no such symbol" apart from other EINVALs of kprobe creation.
+def kernel_symbol_exists(symbol: str) -> bool | None:
+    """Whether /proc/kallsyms lists ``symbol`` (``mod:sym`` looks in module ``mod``);
+    None when kallsyms cannot be read."""
+    module, _, name = symbol.rpartition(":")
+    try:
+        with open("/proc/kallsyms", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    needle = (" " + name).encode()
+    pos = 0
+    while True:
+        pos = data.find(needle, pos)
+        if pos < 0:
+            return False
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        rest = data[pos + len(needle):end]
+        if rest == b"" or rest[:1] in (b"\t",):
+            if not module or rest.strip() == f"[{module}]".encode():
+                return True
+        pos = end

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: GPL-2.0
+// An object that needs CO-RE: it reads task_struct fields through vmlinux.h's
+// preserve_access_index types, so clang emits CO-RE relocations. Until bpfkit has CO-RE
+// support, loading it must fail with a message saying so (parsing still works).
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+__u32 last_ppid;
+
+SEC("tracepoint/syscalls/sys_enter_getppid")
+int core_getppid(void *ctx)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	last_ppid = BPF_CORE_READ(task, real_parent, tgid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,805 @@
+"""Feature probes: small, conclusive experiments asking the running kernel what it can do.
+
+Each probe does the least that proves the point, in the style of libbpf's ``probe_*`` and
+cilium/ebpf's ``internal/feature``, and closes everything it made before returning:
+
+* **EBADF vs EINVAL.** A command given deliberately invalid file descriptors fails with EBADF
+  only after the kernel has accepted the rest of the request (it went looking for the fd), and
+  with EINVAL when it does not understand the request at all. BPF_LINK_CREATE with attach type
+  BPF_PERF_EVENT and target fd -1 is EBADF on 5.15+ and EINVAL before; a uprobe_multi link on
+  path "/" is EBADF (not a regular file) on 6.6+.
+* **Minimal objects.** A program type is probed by loading ``r0 = 0; exit`` of that type; a map
+  type by creating the smallest valid map; a BTF kind by loading a hand-made blob using it.
+  Unknown types and kinds are EINVAL (or E2BIG when the attr has bytes the kernel lacks).
+* **sysfs/tracefs facts.** The kprobe/uprobe PMUs are files under
+  /sys/bus/event_source/devices; tracefs's kprobe_events/uprobe_events are tried with a test
+  definition that is removed at once.
+
+A probe returns ``(supported, reason)``; the reason names the errno and what it means.
+:mod:`bpfkit.features` caches the answers per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import itertools
+import mmap
+import os
+import struct
+import sys
+from typing import Any, Callable, Iterator
+
+from .. import asm
+from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
+from . import bpf as _bpf
+from . import pmu, tracefs
+from .abi import ffi
+from .consts import BPF_F_SLEEPABLE, AttachType, FuncId, MapFlag, MapType, ProgType
+from .fd import FD
+
+ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
+
+Outcome = tuple[bool, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """One feature: its name, table group, the first release that has it, and how to ask."""
+
+    name: str
+    group: str
+    min_version: str
+    what: str
+    how: str
+    run: Callable[[], Outcome]
+
+
+REGISTRY: dict[str, Probe] = {}
+GROUPS = ("syscall", "links", "probes", "btf", "program types", "map types")
+
+
+def _register(name: str, group: str, min_version: str, what: str, how: str) -> Callable[[Callable[[], Outcome]], Callable[[], Outcome]]:
+    def deco(fn: Callable[[], Outcome]) -> Callable[[], Outcome]:
+        REGISTRY[name] = Probe(name, group, min_version, what, how, fn)
+        return fn
+
+    return deco
+
+
+def describe_errno(err: int) -> str:
+    """``EINVAL (Invalid argument)``; ENOTSUPP (524), which has no libc name, spelled out."""
+    if err == ENOTSUPP:
+        return "ENOTSUPP (524, kernel-internal 'not supported')"
+    return f"{errno_name(err)} ({os.strerror(err)})"
+
+
+def _failure(exc: BaseException) -> Outcome:
+    """An error nobody expected: unsupported, with the reason saying it was inconclusive."""
+    err = getattr(exc, "errno", None)
+    if err in (errno.EPERM, errno.EACCES):
+        return False, f"{describe_errno(err)}: not permitted (needs root, or CAP_BPF and CAP_PERFMON)"
+    if isinstance(exc, BPFKitError):
+        return False, f"probe failed: {exc}"
+    return False, f"probe failed: {type(exc).__name__}: {exc}"
+
+
+def kernel_version_code() -> int:
+    """LINUX_VERSION_CODE of the running kernel from uname (kprobe programs before 5.0 must
+    pass it in kern_version; 6c4fc209fcf9 dropped the check)."""
+    release = os.uname().release
+    parts = []
+    for piece in release.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits or 0))
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0] << 16) | (parts[1] << 8) | min(parts[2], 255)
+
+
+RET0 = asm.return_imm(0)
+
+
+def _load(prog_type: ProgType, insns: bytes = RET0, **kwargs: Any) -> FD:
+    """Load a program quietly (no log): the fast path for probes."""
+    if prog_type == ProgType.KPROBE:
+        kwargs.setdefault("kern_version", kernel_version_code())
+    return _bpf.prog_load(int(prog_type), insns, name="bpfkit_probe", **kwargs)
+
+
+def _load_logged(prog_type: ProgType, insns: bytes = RET0, **kwargs: Any) -> FD:
+    """Load with a verifier log: failures raise VerifierError carrying it."""
+    if prog_type == ProgType.KPROBE:
+        kwargs.setdefault("kern_version", kernel_version_code())
+    return _bpf.prog_load_with_log("bpfkit_probe", prog_type=int(prog_type), insns=insns, **kwargs)
+
+
+@contextlib.contextmanager
+def _closing() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as stack:
+        yield stack
+
+
+def _keep(stack: contextlib.ExitStack, fd: FD) -> FD:
+    stack.callback(fd.close)
+    return fd
+
+
+# ------------------------------------------------------------------------- BTF blobs
+BTF_MAGIC = 0xEB9F
+(KIND_INT, KIND_PTR, KIND_ARRAY, KIND_STRUCT, KIND_UNION, KIND_ENUM, KIND_FWD, KIND_TYPEDEF,
+ KIND_VOLATILE, KIND_CONST, KIND_RESTRICT, KIND_FUNC, KIND_FUNC_PROTO, KIND_VAR, KIND_DATASEC,
+ KIND_FLOAT, KIND_DECL_TAG, KIND_TYPE_TAG, KIND_ENUM64) = range(1, 20)
+
+
+class BTFBuilder:
+    """Just enough of the BTF encoding (Documentation/bpf/btf.rst) to hand-make probe blobs."""
+
+    def __init__(self) -> None:
+        self.types: list[bytes] = []
+        self.strings = bytearray(b"\0")
+
+    def name(self, text: str) -> int:
+        if not text:
+            return 0
+        off = len(self.strings)
+        self.strings += text.encode() + b"\0"
+        return off
+
+    def add(self, name: str, kind: int, vlen: int, size_or_type: int, extra: bytes = b"", kflag: int = 0) -> int:
+        info = (kflag << 31) | (kind << 24) | vlen
+        self.types.append(struct.pack("<III", self.name(name), info, size_or_type) + extra)
+        return len(self.types)  # type ids start at 1
+
+    def int_(self, name: str = "int", size: int = 4, signed: bool = True) -> int:
+        return self.add(name, KIND_INT, 0, size, struct.pack("<I", ((1 if signed else 0) << 24) | (size * 8)))
+
+    def encode(self) -> bytes:
+        types = b"".join(self.types)
+        strs = bytes(self.strings)
+        header = struct.pack("<HBBIIIII", BTF_MAGIC, 1, 0, 24, 0, len(types), len(types), len(strs))
+        return header + types + strs
+
+
+def _btf_int_only() -> bytes:
+    b = BTFBuilder()
+    b.int_()
+    return b.encode()
+
+
+def _btf_func(linkage: int) -> bytes:
+    b = BTFBuilder()
+    i = b.int_()  # [1] int
+    proto = b.add("", KIND_FUNC_PROTO, 1, i, struct.pack("<II", b.name("a"), i))  # [2] int (int a)
+    b.add("probe_func", KIND_FUNC, linkage, proto)  # [3] static/global int probe_func(int a)
+    return b.encode()
+
+
+def _btf_datasec() -> bytes:
+    b = BTFBuilder()
+    i = b.int_()
+    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 1))  # global allocated
+    b.add(".data", KIND_DATASEC, 1, 4, struct.pack("<III", var, 0, 4))
+    return b.encode()
+
+
+def _btf_float() -> bytes:
+    b = BTFBuilder()
+    b.add("float", KIND_FLOAT, 0, 4)
+    return b.encode()
+
+
+def _btf_decl_tag() -> bytes:
+    b = BTFBuilder()
+    i = b.int_()
+    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 0))
+    b.add("probe_tag", KIND_DECL_TAG, 0, var, struct.pack("<i", -1))
+    return b.encode()
+
+
+def _btf_type_tag() -> bytes:
+    b = BTFBuilder()
+    i = b.int_()
+    tag = b.add("probe_tag", KIND_TYPE_TAG, 0, i)
+    b.add("", KIND_PTR, 0, tag)
+    return b.encode()
+
+
+def _btf_enum64() -> bytes:
+    b = BTFBuilder()
+    value = 1 << 40
+    b.add("probe_enum", KIND_ENUM64, 1, 8, struct.pack("<III", b.name("PROBE_A"), value & 0xFFFFFFFF, value >> 32))
+    return b.encode()
+
+
+def local_storage_btf() -> bytes:
+    """int [1]; struct bpf_spin_lock { int val; } [2]; struct val { int cnt; struct
+    bpf_spin_lock l; } [3]: what sk/inode/task/cgrp storage maps need as key/value types."""
+    b = BTFBuilder()
+    i = b.int_()
+    lock = b.add("bpf_spin_lock", KIND_STRUCT, 1, 4, struct.pack("<III", b.name("val"), i, 0))
+    b.add("val", KIND_STRUCT, 2, 8, struct.pack("<III", b.name("cnt"), i, 0) + struct.pack("<III", b.name("l"), lock, 32))
+    return b.encode()
+
+
+BTF_BLOBS: dict[str, Callable[[], bytes]] = {
+    "btf": _btf_int_only,
+    "btf_func": lambda: _btf_func(0),
+    "btf_func_global": lambda: _btf_func(1),
+    "btf_datasec": _btf_datasec,
+    "btf_float": _btf_float,
+    "btf_decl_tag": _btf_decl_tag,
+    "btf_type_tag": _btf_type_tag,
+    "btf_enum64": _btf_enum64,
+}
+
+
+def _btf_probe(feature: str, kind: str) -> Callable[[], Outcome]:
+    def run() -> Outcome:
+        try:
+            _bpf.btf_load(BTF_BLOBS[feature]()).close()
+        except KernelError as exc:
+            if exc.errno in (errno.EINVAL, errno.E2BIG):
+                log = exc.tail(1) if isinstance(exc, VerifierError) else ""
+                return False, f"BPF_BTF_LOAD of a blob with {kind} gave {describe_errno(exc.errno)}" + (
+                    f": {log.strip()}" if log else ""
+                )
+            return _failure(exc)
+        return True, f"BPF_BTF_LOAD accepted a blob with {kind}"
+
+    return run
+
+
+for _name, _ver, _kind, _what in (
+    ("btf", "4.18", "one BTF_KIND_INT", "BPF_BTF_LOAD: loading BPF Type Format blobs"),
+    ("btf_func", "5.0", "BTF_KIND_FUNC and BTF_KIND_FUNC_PROTO", "BTF_KIND_FUNC/FUNC_PROTO (func_info for programs)"),
+    ("btf_func_global", "5.6", "a BTF_KIND_FUNC of global linkage", "global function linkage in BTF_KIND_FUNC"),
+    ("btf_datasec", "5.2", "BTF_KIND_VAR and BTF_KIND_DATASEC", "BTF_KIND_VAR/DATASEC (global data sections)"),
+    ("btf_float", "5.13", "BTF_KIND_FLOAT", "BTF_KIND_FLOAT"),
+    ("btf_decl_tag", "5.16", "BTF_KIND_DECL_TAG", "BTF_KIND_DECL_TAG (__attribute__((btf_decl_tag)))"),
+    ("btf_type_tag", "5.17", "BTF_KIND_TYPE_TAG", "BTF_KIND_TYPE_TAG (__attribute__((btf_type_tag)))"),
+    ("btf_enum64", "6.0", "BTF_KIND_ENUM64", "BTF_KIND_ENUM64 (64-bit enumerators)"),
+):
+    REGISTRY[_name] = Probe(_name, "btf", _ver, _what, f"BPF_BTF_LOAD of a hand-made blob with {_kind}",
+                            _btf_probe(_name, _kind))
+
+
+# ---------------------------------------------------------------------------- syscall
+@_register("bpf_syscall", "syscall", "3.18", "the bpf(2) system call, usable by this process",
+           "BPF_MAP_CREATE of a one-element array")
+def probe_bpf_syscall() -> Outcome:
+    try:
+        _bpf.map_create(int(MapType.ARRAY), 4, 4, 1).close()
+    except KernelError as exc:
+        if exc.errno == errno.ENOSYS:
+            return False, "bpf() is ENOSYS: the kernel was built without CONFIG_BPF_SYSCALL"
+        return _failure(exc)
+    return True, "BPF_MAP_CREATE of an array map succeeded"
+
+
+@_register("mmapable_maps", "syscall", "5.5", "BPF_F_MMAPABLE array maps (mmap a map's values)",
+           "BPF_MAP_CREATE of an array with BPF_F_MMAPABLE, then mmap it")
+def probe_mmapable_maps() -> Outcome:
+    try:
+        with _bpf.map_create(int(MapType.ARRAY), 4, 8, 1, flags=int(MapFlag.MMAPABLE)) as fd:
+            with mmap.mmap(fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE):
+                pass
+    except KernelError as exc:
+        if exc.errno == errno.EINVAL:
+            return False, f"BPF_MAP_CREATE with BPF_F_MMAPABLE gave {describe_errno(exc.errno)}: flag unknown"
+        return _failure(exc)
+    except OSError as exc:
+        return False, f"the map was created but mmap failed: {describe_errno(exc.errno or 0)}"
+    return True, "created and mmapped an array map with BPF_F_MMAPABLE"
+
+
+@_register("ringbuf", "syscall", "5.8", "BPF ring buffer maps (BPF_MAP_TYPE_RINGBUF)",
+           "BPF_MAP_CREATE of a one-page ring buffer")
+def probe_ringbuf() -> Outcome:
+    return _map_type_outcome(MapType.RINGBUF)
+
+
+@_register("perf_event_array", "syscall", "4.3", "perf event array maps (bpf_perf_event_output)",
+           "BPF_MAP_CREATE of a BPF_MAP_TYPE_PERF_EVENT_ARRAY")
+def probe_perf_event_array() -> Outcome:
+    return _map_type_outcome(MapType.PERF_EVENT_ARRAY)
+
+
+@_register("bpf_cookie", "syscall", "5.15", "bpf_get_attach_cookie(): a u64 set at attach time",
+           "load a kprobe program calling helper bpf_get_attach_cookie (174)")
+def probe_bpf_cookie() -> Outcome:
+    insns = asm.call(FuncId.get_attach_cookie) + RET0
+    for prog_type in (ProgType.KPROBE, ProgType.TRACEPOINT):
+        try:
+            _load_logged(prog_type, insns).close()
+        except VerifierError as exc:
+            if exc.errno == errno.EINVAL and ("unknown func" in exc.log or "invalid func" in exc.log):
+                return False, f"the verifier does not know helper 174: {exc.tail(1).strip()}"
+            if exc.errno == errno.EINVAL and prog_type == ProgType.KPROBE and not exc.log:
+                continue  # no kprobe program type here: ask with a tracepoint program
+            return _failure(exc)
+        except KernelError as exc:
+            return _failure(exc)
+        return True, f"a {prog_type.kernel_name} program calling bpf_get_attach_cookie loaded"
+    return False, "neither kprobe nor tracepoint programs load here"
+
+
+@_register("log_true_size", "syscall", "6.4", "log_true_size: the kernel reports the verifier log size it needed",
+           "load a program the verifier rejects, with a log, and read back log_true_size")
+def probe_log_true_size() -> Outcome:
+    try:
+        # ``exit`` without setting r0: the verifier rejects it with "R0 !read_ok" and a log.
+        _bpf.prog_load(int(ProgType.SOCKET_FILTER), asm.exit_(), log_level=1, log_size=4096).close()
+    except _bpf._LoadLogError as exc:
+        if exc.true_size > 0:
+            return True, f"the rejected load reported log_true_size={exc.true_size}"
+        return False, f"the rejected load ({describe_errno(exc.errno)}) left log_true_size at 0"
+    except KernelError as exc:
+        return _failure(exc)
+    return False, "the verifier accepted a program without r0 set; cannot tell"
+
+
+def _vmlinux_func_id(names: tuple[str, ...]) -> tuple[str, int]:
+    """The BTF id of the first of ``names`` that is a BTF_KIND_FUNC in vmlinux BTF.
+
+    A minimal scan of /sys/kernel/btf/vmlinux (only the record sizes are decoded), so the
+    probe does not need the full BTF parser.
+    """
+    with open("/sys/kernel/btf/vmlinux", "rb") as f:
+        data = f.read()
+    _, _, _, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
+    strs = data[hdr_len + str_off : hdr_len + str_off + str_len]
+    wanted = {}
+    for name in names:
+        at = strs.find(b"\0" + name.encode() + b"\0")
+        if at >= 0:
+            wanted[at + 1] = name
+    extra = {KIND_INT: 4, KIND_ARRAY: 12, KIND_VAR: 4, KIND_DECL_TAG: 4}
+    per = {KIND_STRUCT: 12, KIND_UNION: 12, KIND_ENUM: 8, KIND_FUNC_PROTO: 8, KIND_DATASEC: 12, KIND_ENUM64: 12}
+    pos, end, tid = hdr_len + type_off, hdr_len + type_off + type_len, 1
+    found: dict[str, int] = {}
+    unpack = struct.unpack_from
+    while pos < end and wanted:
+        name_off, info = unpack("<II", data, pos)
+        kind = (info >> 24) & 0x1F
+        if kind == KIND_FUNC and name_off in wanted:
+            found[wanted.pop(name_off)] = tid
+            if names[0] in found:
+                break
+        pos += 12 + extra.get(kind, 0) + per.get(kind, 0) * (info & 0xFFFF)
+        tid += 1
+    for name in names:
+        if name in found:
+            return name, found[name]
+    raise NotFoundError(f"none of {', '.join(names)} is a function in vmlinux BTF")
+
+
+# bpf_fentry_test1 exists for exactly this (net/bpf/test_run.c); the others are fallbacks.
+FENTRY_TARGETS = ("bpf_fentry_test1", "do_nanosleep", "vfs_read")
+
+
+@_register("tracing_programs", "syscall", "5.5", "fentry/fexit programs (BPF trampolines, BPF_PROG_TYPE_TRACING)",
+           "load an fentry program on a function found in vmlinux BTF")
+def probe_tracing_programs() -> Outcome:
+    # First the cheap question libbpf asks: does the type exist at all? (attach_btf_id 1 is
+    # never a function, so a kernel that knows fentry says so in the log with EINVAL.)
+    kind = dict(expected_attach_type=int(AttachType.TRACE_FENTRY))
+    try:
+        _load_logged(ProgType.TRACING, attach_btf_id=1, **kind).close()
+    except VerifierError as exc:
+        if exc.errno == errno.EPERM and not exc.log.strip():
+            return False, (f"BPF_PROG_LOAD of an fentry program: {describe_errno(exc.errno)} with an empty verifier "
+                           "log: the kernel refuses BPF trampolines before verification")
+        if exc.errno != errno.EINVAL or "is not a function" not in exc.log:
+            return False, f"BPF_PROG_LOAD of a tracing program: {describe_errno(exc.errno)}: {exc.tail(1).strip()}"
+    except KernelError as exc:
+        return _failure(exc)
+    try:
+        target, btf_id = _vmlinux_func_id(FENTRY_TARGETS)
+    except (OSError, BPFKitError) as exc:
+        return False, f"no vmlinux BTF function to attach to: {exc}"
+    try:
+        _load_logged(ProgType.TRACING, attach_btf_id=btf_id, **kind).close()
+    except VerifierError as exc:
+        why = exc.tail(1).strip() or "empty verifier log: refused before verification"
+        return False, f"fentry program on {target} rejected: {describe_errno(exc.errno)}: {why}"
+    except KernelError as exc:
+        return _failure(exc)
+    return True, f"loaded an fentry program on {target} (BTF id {btf_id})"
+
+
+# ------------------------------------------------------------------------------ links
+@_register("bpf_link", "links", "5.7", "bpf_link: attachments owned by a file descriptor",
+           "BPF_LINK_CREATE (cgroup inet ingress) with invalid fds: EBADF = known, EINVAL = not")
+def probe_bpf_link() -> Outcome:
+    # 5.7: af6eea57437a (cgroup bpf_link) and 70ed506c3bbc (raw_tp/tracing links).
+    try:
+        _bpf.link_create(0xFFFFFFFF, 0xFFFFFFFF, int(AttachType.CGROUP_INET_INGRESS)).close()
+    except KernelError as exc:
+        if exc.errno == errno.EBADF:
+            return True, "BPF_LINK_CREATE with invalid fds gave EBADF: the command exists"
+        if exc.errno == errno.EINVAL:
+            return False, "BPF_LINK_CREATE gave EINVAL: the kernel has no such command"
+        return _failure(exc)
+    return False, "BPF_LINK_CREATE accepted invalid fds; cannot tell"
+
+
+@_register("perf_link", "links", "5.15", "BPF_LINK_TYPE_PERF_EVENT: programs on perf events through bpf_link",
+           "BPF_LINK_CREATE attach_type BPF_PERF_EVENT on perf fd -1: EBADF = known, EINVAL = not")
+def probe_perf_link() -> Outcome:
+    # 5.15: b89fbfbb854c ("bpf: Implement minimal BPF perf link").
+    with _closing() as stack:
+        try:
+            try:
+                prog = _keep(stack, _load(ProgType.KPROBE))
+            except KernelError:
+                prog = _keep(stack, _load(ProgType.TRACEPOINT))
+        except KernelError as exc:
+            return _failure(exc)
+        try:
+            _bpf.link_create(prog, 0xFFFFFFFF, int(AttachType.PERF_EVENT)).close()
+        except KernelError as exc:
+            if exc.errno == errno.EBADF:
+                return True, "BPF_LINK_CREATE(BPF_PERF_EVENT) on an invalid perf fd gave EBADF: the kernel looked for the perf event"
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(BPF_PERF_EVENT) gave EINVAL: no perf event links (SET_BPF ioctl only)"
+            return _failure(exc)
+    return False, "BPF_LINK_CREATE accepted perf fd -1; cannot tell"
+
+
+def _raw_tp_open(prog: FD) -> tuple[FD, str]:
+    for name in RAW_TP_TARGETS:
+        try:
+            return _bpf.raw_tracepoint_open(name, prog), name
+        except KernelError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+    raise NotFoundError(f"none of the raw tracepoints {', '.join(RAW_TP_TARGETS)} exists")
+
+
+# Tracepoints that fire rarely; the probe's program returns 0 and is detached at once.
+RAW_TP_TARGETS = ("bpf_test_finish", "task_rename", "sched_process_exec")
+
+
+@_register("raw_tracepoint_link", "links", "5.7", "BPF_RAW_TRACEPOINT_OPEN returns a bpf_link",
+           "attach a raw_tracepoint program and check the fd is an anon_inode:bpf_link")
+def probe_raw_tracepoint_link() -> Outcome:
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.RAW_TRACEPOINT))
+            fd, name = _raw_tp_open(prog)
+        except (KernelError, NotFoundError) as exc:
+            return _failure(exc)
+        with fd:
+            kind = _bpf.obj_kind(fd) if hasattr(_bpf, "obj_kind") else ""
+            target = os.readlink(f"/proc/self/fd/{fd.raw}")
+        if kind == "link" or target == "anon_inode:bpf_link":
+            return True, f"BPF_RAW_TRACEPOINT_OPEN on {name} returned a bpf_link"
+        return False, f"BPF_RAW_TRACEPOINT_OPEN on {name} returned {target}, not a bpf_link (before 5.7)"
+
+
+@_register("kprobe_multi", "links", "5.18", "kprobe_multi links: one program on many kernel functions (fprobe)",
+           "BPF_LINK_CREATE(BPF_TRACE_KPROBE_MULTI) on vprintk; EOPNOTSUPP = no CONFIG_FPROBE")
+def probe_kprobe_multi() -> Outcome:
+    # 5.18: 0dcac2725406 ("bpf: Add multi kprobe link"); without CONFIG_FPROBE the link
+    # stub returns EOPNOTSUPP.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_KPROBE_MULTI)))
+        except KernelError as exc:
+            return _failure(exc)
+        sym = ffi.new("char[]", b"vprintk")
+        syms = ffi.new("uint64_t[1]", [_bpf.addr(sym)])
+
+        def fill(attr: Any) -> Any:
+            attr.link_create.kprobe_multi.cnt = 1
+            attr.link_create.kprobe_multi.syms = _bpf.addr(syms)
+            return (sym, syms)
+
+        try:
+            _bpf.link_create(prog, 0, int(AttachType.TRACE_KPROBE_MULTI), fill=fill).close()
+        except KernelError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, (f"BPF_LINK_CREATE(kprobe_multi) gave {describe_errno(exc.errno)}: the kernel "
+                               "lacks CONFIG_FPROBE (and here CONFIG_KPROBES)")
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(kprobe_multi) gave EINVAL: the kernel has no kprobe_multi links"
+            if exc.errno == errno.ESRCH:
+                return True, "BPF_LINK_CREATE(kprobe_multi) gave ESRCH: it knows kprobe_multi but not vprintk"
+            return _failure(exc)
+    return True, "attached (and detached) a kprobe_multi link on vprintk"
+
+
+@_register("uprobe_multi", "links", "6.6", "uprobe_multi links: one program on many offsets of a binary",
+           "BPF_LINK_CREATE(BPF_TRACE_UPROBE_MULTI) on path '/': EBADF = known, EINVAL = not")
+def probe_uprobe_multi() -> Outcome:
+    # 6.6: 89ae89f53d20 ("bpf: Add multi uprobe link"); a path that is not a regular file is
+    # EBADF after the kernel has parsed the request.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_MULTI)))
+        except KernelError as exc:
+            return _failure(exc)
+        path = ffi.new("char[]", b"/")
+        offsets = ffi.new("uint64_t[1]", [0])
+
+        def fill(attr: Any) -> Any:
+            attr.link_create.uprobe_multi.path = _bpf.addr(path)
+            attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
+            attr.link_create.uprobe_multi.cnt = 1
+            return (path, offsets)
+
+        try:
+            _bpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill).close()
+        except KernelError as exc:
+            if exc.errno == errno.EBADF:
+                return True, "BPF_LINK_CREATE(uprobe_multi) on '/' gave EBADF: the kernel parsed the request"
+            if exc.errno in (errno.EINVAL, errno.E2BIG):
+                return False, f"BPF_LINK_CREATE(uprobe_multi) gave {describe_errno(exc.errno)}: no uprobe_multi links"
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, f"BPF_LINK_CREATE(uprobe_multi) gave {describe_errno(exc.errno)}: no CONFIG_UPROBES"
+            return _failure(exc)
+    return False, "BPF_LINK_CREATE(uprobe_multi) accepted '/'; cannot tell"
+
+
+# ----------------------------------------------------------------------------- probes
+def _pmu_probe(name: str) -> Outcome:
+    try:
+        ptype = pmu.pmu_type(name)
+        pmu.pmu_format(name, "retprobe")
+    except NotSupportedError as exc:
+        return False, exc.reason
+    except (BPFKitError, OSError) as exc:
+        return _failure(exc)
+    return True, f"{pmu.PMU_ROOT}/{name}/type is {ptype}, format/retprobe present"
+
+
+@_register("kprobe_pmu", "probes", "4.17", "kprobes through perf_event_open on the kprobe PMU",
+           "read /sys/bus/event_source/devices/kprobe/type and format/retprobe")
+def probe_kprobe_pmu() -> Outcome:
+    return _pmu_probe("kprobe")
+
+
+@_register("uprobe_pmu", "probes", "4.17", "uprobes through perf_event_open on the uprobe PMU",
+           "read /sys/bus/event_source/devices/uprobe/type and format/retprobe")
+def probe_uprobe_pmu() -> Outcome:
+    return _pmu_probe("uprobe")
+
+
+@_register("uprobe_ref_ctr_pmu", "probes", "4.20", "USDT semaphores: ref_ctr_offset in the uprobe PMU",
+           "read /sys/bus/event_source/devices/uprobe/format/ref_ctr_offset")
+def probe_uprobe_ref_ctr_pmu() -> Outcome:
+    try:
+        word, first, last = pmu.pmu_format("uprobe", "ref_ctr_offset")
+    except NotSupportedError as exc:
+        return False, exc.reason
+    except (BPFKitError, OSError) as exc:
+        return _failure(exc)
+    return True, f"uprobe PMU format/ref_ctr_offset is {word}:{first}-{last}"
+
+
+_event_counter = itertools.count()
+PROBE_GROUP = "bpfkit_probe"
+
+
+def _tracefs_probe(kind: str, definition: str) -> Outcome:
+    """Write one probe definition to tracefs ``<kind>_events`` and remove it at once."""
+    try:
+        root = tracefs.tracefs_root()
+    except NotSupportedError as exc:
+        return False, f"no tracefs: {exc.reason}"
+    control = f"{kind}_events"
+    if not os.path.exists(os.path.join(root, control)):
+        config = "CONFIG_KPROBE_EVENTS (and CONFIG_KPROBES)" if kind == "kprobe" else "CONFIG_UPROBE_EVENTS"
+        return False, f"{root}/{control} does not exist: the kernel lacks {config}"
+    event = f"p{os.getpid()}_{next(_event_counter)}"
+    try:
+        tracefs.append_line(control, f"p:{PROBE_GROUP}/{event} {definition}\n")
+    except OSError as exc:
+        err = exc.errno or 0
+        if err == errno.ENOENT and kind == "kprobe":
+            return True, f"{control} parsed a test definition (its symbol was not found)"
+        return False, f"writing a test probe to {root}/{control} failed: {describe_errno(err)}"
+    try:
+        tracefs.append_line(control, f"-:{PROBE_GROUP}/{event}\n")
+    except OSError as exc:
+        return True, (f"created a test probe in {control} but removing {PROBE_GROUP}/{event} failed: "
+                      f"{describe_errno(exc.errno or 0)}")
+    return True, f"created and removed a test probe through {root}/{control}"
+
+
+@_register("kprobe_events", "probes", "2.6.37", "kprobes created through tracefs kprobe_events",
+           "write a test definition (p:bpfkit_probe/... vfs_read) to kprobe_events and remove it")
+def probe_kprobe_events() -> Outcome:
+    return _tracefs_probe("kprobe", "vfs_read")
+
+
+@_register("uprobe_events", "probes", "3.5", "uprobes created through tracefs uprobe_events",
+           "write a test definition (this Python binary at offset 0) to uprobe_events and remove it")
+def probe_uprobe_events() -> Outcome:
+    return _tracefs_probe("uprobe", f"{os.path.realpath(sys.executable)}:0x0")
+
+
+# ---------------------------------------------------------------------- program types
+PROG_TYPE_VERSIONS = {
+    ProgType.SOCKET_FILTER: "3.19", ProgType.KPROBE: "4.1", ProgType.SCHED_CLS: "4.1", ProgType.SCHED_ACT: "4.1",
+    ProgType.TRACEPOINT: "4.7", ProgType.XDP: "4.8", ProgType.PERF_EVENT: "4.9", ProgType.CGROUP_SKB: "4.10",
+    ProgType.CGROUP_SOCK: "4.10", ProgType.LWT_IN: "4.10", ProgType.LWT_OUT: "4.10", ProgType.LWT_XMIT: "4.10",
+    ProgType.SOCK_OPS: "4.13", ProgType.SK_SKB: "4.14", ProgType.CGROUP_DEVICE: "4.15", ProgType.SK_MSG: "4.17",
+    ProgType.RAW_TRACEPOINT: "4.17", ProgType.CGROUP_SOCK_ADDR: "4.17", ProgType.LWT_SEG6LOCAL: "4.18",
+    ProgType.LIRC_MODE2: "4.18", ProgType.SK_REUSEPORT: "4.19", ProgType.FLOW_DISSECTOR: "4.20",
+    ProgType.CGROUP_SYSCTL: "5.2", ProgType.RAW_TRACEPOINT_WRITABLE: "5.2", ProgType.CGROUP_SOCKOPT: "5.3",
+    ProgType.TRACING: "5.5", ProgType.STRUCT_OPS: "5.6", ProgType.EXT: "5.6", ProgType.LSM: "5.7",
+    ProgType.SK_LOOKUP: "5.9", ProgType.SYSCALL: "5.14", ProgType.NETFILTER: "6.4",
+}
+
+# Program types the verifier checks for an expected attach type at load.
+_EXPECTED_ATTACH = {
+    ProgType.CGROUP_SOCK_ADDR: AttachType.CGROUP_INET4_CONNECT,
+    ProgType.CGROUP_SOCKOPT: AttachType.CGROUP_GETSOCKOPT,
+    ProgType.SK_LOOKUP: AttachType.SK_LOOKUP,
+    ProgType.LIRC_MODE2: AttachType.LIRC_MODE2,
+    ProgType.NETFILTER: AttachType.NETFILTER,
+}
+# Types that need a BTF attach target: loaded with attach_btf_id 1 (never valid), the
+# rejection message proves the kernel knows the type (libbpf's probe_prog_load does the same).
+BTF_TARGET_MESSAGES = {
+    ProgType.TRACING: ("is not a function",),
+    ProgType.LSM: ("is not a function",),
+    ProgType.EXT: ("Cannot replace kernel functions", "can only be attached to another program annotated with BTF"),
+}
+
+
+def prog_load_kwargs(prog_type: ProgType) -> dict[str, Any]:
+    """What a minimal program of ``prog_type`` needs beyond its instructions. Types that need
+    a BTF target (tracing, LSM, freplace) get attach_btf_id 1, which no kernel accepts, so
+    their load fails in a way that tells whether the type is known (EXT also needs an
+    ``attach_prog_fd``, which the caller supplies)."""
+    kwargs: dict[str, Any] = {}
+    if prog_type in _EXPECTED_ATTACH:
+        kwargs["expected_attach_type"] = int(_EXPECTED_ATTACH[prog_type])
+    if prog_type == ProgType.SYSCALL:
+        kwargs["prog_flags"] = BPF_F_SLEEPABLE
+    if prog_type in BTF_TARGET_MESSAGES:
+        kwargs["attach_btf_id"] = 1
+        if prog_type == ProgType.TRACING:
+            kwargs["expected_attach_type"] = int(AttachType.TRACE_FENTRY)
+        elif prog_type == ProgType.LSM:
+            kwargs["expected_attach_type"] = int(AttachType.LSM_MAC)
+    return kwargs
+
+
+def _prog_type_probe(prog_type: ProgType) -> Callable[[], Outcome]:
+    c_name = prog_type.c_name
+
+    def run() -> Outcome:
+        kwargs = prog_load_kwargs(prog_type)
+        with _closing() as stack:
+            if prog_type in BTF_TARGET_MESSAGES:
+                if prog_type == ProgType.EXT:
+                    try:
+                        kwargs["attach_prog_fd"] = _keep(stack, _load(ProgType.SOCKET_FILTER)).raw
+                    except KernelError as exc:
+                        return _failure(exc)
+                try:
+                    _load_logged(prog_type, **kwargs).close()
+                except VerifierError as exc:
+                    if exc.errno == errno.EINVAL and any(m in exc.log for m in BTF_TARGET_MESSAGES[prog_type]):
+                        return True, f"{c_name} known: the verifier rejected attach_btf_id 1 with '{exc.tail(1).strip()}'"
+                    if exc.errno == errno.EPERM and not exc.log.strip():
+                        return False, (f"{c_name} load refused with {describe_errno(exc.errno)} and an empty "
+                                       "verifier log (the kernel refuses it before verification)")
+                    return False, f"{c_name} load gave {describe_errno(exc.errno)}" + (
+                        f": {exc.tail(1).strip()}" if exc.log.strip() else "")
+                except KernelError as exc:
+                    return _failure(exc)
+                return True, f"a {c_name} program loaded"
+            try:
+                _load(prog_type, **kwargs).close()
+            except KernelError as exc:
+                if prog_type == ProgType.STRUCT_OPS and exc.errno == ENOTSUPP:
+                    return True, f"{c_name} known: load without a struct_ops target gave {describe_errno(ENOTSUPP)}"
+                if exc.errno in (errno.EINVAL, errno.E2BIG, errno.EOPNOTSUPP):
+                    return False, f"BPF_PROG_LOAD of a minimal {c_name} program gave {describe_errno(exc.errno)}: type unknown or not built in"
+                return _failure(exc)
+        return True, f"a minimal {c_name} program loaded"
+
+    return run
+
+
+for _pt in ProgType:
+    if _pt == ProgType.UNSPEC:
+        continue
+    REGISTRY[f"prog_type_{_pt.kernel_name}"] = Probe(
+        f"prog_type_{_pt.kernel_name}", "program types", PROG_TYPE_VERSIONS.get(_pt, ""),
+        f"program type {_pt.c_name}",
+        "BPF_PROG_LOAD of 'r0 = 0; exit'" + (" with attach_btf_id 1 (libbpf's trick)" if _pt in BTF_TARGET_MESSAGES else ""),
+        _prog_type_probe(_pt),
+    )
+
+
+# -------------------------------------------------------------------------- map types
+MAP_TYPE_VERSIONS = {
+    MapType.HASH: "3.19", MapType.ARRAY: "3.19", MapType.PROG_ARRAY: "4.2", MapType.PERF_EVENT_ARRAY: "4.3",
+    MapType.PERCPU_HASH: "4.6", MapType.PERCPU_ARRAY: "4.6", MapType.STACK_TRACE: "4.6",
+    MapType.CGROUP_ARRAY: "4.8", MapType.LRU_HASH: "4.10", MapType.LRU_PERCPU_HASH: "4.10",
+    MapType.LPM_TRIE: "4.11", MapType.ARRAY_OF_MAPS: "4.12", MapType.HASH_OF_MAPS: "4.12",
+    MapType.DEVMAP: "4.14", MapType.SOCKMAP: "4.14", MapType.CPUMAP: "4.15", MapType.XSKMAP: "4.18",
+    MapType.SOCKHASH: "4.18", MapType.CGROUP_STORAGE: "4.19", MapType.REUSEPORT_SOCKARRAY: "4.19",
+    MapType.PERCPU_CGROUP_STORAGE: "4.20", MapType.QUEUE: "4.20", MapType.STACK: "4.20",
+    MapType.SK_STORAGE: "5.2", MapType.DEVMAP_HASH: "5.4", MapType.STRUCT_OPS: "5.6", MapType.RINGBUF: "5.8",
+    MapType.INODE_STORAGE: "5.10", MapType.TASK_STORAGE: "5.11", MapType.BLOOM_FILTER: "5.16",
+    MapType.USER_RINGBUF: "6.1", MapType.CGRP_STORAGE: "6.2", MapType.ARENA: "6.9",
+}
+_STORAGE_TYPES = (MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAGE, MapType.CGRP_STORAGE)
+
+
+def map_create_args(map_type: MapType) -> dict[str, Any]:
+    """The smallest valid BPF_MAP_CREATE arguments for ``map_type`` (no fds: see
+    :func:`create_minimal_map`)."""
+    args: dict[str, Any] = dict(key_size=4, value_size=4, max_entries=1, flags=0)
+    if map_type == MapType.STACK_TRACE:
+        args["value_size"] = 8
+    elif map_type == MapType.LPM_TRIE:
+        args.update(key_size=8, value_size=8, flags=int(MapFlag.NO_PREALLOC))
+    elif map_type in (MapType.CGROUP_STORAGE, MapType.PERCPU_CGROUP_STORAGE):
+        args.update(key_size=16, value_size=8, max_entries=0)  # struct bpf_cgroup_storage_key
+    elif map_type in (MapType.QUEUE, MapType.STACK):
+        args["key_size"] = 0
+    elif map_type == MapType.BLOOM_FILTER:
+        args["key_size"] = 0
+    elif map_type in (MapType.RINGBUF, MapType.USER_RINGBUF):
+        args.update(key_size=0, value_size=0, max_entries=mmap.PAGESIZE)
+    elif map_type in _STORAGE_TYPES:
+        args.update(value_size=8, max_entries=0, flags=int(MapFlag.NO_PREALLOC),
+                    btf_key_type_id=1, btf_value_type_id=3)
+    elif map_type == MapType.ARENA:
+        args.update(key_size=0, value_size=0, max_entries=1, flags=int(MapFlag.MMAPABLE))
+    elif map_type == MapType.STRUCT_OPS:
+        args["btf_vmlinux_value_type_id"] = 1  # never a struct_ops type: ENOTSUPP if known
+    return args
+
+
+def create_minimal_map(map_type: MapType) -> FD:
+    """Create the smallest valid map of ``map_type`` (with the inner map or BTF it needs)."""
+    args = map_create_args(map_type)
+    with contextlib.ExitStack() as stack:
+        if map_type in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS):
+            inner = _keep(stack, _bpf.map_create(int(MapType.ARRAY), 4, 4, 1))
+            args["inner_map_fd"] = inner.raw
+        if map_type in _STORAGE_TYPES:
+            args["btf_fd"] = _keep(stack, _bpf.btf_load(local_storage_btf())).raw
+        key, value, entries = args.pop("key_size"), args.pop("value_size"), args.pop("max_entries")
+        return _bpf.map_create(int(map_type), key, value, entries, name="bpfkit_probe", **args)
+
+
+def _map_type_outcome(map_type: MapType) -> Outcome:
+    try:
+        create_minimal_map(map_type).close()
+    except KernelError as exc:
+        if map_type == MapType.STRUCT_OPS and exc.errno == ENOTSUPP:
+            return True, f"{map_type.c_name} known: BTF value type id 1 gave {describe_errno(ENOTSUPP)}"
+        if exc.errno in (errno.EINVAL, errno.E2BIG, errno.EOPNOTSUPP):
+            return False, f"BPF_MAP_CREATE of a minimal {map_type.c_name} gave {describe_errno(exc.errno)}: type unknown or not built in"
+        return _failure(exc)
+    return True, f"created a {map_type.c_name} map"
+
+
+for _mt in MapType:
+    if _mt == MapType.UNSPEC:
+        continue
+    REGISTRY[f"map_type_{_mt.kernel_name}"] = Probe(
+        f"map_type_{_mt.kernel_name}", "map types", MAP_TYPE_VERSIONS.get(_mt, ""),
+        f"map type {_mt.c_name}", "BPF_MAP_CREATE of the smallest valid map",
+        (lambda mt: lambda: _map_type_outcome(mt))(_mt),
+    )
+
+
+def run(name: str) -> Outcome:
+    """Run probe ``name`` now (uncached); never raises for kernel answers."""
+    probe = REGISTRY[name]
+    try:
+        return probe.run()
+    except (BPFKitError, OSError) as exc:
+        return _failure(exc)

@@ -1,0 +1,106 @@
+"""``bpfkit inspect OBJ``: the programs, maps and variables of an object file, without loading it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+HELP = "list the programs, maps and variables of a BPF object file"
+DESCRIPTION = (
+    "Parse a BPF ELF object (no kernel access, no root needed) and list its programs (section, "
+    "type, attach type and target, instruction count), maps (type, sizes, flags) and global "
+    "variables (section, offset, size, type, initial value)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("object", metavar="OBJ", help="a BPF object file (clang -target bpf -c)")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON object: {"programs": [...], "maps": [...], "variables": [...]}')
+
+
+def describe(spec: Any) -> dict[str, list[dict[str, Any]]]:
+    """The JSON-ready description ``inspect --json`` prints."""
+    programs = [
+        {
+            "name": p.name,
+            "section": p.section,
+            "type": p.type.kernel_name,
+            "attach_type": p.attach_type.kernel_name if p.attach_type is not None else None,
+            "attach_to": p.attach_to,
+            "insns": p.insn_count,
+            "autoload": p.autoload,
+        }
+        for p in spec.programs.values()
+    ]
+    maps = [
+        {
+            "name": m.name,
+            "kernel_name": m.kernel_name or m.name,
+            "type": m.type.kernel_name,
+            "key_size": m.key_size,
+            "value_size": m.value_size,
+            "max_entries": m.max_entries,
+            "flags": m.flags,
+            "pinning": m.pinning.name.lower(),
+        }
+        for m in spec.maps.values()
+    ]
+    variables = []
+    for v in spec.variables.values():
+        value = v.value
+        variables.append(
+            {
+                "name": v.name,
+                "section": v.section,
+                "offset": v.offset,
+                "size": v.size,
+                "type": v.type_name,
+                "value": value if isinstance(value, int) else value.hex(),
+            }
+        )
+    return {"programs": programs, "maps": maps, "variables": variables}
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def run(args: argparse.Namespace) -> int:
+    import bpfkit
+
+    spec = bpfkit.load_spec(args.object)
+    info = describe(spec)
+    if args.json:
+        json.dump(info, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = [f"{args.object}: license {spec.license or '(none)'!r}"
+           + (f", kernel version {spec.kernel_version:#x}" if spec.kernel_version else "")]
+    out.append(f"programs ({len(info['programs'])}):")
+    if info["programs"]:
+        rows = [["NAME", "TYPE", "ATTACH TYPE", "SECTION", "TARGET", "INSNS"]]
+        for p in info["programs"]:
+            name = p["name"] if p["autoload"] else p["name"] + " (not autoloaded)"
+            rows.append([name, p["type"], p["attach_type"] or "-", p["section"], p["attach_to"] or "-", str(p["insns"])])
+        out += _table(rows)
+    out.append(f"maps ({len(info['maps'])}):")
+    if info["maps"]:
+        rows = [["NAME", "TYPE", "KEY", "VALUE", "MAX ENTRIES", "FLAGS", "PINNING"]]
+        for m in info["maps"]:
+            rows.append([m["name"], m["type"], str(m["key_size"]), str(m["value_size"]), str(m["max_entries"]),
+                         f"{m['flags']:#x}", m["pinning"]])
+        out += _table(rows)
+    out.append(f"variables ({len(info['variables'])}):")
+    if info["variables"]:
+        rows = [["NAME", "SECTION", "OFFSET", "SIZE", "TYPE", "VALUE"]]
+        for v in info["variables"]:
+            value = v["value"]
+            text = str(value) if isinstance(value, int) else (value[:32] + "..." if len(value) > 32 else value or "-")
+            rows.append([v["name"], v["section"], str(v["offset"]), str(v["size"]), v["type"] or "-", text])
+        out += _table(rows)
+    print("\n".join(out))
+    return 0

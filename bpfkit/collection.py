@@ -1,0 +1,505 @@
+"""Collections: every map and program of one object, as specs (CollectionSpec) and as kernel
+objects (Collection).
+
+    spec = bpfkit.load_spec("opensnoop.bpf.o")        # pure data, no syscalls
+    spec.variables["targ_pid"].value = 1234            # const volatile knobs, before load
+    with bpfkit.Collection(spec) as coll:               # maps first, then programs
+        coll.programs["handle_open"], coll.maps["events"]
+
+Loading order (as libbpf): BTF is loaded; maps are created (pinned maps reused), global data
+written and .rodata frozen; then programs are relocated (map fds patched into their ld_imm64
+instructions) and loaded; last, prog-array and map-in-map initialisers are written and maps
+pinned. A failure anywhere closes everything made so far and removes the pins it made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import struct
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .btf import BTF
+from .btf.types import Enum, Int, Pointer
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+from .maps import Map, MapSpec, PinType
+from .program import LoadOptions, Program, ProgramSpec, RefKind
+
+__all__ = ["CollectionSpec", "VariableSpec", "Collection", "load_spec", "DEFAULT_PIN_DIR"]
+
+DEFAULT_PIN_DIR = "/sys/fs/bpf"  # libbpf's default for LIBBPF_PIN_BY_NAME
+
+
+# ---------------------------------------------------------------------------- specs
+@dataclasses.dataclass(eq=False)
+class VariableSpec:
+    """A global variable in a data section (.data, .rodata, .bss, .data.*, ...).
+
+    ``value`` reads and writes the bytes the data map will be created with, so a
+    ``const volatile`` knob in .rodata is set here, before loading. Integers (and enums,
+    pointers, bools) read as ``int``; anything else as ``bytes``. ``raw`` is always bytes.
+    """
+
+    name: str
+    section: str  # the data section, also the key of its map in CollectionSpec.maps
+    offset: int
+    size: int
+    type_id: int = 0  # in the collection's BTF (0 when the object has none)
+    btf: BTF | None = dataclasses.field(default=None, repr=False)
+    map_spec: MapSpec | None = dataclasses.field(default=None, repr=False)
+    static: bool = False  # a ``static`` variable (libbpf hides these from skeletons)
+
+    @property
+    def type_name(self) -> str:
+        return self.btf.type_name(self.type_id) if self.btf is not None and self.type_id else ""
+
+    @property
+    def constant(self) -> bool:
+        """True for variables in a read-only section (set them before loading only)."""
+        return self.section.startswith(".rodata")
+
+    def _scalar(self) -> tuple[bool, bool]:
+        """(is an integer-like type, is signed)."""
+        if self.btf is None or not self.type_id:
+            return self.size in (1, 2, 4, 8), False
+        t = self.btf.resolve(self.type_id)
+        if isinstance(t, Int):
+            return t.size in (1, 2, 4, 8), t.signed
+        if isinstance(t, Enum):
+            return t.size in (1, 2, 4, 8), t.signed
+        if isinstance(t, Pointer):
+            return True, False
+        return False, False
+
+    @property
+    def raw(self) -> bytes:
+        data = self._data()
+        return bytes(data[self.offset : self.offset + self.size])
+
+    @property
+    def value(self) -> Any:
+        raw = self.raw
+        scalar, signed = self._scalar()
+        if scalar:
+            return int.from_bytes(raw, "little", signed=signed)
+        return raw
+
+    @value.setter
+    def value(self, new: Any) -> None:
+        self.set(new)
+
+    def set(self, new: Any) -> None:
+        """Write ``new`` (int, bool or bytes of exactly ``size``) as the initial value."""
+        if isinstance(new, bool):
+            new = int(new)
+        if isinstance(new, int):
+            _, signed = self._scalar()
+            try:
+                raw = new.to_bytes(self.size, "little", signed=signed or new < 0)
+            except OverflowError:
+                raise UsageError(f"variable {self.name!r}: {new} does not fit in {self.size} bytes") from None
+        elif isinstance(new, (bytes, bytearray, memoryview)):
+            raw = bytes(new)
+            if len(raw) != self.size:
+                raise UsageError(f"variable {self.name!r} is {self.size} bytes, got {len(raw)}")
+        else:
+            raise UsageError(f"variable {self.name!r}: cannot set to {type(new).__name__} (give int or bytes)")
+        data = bytearray(self._data())
+        data[self.offset : self.offset + self.size] = raw
+        assert self.map_spec is not None
+        self.map_spec.data = bytes(data)
+
+    def get(self) -> Any:
+        return self.value
+
+    def _data(self) -> bytes:
+        if self.map_spec is None or self.map_spec.data is None:
+            raise UsageError(f"variable {self.name!r} has no backing data section")
+        return self.map_spec.data
+
+
+@dataclasses.dataclass(eq=False)
+class CollectionSpec:
+    """Everything in one object file, before it meets the kernel. Edit freely."""
+
+    programs: dict[str, ProgramSpec] = dataclasses.field(default_factory=dict)
+    maps: dict[str, MapSpec] = dataclasses.field(default_factory=dict)
+    variables: dict[str, VariableSpec] = dataclasses.field(default_factory=dict)
+    license: str = ""
+    kernel_version: int = 0  # from the "version" section; 0 when absent
+    btf: BTF | None = dataclasses.field(default=None, repr=False)
+    name: str = ""  # the object's name ("minimal" for minimal.bpf.o)
+
+    def copy(self) -> "CollectionSpec":
+        maps = {name: m.copy() for name, m in self.maps.items()}
+        variables = {
+            name: dataclasses.replace(v, map_spec=maps.get(v.section)) for name, v in self.variables.items()
+        }
+        return CollectionSpec(
+            {n: p.copy() for n, p in self.programs.items()}, maps, variables, self.license,
+            self.kernel_version, self.btf, self.name,
+        )
+
+
+def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, name: str | None = None) -> CollectionSpec:
+    """Parse a BPF ELF object (a path or its bytes) into a CollectionSpec. No syscalls."""
+    from .elf import parse_object
+
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return parse_object(source, name or "")
+    path = Path(os.fspath(source))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise NotFoundError(f"load {path}: no such file") from None
+        raise KernelError(f"read {path}", exc.errno or 0) from None
+    try:
+        return parse_object(data, name if name is not None else object_name(path))
+    except BPFKitError as exc:
+        raise exc.wrap(f"load {path}")
+
+
+def object_name(path: str | os.PathLike[str]) -> str:
+    """libbpf's object name: the file name up to its first dot (``minimal`` for minimal.bpf.o)."""
+    return os.path.basename(os.fspath(path)).split(".", 1)[0]
+
+
+# ------------------------------------------------------------------------ collection
+def _kernel_version_code() -> int:
+    """LINUX_VERSION_CODE of the running kernel, from uname's release (as libbpf does)."""
+    release = os.uname().release
+    parts = []
+    for piece in release.split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    while len(parts) < 3:
+        parts.append(0)
+    major, minor, patch = parts
+    return (major << 16) | (minor << 8) | min(patch, 255)
+
+
+def _adjust_ringbuf_size(size: int) -> int:
+    """The kernel wants a ring buffer's max_entries to be a power-of-2 multiple of the page
+    size; round up as libbpf does (0 stays 0 so the kernel reports the mistake)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    if size == 0 or (size % page == 0 and ((size // page) & (size // page - 1)) == 0):
+        return size
+    mul = 1
+    while mul * page <= size:
+        mul <<= 1
+    return mul * page
+
+
+def _kernel_btf(btf: BTF) -> bytes:
+    """The object's BTF in the form the kernel accepts: extern VARs/FUNCs (left behind by
+    __ksym/__kconfig declarations) get global linkage, as libbpf's sanitising does."""
+    from .btf.types import Func, Linkage, Var, VarLinkage
+
+    needs = any(
+        (isinstance(t, Var) and t.linkage == VarLinkage.EXTERN) or (isinstance(t, Func) and t.linkage == Linkage.EXTERN)
+        for t in btf.types
+    )
+    if not needs:
+        return btf.to_bytes()
+    clean = btf.copy()
+    for t in clean.types:
+        if isinstance(t, Var) and t.linkage == VarLinkage.EXTERN:
+            t.linkage = VarLinkage.GLOBAL
+        elif isinstance(t, Func) and t.linkage == Linkage.EXTERN:
+            t.linkage = Linkage.GLOBAL
+    return clean.to_bytes()
+
+
+class Collection:
+    """The maps and programs of a CollectionSpec, loaded into the kernel.
+
+    ``programs`` and ``maps`` map names to :class:`Program` and :class:`Map`. Closing the
+    collection closes them all (pinned objects stay in bpffs); maps given through
+    ``map_replacements`` belong to the caller and are left open.
+
+    Keyword arguments:
+      pin_dir           directory for maps declared with LIBBPF_PIN_BY_NAME (default /sys/fs/bpf)
+      map_replacements  {name: Map} used instead of creating those maps
+      programs          names of the programs to load (default: every auto-loaded program)
+      options           LoadOptions (verifier log level, whole-log errors)
+    """
+
+    def __init__(
+        self,
+        spec: CollectionSpec,
+        *,
+        pin_dir: str | os.PathLike[str] | None = None,
+        map_replacements: Mapping[str, Map] | None = None,
+        programs: Iterable[str] | None = None,
+        options: LoadOptions | None = None,
+    ) -> None:
+        self.spec = spec
+        self.programs: dict[str, Program] = {}
+        self.maps: dict[str, Map] = {}
+        self.btf_fd = None
+        self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
+        self._borrowed: set[str] = set()
+        self._new_pins: list[Map] = []
+        self._pinned_here: list[Map] = []
+        self._made_dirs: list[str] = []
+        self.btf_error: BPFKitError | None = None
+        self._closed = False
+        try:
+            self._load(map_replacements or {}, programs, options or LoadOptions())
+        except BaseException:
+            self._abort()
+            raise
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> "Collection":
+        """``Collection(load_spec(path), **kwargs)``."""
+        return cls(load_spec(path), **kwargs)
+
+    # ------------------------------------------------------------------------- loading
+    def _load(self, replacements: Mapping[str, Map], selected: Iterable[str] | None, options: LoadOptions) -> None:
+        spec = self.spec
+        names = self._select(selected)
+        unknown = set(replacements) - set(spec.maps)
+        if unknown:
+            raise NotFoundError(f"map_replacements name maps the object does not have: {', '.join(sorted(unknown))}")
+        for name in names:
+            self._check_loadable(spec.programs[name])
+        if any(m.pinning == PinType.BY_NAME and n not in replacements for n, m in spec.maps.items()):
+            self._prepare_pin_dir()
+        self._load_btf()
+        for name, mspec in spec.maps.items():
+            if name in replacements:
+                self._use_replacement(name, mspec, replacements[name])
+            else:
+                self._create_map(name, mspec)
+        kversion = 0
+        for name in names:
+            pspec = spec.programs[name]
+            if pspec.needs_kernel_version and not kversion:
+                kversion = _kernel_version_code()
+            self.programs[name] = Program(self._relocate(pspec, kversion), options,
+                                          btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
+        for name, mspec in spec.maps.items():
+            if mspec.contents and name not in self._borrowed and not self._reused(name):
+                self._fill_contents(name, mspec)
+        for m in self._new_pins:
+            self._pin(m)
+
+    def _select(self, selected: Iterable[str] | None) -> list[str]:
+        progs = self.spec.programs
+        if selected is None:
+            return [name for name, p in progs.items() if p.autoload]
+        names = list(selected)
+        missing = [n for n in names if n not in progs]
+        if missing:
+            raise NotFoundError(
+                f"no program named {', '.join(map(repr, missing))} in the object (it has {', '.join(progs) or 'none'})"
+            )
+        return names
+
+    def _check_loadable(self, pspec: ProgramSpec) -> None:
+        if pspec.core_relos:
+            insn, relo = pspec.core_relos[0]
+            raise NotSupportedError(
+                f"program {pspec.name!r}",
+                f"needs CO-RE relocation support ({len(pspec.core_relos)} CO-RE relocations, the first "
+                f"{relo.kind_name} at instruction {insn}), which bpfkit does not have yet",
+            )
+        if int(pspec.type) == 0:
+            raise UsageError(
+                f"program {pspec.name!r}: section {pspec.section!r} is not one libbpf knows, so its program "
+                "type is unknown; rename the section or set spec.programs[...].type"
+            )
+
+    def _load_btf(self) -> None:
+        btf = self.spec.btf
+        if btf is None:
+            return
+        from ._kernel import bpf as _bpf
+
+        try:
+            self.btf_fd = _bpf.btf_load(_kernel_btf(btf))
+        except BPFKitError as exc:
+            # libbpf carries on without BTF too: programs lose func/line info, maps their
+            # key/value types, but still load.
+            warnings.warn(f"bpfkit: loading the object's BTF failed, continuing without it: {exc}", RuntimeWarning,
+                          stacklevel=3)
+            self.btf_error = exc
+
+    def _map_for_kernel(self, mspec: MapSpec) -> MapSpec:
+        from ._kernel.consts import MapType
+        from ._kernel.cpus import num_possible_cpus
+
+        fixed = mspec
+        if mspec.type == MapType.PERF_EVENT_ARRAY and mspec.max_entries == 0:
+            fixed = dataclasses.replace(mspec, max_entries=num_possible_cpus())
+        elif mspec.type == MapType.RINGBUF:
+            size = _adjust_ringbuf_size(mspec.max_entries)
+            if size != mspec.max_entries:
+                fixed = dataclasses.replace(mspec, max_entries=size)
+        return fixed
+
+    def _create_map(self, name: str, mspec: MapSpec) -> None:
+        kspec = self._map_for_kernel(mspec)
+        if mspec.pinning == PinType.BY_NAME:
+            path = os.path.join(self.pin_dir, name)
+            existing = self._open_pin(path, kspec)
+            if existing is not None:
+                self.maps[name] = existing
+                return
+        btf_fd = int(self.btf_fd) if self.btf_fd is not None else 0
+        if mspec.inner is not None:
+            inner_spec = self._map_for_kernel(mspec.inner)
+            with Map(inner_spec, btf_fd=btf_fd) as inner:
+                m = Map(kspec, inner_map_fd=int(inner.fd), btf_fd=btf_fd)
+        else:
+            m = Map(kspec, btf_fd=btf_fd)
+        self.maps[name] = m
+        if mspec.data is not None:
+            try:
+                if len(mspec.data) != kspec.value_size:
+                    raise UsageError(f"map {name!r}: initial data is {len(mspec.data)} bytes, value_size is {kspec.value_size}")
+                m.update(0, mspec.data)
+                if mspec.freeze:
+                    m.freeze()
+            except BPFKitError as exc:
+                raise exc.wrap(f"initialise global data map {name!r}")
+        if mspec.pinning == PinType.BY_NAME:
+            self._new_pins.append(m)
+
+    def _open_pin(self, path: str, kspec: MapSpec) -> Map | None:
+        """The map already pinned at ``path`` if compatible with ``kspec``; None if no pin."""
+        if not os.path.lexists(path):
+            return None
+        try:
+            m = Map.load_pinned(path)
+        except NotFoundError:
+            return None
+        why = kspec.compatible_with(m.info())
+        if why:
+            m.close()
+            raise UsageError(f"map {kspec.name!r}: the map pinned at {path} is incompatible: {why}")
+        m.name = kspec.name
+        m.spec = kspec
+        m._reused_pin = True  # type: ignore[attr-defined]
+        return m
+
+    def _reused(self, name: str) -> bool:
+        return bool(getattr(self.maps.get(name), "_reused_pin", False))
+
+    def _use_replacement(self, name: str, mspec: MapSpec, replacement: Map) -> None:
+        why = self._map_for_kernel(mspec).compatible_with(replacement.info())
+        if why:
+            raise UsageError(f"map_replacements[{name!r}] cannot replace the object's map: {why}")
+        self.maps[name] = replacement
+        self._borrowed.add(name)
+
+    def _relocate(self, pspec: ProgramSpec, kversion: int) -> ProgramSpec:
+        """A copy of ``pspec`` whose ld_imm64 instructions hold this collection's map fds."""
+        code = bytearray(pspec.instructions)
+        pack_imm = struct.Struct("<i").pack_into
+        for ref in pspec.references:
+            m = self.maps.get(ref.map)
+            if m is None:
+                raise NotFoundError(f"program {pspec.name!r} refers to map {ref.map!r}, which the collection lacks")
+            at = ref.insn * 8
+            if at + 16 > len(code) or code[at] != 0x18:
+                raise UsageError(f"program {pspec.name!r}: instruction {ref.insn} is not an ld_imm64 to relocate")
+            code[at + 1] = (code[at + 1] & 0x0F) | (int(ref.kind) << 4)
+            pack_imm(code, at + 4, m.fd.raw)
+            pack_imm(code, at + 12, ref.offset if ref.kind == RefKind.MAP_VALUE else 0)
+        changes: dict[str, Any] = {"instructions": bytes(code)}
+        if pspec.needs_kernel_version:
+            changes["kernel_version"] = kversion
+        return dataclasses.replace(pspec, **changes)
+
+    def _fill_contents(self, name: str, mspec: MapSpec) -> None:
+        from ._kernel.consts import MapType
+
+        m = self.maps[name]
+        for key, value in mspec.contents:
+            if isinstance(value, str):
+                if mspec.type == MapType.PROG_ARRAY:
+                    target: Any = self.programs.get(value)
+                    if target is None:
+                        continue  # a program not selected for loading
+                else:
+                    target = self.maps.get(value)
+                    if target is None:
+                        raise NotFoundError(f"map {name!r}: initial value names map {value!r}, which does not exist")
+                value = struct.pack("<I", target.fd.raw)
+            try:
+                m.update(key, value)
+            except BPFKitError as exc:
+                raise exc.wrap(f"initialise map {name!r} slot {key}")
+
+    def _prepare_pin_dir(self) -> None:
+        """Make sure the pin directory exists on bpffs (mounting /sys/fs/bpf if needed)."""
+        from ._kernel import bpf as _bpf
+
+        try:
+            _bpf.ensure_bpffs(self.pin_dir)
+            missing = []
+            path = os.path.abspath(self.pin_dir)
+            while not os.path.isdir(path):
+                missing.append(path)
+                path = os.path.dirname(path)
+            for path in reversed(missing):
+                os.mkdir(path)
+                self._made_dirs.append(path)
+        except OSError as exc:
+            raise KernelError(f"create pin directory {self.pin_dir}", exc.errno or 0) from None
+        except BPFKitError as exc:
+            raise exc.wrap(f"prepare pin directory {self.pin_dir}")
+
+    def _pin(self, m: Map) -> None:
+        m.pin(os.path.join(self.pin_dir, m.name))
+        self._pinned_here.append(m)
+
+    def _abort(self) -> None:
+        """Undo a failed construction: remove the pins and directories made, close all."""
+        for m in self._pinned_here:
+            m.unpin()
+        for path in reversed(self._made_dirs):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        self.close()
+
+    # ----------------------------------------------------------------------- lifecycle
+    def attach_all(self, **kwargs: Any) -> Any:
+        """Attach every program whose section names a target (bpfkit.link.auto)."""
+        from .link.auto import attach_all
+
+        return attach_all(self, **kwargs)
+
+    def close(self) -> None:
+        """Close every program and map this collection made (pins stay)."""
+        if self._closed:
+            return
+        self._closed = True
+        for prog in self.programs.values():
+            prog.close()
+        for name, m in self.maps.items():
+            if name not in self._borrowed:
+                m.close()
+        if self.btf_fd is not None:
+            self.btf_fd.close()
+
+    def __enter__(self) -> "Collection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Collection({len(self.programs)} programs, {len(self.maps)} maps)"

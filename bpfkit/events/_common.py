@@ -1,0 +1,98 @@
+"""Pieces shared by the perf and ring buffer readers: header validation of fixed-size runs,
+waiting (sync and asyncio), and how lost records are reported."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import warnings
+from typing import Any
+
+from .records import _np
+
+# A fast path starts when at least this many records of one size are waiting; the window
+# of records validated at once grows 4x per success up to RUN_MAX and falls back on a miss,
+# so a stream of mixed sizes never pays for long validations that fail early.
+RUN_MIN = 8
+RUN_MAX = 8192
+
+
+class LostRecordsWarning(UserWarning):
+    """Records were dropped because a ring was full (a perf PERF_RECORD_LOST record).
+
+    Issued when no lost callback was given; the counts are also kept on the reader."""
+
+
+def warn_lost(what: str, count: int) -> None:
+    warnings.warn(f"{what}: {count} records lost (ring full)", LostRecordsWarning, stacklevel=3)
+
+
+class RunChecker:
+    """Counts how many records of a fixed-size run, starting at a byte offset of a ring's data
+    view, carry an expected 32-bit word at a given offset in each record.
+
+    With numpy the words are compared as one strided array; without it, a strided memoryview
+    is copied out and compared with the expected bytes (both run at C speed)."""
+
+    __slots__ = ("data", "words", "_expect", "_expect_word")
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.words = data.cast("I")
+        self._expect = b""
+        self._expect_word = -1
+
+    def count(self, off: int, k: int, stride: int, word: int) -> int:
+        """Leading records (of ``k``, every ``stride`` bytes from ``off``) whose u32 at ``off``
+        equals ``word``. ``off`` and ``stride`` are multiples of 4."""
+        if _np is not None:
+            arr = _np.ndarray((k,), "<u4", buffer=self.data, offset=off, strides=(stride,))
+            eq = arr == word
+            if eq.all():
+                return k
+            return int(eq.argmin())
+        step = stride >> 2
+        start = off >> 2
+        got = self.words[start : start + k * step : step].tobytes()
+        if word != self._expect_word or len(self._expect) < 4 * k:
+            self._expect = struct.pack("<I", word) * max(k, RUN_MAX)
+            self._expect_word = word
+        if got == self._expect[: 4 * k]:
+            return k
+        lo, hi = 0, k  # got[:4*lo] matches, got[:4*hi] does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if got[: 4 * mid] == self._expect[: 4 * mid]:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+
+async def wait_readable(fd: int, timeout: float | None) -> bool:
+    """Wait in the running asyncio loop until ``fd`` is readable; False on timeout."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[bool] = loop.create_future()
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(True)
+
+    loop.add_reader(fd, ready)
+    try:
+        if timeout is None:
+            return await fut
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return False
+    finally:
+        loop.remove_reader(fd)
+
+
+def as_callable(obj: Any, what: str) -> Any:
+    if obj is not None and not callable(obj):
+        from ..errors import UsageError
+
+        raise UsageError(f"{what} must be callable, not {obj!r}")
+    return obj

@@ -1,0 +1,646 @@
+"""BPF ring buffers: reading BPF_MAP_TYPE_RINGBUF (5.8), writing BPF_MAP_TYPE_USER_RINGBUF (6.1).
+
+A ring buffer map is one buffer for all CPUs. Each record starts with an 8-byte header
+``{u32 len; u32 pg_off}`` and is padded to 8 bytes. ``bpf_ringbuf_reserve`` advances
+``producer_pos`` and writes ``len | BUSY``; ``bpf_ringbuf_submit``/``discard`` then clear BUSY
+(setting DISCARD for a discard). The reader walks from ``consumer_pos``, stops at the first
+BUSY record (later ones may be complete, but the position must advance in order), skips
+DISCARD records and stores ``consumer_pos`` to free the space. The kernel maps the data pages
+twice back to back, so a record that wraps is contiguous: no copying, ever.
+
+Wakeups: a producer wakes the reader (epoll on the map fd) only when the reader had caught up
+when the record was committed (adaptive wakeup), or always with BPF_RB_FORCE_WAKEUP, never
+with BPF_RB_NO_WAKEUP (then the reader must poll with a timeout or spin).
+
+The fast path: when many records of one length are waiting (the usual fixed-size event), their
+headers are validated together (:class:`~bpfkit.events._common.RunChecker`) and the records
+are delivered without parsing each header in Python. A record is a ``memoryview`` into the
+ring, valid while the callback runs (or until the iterator advances); ``bytes(rec)`` keeps it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from itertools import starmap
+from typing import Any, AsyncIterator, Callable, Iterator
+
+from .._kernel import ring as _ring
+from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
+from ..errors import BPFKitError, ParseError, UsageError
+from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, wait_readable
+from .records import RecordFormat, _np, as_format
+
+__all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
+
+BUSY = BPF_RINGBUF_BUSY_BIT
+DISCARD = BPF_RINGBUF_DISCARD_BIT
+LEN_MASK = DISCARD - 1
+HDR = BPF_RINGBUF_HDR_SZ
+PAGE = _ring.PAGE_SIZE
+BATCH_MAX = 1 << 16  # records per zero-copy batch at most (bounds the time space stays held)
+
+
+def _check_map(rmap: Any, want: MapType) -> int:
+    mtype = getattr(rmap, "type", None)
+    if mtype != want:
+        raise UsageError(f"map {getattr(rmap, 'name', rmap)!r} is {getattr(mtype, 'kernel_name', mtype)}, not {want.kernel_name}")
+    size = int(rmap.max_entries)
+    if size <= 0 or size & (size - 1) or size % PAGE:
+        raise UsageError(f"map {rmap.name!r}: ring size {size} is not a power-of-two multiple of the page size")
+    return size
+
+
+class _Ring:
+    """One mmapped RINGBUF map: the per-record and batch consumers."""
+
+    def __init__(self, rmap: Any, callback: Callable[[memoryview], Any] | None) -> None:
+        size = _check_map(rmap, MapType.RINGBUF)
+        self._cons: _ring.Mapping | None
+        self._prod: _ring.Mapping | None
+        self._cons, self._prod = _ring.map_ringbuf(rmap.fd, size)
+        self._setup(
+            rmap,
+            callback,
+            self._cons.view[:8].cast("Q"),  # consumer_pos (we write it)
+            self._prod.view[:8].cast("Q"),  # producer_pos (read-only)
+            self._prod.view[PAGE : PAGE + 2 * size],  # the data pages, twice
+        )
+        self.fd = rmap.fd.raw
+
+    def _setup(self, rmap: Any, callback: Any, cq: memoryview, pq: memoryview, data: memoryview) -> None:
+        self.map = rmap
+        self.size = len(data) // 2
+        self.mask = self.size - 1
+        self.callback = as_callable(callback, "ring buffer callback")
+        self.cq = cq
+        self.pq = pq
+        self.data = data
+        self.words = data.cast("I")
+        self.runs = RunChecker(data)
+        self.window = RUN_MIN
+
+    @classmethod
+    def from_memory(cls, name: str, cq: memoryview, pq: memoryview, data: memoryview, callback: Any = None) -> "_Ring":
+        """A ring over plain memory laid out like the kernel's (``data`` holds the data area
+        twice, as the double mapping shows it): for tests."""
+        self = cls.__new__(cls)
+        self._cons = self._prod = None
+        self.fd = -1
+        self._setup(type("_Named", (), {"name": name})(), callback, cq, pq, data)
+        return self
+
+    # ------------------------------------------------------------------ helpers
+    def available(self) -> int:
+        """Bytes published but not consumed yet (records, headers and padding)."""
+        return self.pq[0] - self.cq[0]
+
+    def _run(self, off: int, k: int, stride: int, hdr: int, cap: int, most: int = RUN_MAX) -> int:
+        """How many records from ``off`` (of ``k`` waiting) have header ``hdr``: galloping."""
+        window = min(k, self.window, cap)
+        m = self.runs.count(off, window, stride, hdr)
+        self.window = min(self.window * 4, most) if m == window else RUN_MIN
+        return m
+
+    # --------------------------------------------------------------- per record
+    def consume(self, cb: Callable[[memoryview], Any], limit: int) -> int:
+        """Call ``cb(view)`` for every committed record, at most ``limit`` (< 0: no limit)."""
+        cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
+        cons = cq[0]
+        n = 0
+        while True:
+            prod = pq[0]
+            if cons >= prod:
+                return n
+            if _ring.NEEDS_FENCE:
+                _ring.fence()
+            while cons < prod:
+                off = cons & mask
+                hdr = words[off >> 2]
+                if hdr & BUSY:
+                    cq[0] = cons
+                    return n
+                ln = hdr & LEN_MASK
+                stride = (ln + 15) & ~7
+                if hdr & DISCARD:
+                    cons += stride
+                    cq[0] = cons
+                    continue
+                k = (prod - cons) // stride
+                if k >= RUN_MIN:
+                    left = limit - n if limit >= 0 else RUN_MAX
+                    m = self._run(off, k, stride, hdr, left)
+                    if m > 1:
+                        start = off + HDR
+                        o = start
+                        try:
+                            for o in range(start, start + m * stride, stride):
+                                cb(data[o : o + ln])
+                        except BaseException:
+                            cq[0] = cons + (o - start) + stride
+                            raise
+                        cons += m * stride
+                        cq[0] = cons
+                        n += m
+                        if n == limit:
+                            return n
+                        continue
+                cons += stride
+                try:
+                    cb(data[off + HDR : off + HDR + ln])
+                finally:
+                    cq[0] = cons
+                n += 1
+                if n == limit:
+                    return n
+
+    def consume_decoded(self, cb: Callable[..., Any], fmt: RecordFormat, limit: int) -> int:
+        """Like :meth:`consume`, calling ``cb(*fields)`` with each record decoded by ``fmt``."""
+        cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
+        single = struct.Struct(fmt.format)
+        size = fmt.size
+        cons = cq[0]
+        n = 0
+        strides: dict[int, struct.Struct] = {}
+        while True:
+            prod = pq[0]
+            if cons >= prod:
+                return n
+            if _ring.NEEDS_FENCE:
+                _ring.fence()
+            while cons < prod:
+                off = cons & mask
+                hdr = words[off >> 2]
+                if hdr & BUSY:
+                    cq[0] = cons
+                    return n
+                ln = hdr & LEN_MASK
+                stride = (ln + 15) & ~7
+                if hdr & DISCARD:
+                    cons += stride
+                    cq[0] = cons
+                    continue
+                if ln < size:
+                    cons += stride
+                    cq[0] = cons
+                    raise ParseError(f"ring buffer {self.map.name!r}: record of {ln} bytes is shorter than the {size}-byte format")
+                k = (prod - cons) // stride
+                if k >= RUN_MIN:
+                    left = limit - n if limit >= 0 else RUN_MAX
+                    m = self._run(off, k, stride, hdr, left)
+                    if m > 1:
+                        st = strides.get(stride)
+                        if st is None:
+                            st = strides[stride] = fmt.struct_for_stride(stride, HDR)
+                        it = st.iter_unpack(data[off : off + m * stride])
+                        try:
+                            deque(starmap(cb, it), 0)
+                        except BaseException:
+                            cons += (m - it.__length_hint__()) * stride
+                            cq[0] = cons
+                            raise
+                        cons += m * stride
+                        cq[0] = cons
+                        n += m
+                        if n == limit:
+                            return n
+                        continue
+                cons += stride
+                try:
+                    cb(*single.unpack_from(data, off + HDR))
+                finally:
+                    cq[0] = cons
+                n += 1
+                if n == limit:
+                    return n
+
+    def iterate(self) -> Iterator[memoryview]:
+        """Yield committed records; each is consumed once the caller asks for the next."""
+        cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
+        cons = cq[0]
+        while True:
+            prod = pq[0]
+            if cons >= prod:
+                return
+            if _ring.NEEDS_FENCE:
+                _ring.fence()
+            while cons < prod:
+                off = cons & mask
+                hdr = words[off >> 2]
+                if hdr & BUSY:
+                    return
+                ln = hdr & LEN_MASK
+                nxt = cons + ((ln + 15) & ~7)
+                if not hdr & DISCARD:
+                    try:
+                        yield data[off + HDR : off + HDR + ln]
+                    finally:
+                        cq[0] = cons = nxt
+                else:
+                    cq[0] = cons = nxt
+
+    # -------------------------------------------------------------------- batch
+    def consume_batch(self, cb: Callable[[Any], Any], fmt: RecordFormat, limit: int, arrays: bool) -> int:
+        """Deliver runs of records decoded by ``fmt`` in one call each: ``cb(array)`` with a
+        numpy structured array viewing the ring (``arrays``), else ``cb(list_of_tuples)``."""
+        cq, pq, words, mask = self.cq, self.pq, self.words, self.mask
+        data = self.data
+        size = fmt.size
+        dtype = fmt.dtype if arrays else None
+        cons = cq[0]
+        n = 0
+        while True:
+            prod = pq[0]
+            if cons >= prod:
+                return n
+            if _ring.NEEDS_FENCE:
+                _ring.fence()
+            while cons < prod:
+                off = cons & mask
+                hdr = words[off >> 2]
+                if hdr & BUSY:
+                    cq[0] = cons
+                    return n
+                ln = hdr & LEN_MASK
+                stride = (ln + 15) & ~7
+                if hdr & DISCARD:
+                    cons += stride
+                    cq[0] = cons
+                    continue
+                if ln < size:
+                    cons += stride
+                    cq[0] = cons
+                    raise ParseError(f"ring buffer {self.map.name!r}: record of {ln} bytes is shorter than the {size}-byte format")
+                k = (prod - cons) // stride
+                if limit >= 0:
+                    k = min(k, limit - n)
+                m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
+                if arrays:
+                    batch = _np.ndarray((m,), dtype, buffer=data, offset=off + HDR, strides=(stride,))
+                else:
+                    batch = list(fmt.struct_for_stride(stride, HDR).iter_unpack(data[off : off + m * stride]))
+                cons += m * stride
+                try:
+                    cb(batch)
+                finally:
+                    del batch
+                    cq[0] = cons
+                n += m
+                if n == limit:
+                    return n
+
+    def close(self) -> None:
+        for name in ("cq", "pq", "words", "data"):
+            view = getattr(self, name, None)
+            if view is not None:
+                view.release()
+        self.runs = None  # type: ignore[assignment]
+        if self._cons is not None:
+            self._cons.close()
+        if self._prod is not None:
+            self._prod.close()
+
+
+class RingBuffer:
+    """Reader of one or more BPF_MAP_TYPE_RINGBUF maps, all waited for in one epoll set.
+
+    ::
+
+        with RingBuffer(coll.maps["events"], on_event) as rb:
+            rb.add(coll.maps["other"], on_other)      # several rings, one poll
+            while running:
+                rb.poll(timeout=0.1)                  # calls on_event(view) per record
+        for rec in rb.read(timeout=1.0): ...          # or iterate (stops after 1 s idle)
+        arr = rb.read_batch("<QQIIQ")                 # or drain all at once, decoded
+
+    Callbacks get a ``memoryview`` into the ring, valid only during the call (copy with
+    ``bytes(rec)``). An exception from a callback propagates; that record counts as consumed.
+    """
+
+    def __init__(self, rmap: Any = None, callback: Callable[[memoryview], Any] | None = None) -> None:
+        self._rings: list[_Ring] = []
+        self._by_fd: dict[int, _Ring] = {}
+        self._poller = _ring.Poller()
+        if rmap is not None:
+            try:
+                self.add(rmap, callback)
+            except BaseException:
+                self.close()
+                raise
+
+    def add(self, rmap: Any, callback: Callable[[memoryview], Any] | None = None) -> None:
+        """Also read ``rmap`` (a RINGBUF Map), calling ``callback`` for its records."""
+        try:
+            ring = _Ring(rmap, callback)
+        except BPFKitError as exc:
+            raise exc.wrap(f"open ring buffer {getattr(rmap, 'name', rmap)!r}")
+        try:
+            self._poller.register(ring.fd, _ring.EPOLLIN)
+        except BaseException:
+            ring.close()
+            raise
+        self._rings.append(ring)
+        self._by_fd[ring.fd] = ring
+
+    # -------------------------------------------------------------------- reading
+    def _cb(self, ring: _Ring, callback: Any) -> Any:
+        cb = callback or ring.callback
+        if cb is None:
+            raise UsageError(f"ring buffer {ring.map.name!r}: no callback given")
+        return cb
+
+    def consume(self, callback: Callable[..., Any] | None = None, limit: int | None = None, format: Any = None) -> int:
+        """Process every record available now without waiting; returns how many.
+
+        ``format`` (a struct format, RecordFormat): decode each record and call
+        ``callback(*fields)`` instead of passing the view.
+        """
+        self._check_open()
+        fmt = as_format(format)
+        n = 0
+        lim = -1 if limit is None else limit
+        for ring in self._rings:
+            left = lim - n if lim >= 0 else -1
+            if left == 0:
+                break
+            cb = self._cb(ring, callback)
+            n += ring.consume(cb, left) if fmt is None else ring.consume_decoded(cb, fmt, left)
+        return n
+
+    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
+        """Wait up to ``timeout`` s (None: forever) for records, then process those of the
+        rings that have some. Returns the number processed (0 on timeout)."""
+        self._check_open()
+        ready = self._poller.wait(timeout)
+        if not ready:
+            return 0
+        fmt = as_format(format)
+        n = 0
+        for fd, _ in ready:
+            ring = self._by_fd.get(fd)
+            if ring is not None:
+                cb = self._cb(ring, callback)
+                n += ring.consume(cb, -1) if fmt is None else ring.consume_decoded(cb, fmt, -1)
+        return n
+
+    def read(self, timeout: float | None = None) -> Iterator[memoryview]:
+        """Iterate records as they arrive; stops after ``timeout`` s without any (None: never).
+
+        Each record is valid until the next one is requested."""
+        self._check_open()
+        while True:
+            got = False
+            for ring in self._rings:
+                for rec in ring.iterate():
+                    got = True
+                    yield rec
+            if not got and not self._poller.wait(timeout):
+                return
+
+    def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
+        """Zero-copy batches: call ``callback(batch)`` once per run of same-sized records
+        (usually once per ring per call), with every available record decoded by ``format``.
+
+        ``batch`` is a numpy structured array viewing the ring (valid during the call) when
+        numpy is installed, else a list of tuples. Returns the number of records."""
+        self._check_open()
+        fmt = as_format(format)
+        use_arrays = _np is not None if arrays is None else arrays
+        n = 0
+        lim = -1 if limit is None else limit
+        for ring in self._rings:
+            left = lim - n if lim >= 0 else -1
+            if left == 0:
+                break
+            n += ring.consume_batch(callback, fmt, left, use_arrays)
+        return n
+
+    def read_batch(self, format: Any = None, limit: int | None = None) -> Any:
+        """Drain everything available now in one call and return it as owned data: a numpy
+        structured array for ``format`` (a list of tuples without numpy), or a list of
+        ``bytes`` without a format."""
+        self._check_open()
+        if format is None:
+            out: list[bytes] = []
+            self.consume(lambda rec: out.append(bytes(rec)), limit)
+            return out
+        fmt = as_format(format)
+        parts: list[Any] = []
+        if _np is not None:
+            self.consume_batch(lambda a: parts.append(a.copy()), fmt, limit, True)
+            if not parts:
+                return _np.empty(0, fmt.dtype)
+            return parts[0] if len(parts) == 1 else _np.concatenate(parts)
+        self.consume_batch(parts.extend, fmt, limit, False)
+        return parts
+
+    # ---------------------------------------------------------------------- async
+    async def poll_async(self, timeout: float | None = None, callback: Callable[..., Any] | None = None) -> int:
+        """:meth:`poll` for asyncio: waits in the event loop, never blocks it."""
+        self._check_open()
+        n = self.consume(callback)
+        if n:
+            return n
+        if not await wait_readable(self._poller.fileno(), timeout):
+            return 0
+        self._poller.wait(0)
+        return self.consume(callback)
+
+    async def aread(self, timeout: float | None = None) -> AsyncIterator[memoryview]:
+        """``async for rec in rb.aread(timeout)``: :meth:`read` for asyncio."""
+        self._check_open()
+        while True:
+            got = False
+            for ring in self._rings:
+                for rec in ring.iterate():
+                    got = True
+                    yield rec
+            if not got:
+                if not await wait_readable(self._poller.fileno(), timeout):
+                    return
+                self._poller.wait(0)
+
+    def __aiter__(self) -> AsyncIterator[memoryview]:
+        return self.aread()
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return self.read()
+
+    # ----------------------------------------------------------------- lifecycle
+    def available(self) -> int:
+        """Bytes waiting in all rings."""
+        return sum(r.available() for r in self._rings)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` s for a wakeup without consuming anything; True if woken."""
+        if self._poller.closed:
+            raise UsageError("reader is closed")
+        return bool(self._poller.wait(timeout))
+
+    def fileno(self) -> int:
+        """The epoll fd: readable when some ring has records (for select/asyncio loops)."""
+        return self._poller.fileno()
+
+    def _check_open(self) -> None:
+        if self._poller.closed:
+            raise UsageError("ring buffer reader is closed")
+
+    def close(self) -> None:
+        """Unmap every ring and close the epoll fd (the maps stay open: they are the caller's)."""
+        for ring in self._rings:
+            ring.close()
+        self._rings.clear()
+        self._by_fd.clear()
+        self._poller.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._poller.closed
+
+    def __enter__(self) -> "RingBuffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        names = ", ".join(repr(r.map.name) for r in self._rings)
+        return f"RingBuffer({names})" if not self.closed else "RingBuffer(closed)"
+
+
+# ------------------------------------------------------------------------ user ring buffer
+class RingBufferFullError(BPFKitError):
+    """A USER_RINGBUF has no room for the record (the BPF side has not drained it)."""
+
+
+class Reservation:
+    """Space reserved in a user ring buffer: fill ``data``, then :meth:`submit` (or
+    :meth:`discard`). Records are consumed by the kernel in reservation order."""
+
+    __slots__ = ("_rb", "_index", "size", "data", "_done")
+
+    def __init__(self, rb: "UserRingBuffer", index: int, size: int, data: memoryview) -> None:
+        self._rb = rb
+        self._index = index
+        self.size = size
+        self.data = data
+        self._done = False
+
+    def submit(self) -> None:
+        self._finish(0)
+
+    def discard(self) -> None:
+        self._finish(DISCARD)
+
+    def _finish(self, bit: int) -> None:
+        if self._done:
+            raise UsageError("reservation already submitted or discarded")
+        self._done = True
+        self.data.release()
+        if _ring.NEEDS_FENCE:
+            _ring.fence()
+        self._rb._words[self._index] = self.size | bit  # clears BUSY: store-release on x86
+
+    def __enter__(self) -> memoryview:
+        return self.data
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if not self._done:
+            self.discard() if exc_type is not None else self.submit()
+
+
+class UserRingBuffer:
+    """Writer of a BPF_MAP_TYPE_USER_RINGBUF (6.1): user space produces, a BPF program drains
+    with ``bpf_user_ringbuf_drain``. One writer at a time (not thread-safe, as in libbpf).
+
+    ::
+
+        with UserRingBuffer(coll.maps["requests"]) as urb:
+            urb.write(struct.pack("<QQ", op, arg))
+            with urb.reserve(16) as buf:               # or fill in place
+                buf[:] = payload
+    """
+
+    def __init__(self, rmap: Any) -> None:
+        self.map = rmap
+        self.size = _check_map(rmap, MapType.USER_RINGBUF)
+        self._mask = self.size - 1
+        self._poller = _ring.Poller()
+        try:
+            self._cons, self._prod = _ring.map_ringbuf(rmap.fd, self.size, user=True)
+        except BPFKitError as exc:
+            self._poller.close()
+            raise exc.wrap(f"open user ring buffer {rmap.name!r}")
+        self._cq = self._cons.view[:8].cast("Q")
+        self._pq = self._prod.view[:8].cast("Q")
+        self._data = self._prod.view[PAGE : PAGE + 2 * self.size]
+        self._words = self._data.cast("I")
+        self._poller.register(rmap.fd, _ring.EPOLLOUT)
+
+    def free(self) -> int:
+        """Bytes the next reservation may use (header and padding included)."""
+        return self.size - (self._pq[0] - self._cq[0])
+
+    def reserve(self, size: int) -> Reservation:
+        """Reserve ``size`` bytes; raises RingBufferFullError when there is no room."""
+        if self._poller.closed:
+            raise UsageError("user ring buffer is closed")
+        if size <= 0 or size > LEN_MASK:
+            raise UsageError(f"user ring buffer record size {size} out of range")
+        total = (size + HDR + 7) & ~7
+        if total > self.size:
+            raise UsageError(f"record of {size} bytes cannot fit a {self.size}-byte user ring buffer")
+        prod = self._pq[0]
+        cons = self._cq[0]
+        if total > self.size - (prod - cons):
+            raise RingBufferFullError(
+                f"user ring buffer {self.map.name!r}: no room for {size} bytes "
+                f"({self.size - (prod - cons)} free of {self.size}); the BPF side has not drained it"
+            )
+        off = prod & self._mask
+        index = off >> 2
+        self._words[index] = size | BUSY
+        self._words[index + 1] = 0
+        if _ring.NEEDS_FENCE:
+            _ring.fence()
+        self._pq[0] = prod + total  # publish the reservation (store-release on x86)
+        return Reservation(self, index, size, self._data[off + HDR : off + HDR + size])
+
+    def reserve_blocking(self, size: int, timeout: float | None = None) -> Reservation:
+        """:meth:`reserve`, waiting up to ``timeout`` s for the BPF side to make room."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return self.reserve(size)
+            except RingBufferFullError:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise
+                self._poller.wait(left)
+
+    def write(self, data: bytes | bytearray | memoryview, timeout: float | None = 0) -> None:
+        """Copy ``data`` in as one record and submit it (waiting up to ``timeout`` s for room)."""
+        res = self.reserve(len(data)) if timeout == 0 else self.reserve_blocking(len(data), timeout)
+        res.data[:] = data
+        res.submit()
+
+    def close(self) -> None:
+        if self._poller.closed:
+            return
+        for view in (self._cq, self._pq, self._words, self._data):
+            view.release()
+        self._cons.close()
+        self._prod.close()
+        self._poller.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._poller.closed
+
+    def __enter__(self) -> "UserRingBuffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

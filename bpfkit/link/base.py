@@ -1,0 +1,372 @@
+"""The Link protocol, RawLink (any bpf_link fd), pinned links and the system's links.
+
+A *link* is what attaching returns: the attachment of one program to one hook. When the kernel
+makes a bpf_link for it (BPF_LINK_CREATE and friends, 5.7+), the link is a kernel object with an
+fd: closing the last reference detaches the program, pinning it in bpffs keeps it alive past the
+process, and BPF_LINK_UPDATE/DETACH/OBJ_GET_INFO work on it where the link kind allows. Older
+attachment styles (PERF_EVENT_IOC_SET_BPF) implement the same protocol and say honestly, with
+NotSupportedError, what they cannot do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+
+from .._kernel import bpf as _bpf
+from .._kernel.consts import LinkType, PerfEventType
+from .._kernel.fd import FD
+from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+
+__all__ = [
+    "Link",
+    "RawLink",
+    "LinkInfo",
+    "PerfEventInfo",
+    "KprobeInfo",
+    "UprobeInfo",
+    "TracepointInfo",
+    "EventInfo",
+    "RawTracepointInfo",
+    "load_pinned_link",
+    "link_from_id",
+    "link_from_fd",
+    "iter_links",
+    "register_link_class",
+]
+
+
+@runtime_checkable
+class Link(Protocol):
+    """What every attach function returns.
+
+    ``close()`` detaches (unless pinned) and frees what the attachment made (perf events,
+    tracefs probes); it is idempotent. ``pin``/``unpin``/``update``/``detach``/``info`` raise
+    NotSupportedError where the link kind or the kernel cannot.
+    """
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def pinned_path(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+    def pin(self, path: str) -> None: ...
+
+    def unpin(self) -> None: ...
+
+    def update(self, prog: Any) -> None: ...
+
+    def detach(self) -> None: ...
+
+    def info(self) -> "LinkInfo": ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# ------------------------------------------------------------------------------- info
+@dataclasses.dataclass(frozen=True)
+class KprobeInfo:
+    function: str
+    offset: int
+    address: int  # 0 unless kptr_restrict lets this process see kernel addresses
+    missed: int
+    cookie: int
+    retprobe: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class UprobeInfo:
+    path: str
+    offset: int
+    cookie: int
+    retprobe: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TracepointInfo:
+    name: str  # the event name (``sys_enter_getppid``): the kernel does not report the group
+    cookie: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EventInfo:
+    type: int  # perf_event_attr.type
+    config: int
+    cookie: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfEventInfo:
+    """A BPF_LINK_TYPE_PERF_EVENT link's details (reported since 6.6, 1b715e1b0ec5; before,
+    ``event_type`` is UNSPEC and ``detail`` None)."""
+
+    event_type: PerfEventType | int
+    detail: KprobeInfo | UprobeInfo | TracepointInfo | EventInfo | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RawTracepointInfo:
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkInfo:
+    """The kernel's description of a bpf_link (BPF_OBJ_GET_INFO_BY_FD).
+
+    ``type`` is a LinkType (an int for kinds newer than bpfkit); ``detail`` is the typed
+    per-kind part where bpfkit decodes it (PerfEventInfo, RawTracepointInfo), else None.
+    """
+
+    type: LinkType | int
+    id: int
+    program_id: int
+    detail: Any = None
+
+    @property
+    def type_name(self) -> str:
+        return self.type.kernel_name if isinstance(self.type, LinkType) else f"type {self.type}"
+
+
+def _enum(cls: Any, value: int) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        return int(value)
+
+
+def _decode_info(raw: Any, name: str) -> LinkInfo:
+    ltype = _enum(LinkType, raw.type)
+    detail: Any = None
+    if ltype == LinkType.PERF_EVENT:
+        pe = raw.perf_event
+        etype = _enum(PerfEventType, pe.type)
+        sub: Any = None
+        if etype in (PerfEventType.KPROBE, PerfEventType.KRETPROBE):
+            k = pe.kprobe
+            sub = KprobeInfo(name, int(k.offset), int(k.addr), int(k.missed), int(k.cookie),
+                             etype == PerfEventType.KRETPROBE)
+        elif etype in (PerfEventType.UPROBE, PerfEventType.URETPROBE):
+            u = pe.uprobe
+            sub = UprobeInfo(name, int(u.offset), int(u.cookie), etype == PerfEventType.URETPROBE)
+        elif etype == PerfEventType.TRACEPOINT:
+            sub = TracepointInfo(name, int(pe.tracepoint.cookie))
+        elif etype == PerfEventType.EVENT:
+            ev = pe.event
+            sub = EventInfo(int(ev.type), int(ev.config), int(ev.cookie))
+        detail = PerfEventInfo(etype, sub)
+    elif ltype == LinkType.RAW_TRACEPOINT:
+        detail = RawTracepointInfo(name)
+    return LinkInfo(ltype, int(raw.id), int(raw.prog_id), detail)
+
+
+def query_info(fd: FD | int) -> LinkInfo:
+    """Decoded BPF_OBJ_GET_INFO_BY_FD of any link fd."""
+    raw, name = _bpf.link_info(fd)
+    return _decode_info(raw, name)
+
+
+def _prog_fd(prog: Any) -> int:
+    """The fd of a Program (or FD, or int), refusing closed programs."""
+    fd = getattr(prog, "fd", prog)
+    if isinstance(fd, FD):
+        if fd.closed:
+            raise UsageError(f"program {getattr(prog, 'name', '')!r} is closed")
+        return fd.raw
+    if isinstance(fd, int) and fd > 0:
+        return fd
+    raise UsageError(f"not a program: {prog!r}")
+
+
+# ----------------------------------------------------------------------------- RawLink
+class RawLink:
+    """Any bpf_link fd: pin, unpin, update, detach, info, close.
+
+    Classes for specific link kinds subclass it; :func:`link_from_fd` picks the right class
+    from the kernel's info.
+    """
+
+    kind = "link"
+
+    def __init__(self, fd: FD, pinned_path: str | None = None) -> None:
+        self.fd = fd
+        self._pinned_path = pinned_path
+
+    # -- state
+    @property
+    def closed(self) -> bool:
+        return self.fd.closed
+
+    @property
+    def pinned_path(self) -> str | None:
+        return self._pinned_path
+
+    @property
+    def id(self) -> int:
+        return self.info().id
+
+    def _check_open(self, what: str) -> None:
+        if self.fd.closed:
+            raise UsageError(f"{what} of a closed {self.kind} link")
+
+    # -- operations
+    def pin(self, path: str) -> None:
+        """Pin in bpffs at ``path``: the link (and the program attached) outlives this process
+        and this object's close() until the pin is removed. A link pinned elsewhere moves."""
+        self._check_open("pin")
+        old = self._pinned_path
+        if old == path:
+            return
+        try:
+            if old:
+                os.rename(old, path)
+            else:
+                _bpf.obj_pin(self.fd, path)
+        except OSError as exc:
+            raise KernelError(f"rename pin {old} -> {path}", exc.errno or errno.EIO) from None
+        except BPFKitError as exc:
+            if getattr(exc, "errno", 0) == errno.EPERM and not _on_bpffs(path):
+                exc.wrap(f"{os.path.dirname(path) or '.'} is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)")
+            raise exc.wrap(f"pin {self.kind} link at {path}")
+        self._pinned_path = path
+
+    def unpin(self) -> None:
+        """Remove the pin (the link then lives as long as this object keeps it open)."""
+        path = self._pinned_path
+        if path is None:
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise KernelError(f"unpin {path}", exc.errno or errno.EIO) from None
+        self._pinned_path = None
+
+    def update(self, prog: Any, old: Any = None) -> None:
+        """Replace the attached program atomically (BPF_LINK_UPDATE); with ``old`` only if it
+        still is the one attached (BPF_F_REPLACE)."""
+        self._check_open("update")
+        try:
+            if old is not None:
+                _bpf.link_update(self.fd, _prog_fd(prog), _prog_fd(old), flags=1 << 2)  # BPF_F_REPLACE
+            else:
+                _bpf.link_update(self.fd, _prog_fd(prog))
+        except KernelError as exc:
+            if exc.errno == errno.EOPNOTSUPP:
+                raise NotSupportedError(f"update of a {self.kind} link", "the kernel has no update for this link kind") from None
+            raise exc.wrap(f"update {self.kind} link")
+
+    def detach(self) -> None:
+        """Detach the program while the link object lives on (BPF_LINK_DETACH, 5.9); the link
+        becomes defunct and closing it later is still needed."""
+        self._check_open("detach")
+        try:
+            _bpf.link_detach(self.fd)
+        except KernelError as exc:
+            if exc.errno == errno.EOPNOTSUPP:
+                raise NotSupportedError(f"detach of a {self.kind} link", "the kernel cannot detach this link kind (close it instead)") from None
+            if exc.errno == errno.EINVAL:
+                raise NotSupportedError("BPF_LINK_DETACH", "the kernel does not know the command", "5.9") from None
+            raise exc.wrap(f"detach {self.kind} link")
+
+    def info(self) -> LinkInfo:
+        self._check_open("info")
+        try:
+            return query_info(self.fd)
+        except BPFKitError as exc:
+            raise exc.wrap(f"info of {self.kind} link")
+
+    def close(self) -> None:
+        """Release this process's reference: the link ends unless it is pinned."""
+        self.fd.close()
+
+    def __enter__(self) -> "RawLink":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
+        return f"{type(self).__name__}(fd={self.fd!r}{pinned})"
+
+
+def _on_bpffs(path: str) -> bool:
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = [(line.split()[4], line.split(" - ")[1].split()[0]) for line in f if " - " in line]
+    except OSError:
+        return True
+    best = max((m for m in mounts if directory == m[0] or directory.startswith(m[0].rstrip("/") + "/")),
+               key=lambda m: len(m[0]), default=None)
+    return best is not None and best[1] == "bpf"
+
+
+# ----------------------------------------------------------- pinned links, ids, iteration
+_LINK_CLASSES: dict[int, Callable[[FD, str | None], RawLink]] = {}
+
+
+def register_link_class(link_type: LinkType, factory: Callable[[FD, str | None], RawLink]) -> None:
+    """Make :func:`link_from_fd` wrap links of ``link_type`` with ``factory(fd, pinned_path)``."""
+    _LINK_CLASSES[int(link_type)] = factory
+
+
+def link_from_fd(fd: FD, pinned_path: str | None = None) -> RawLink:
+    """Wrap a bpf_link fd (ownership moves) in the class for its kind (RawLink if none)."""
+    try:
+        raw, _ = _bpf.link_info(fd)
+    except BPFKitError:
+        fd.close()
+        raise
+    factory = _LINK_CLASSES.get(int(raw.type), RawLink)
+    return factory(fd, pinned_path)
+
+
+def load_pinned_link(path: str) -> RawLink:
+    """Open the link pinned at ``path`` (5.7+); closing the result leaves the pin in place."""
+    try:
+        fd = _bpf.obj_get(path)
+    except KernelError as exc:
+        if exc.errno == errno.ENOENT:
+            raise NotFoundError(f"no pinned object at {path}") from None
+        raise exc.wrap(f"open pinned link {path}")
+    kind = _bpf.obj_kind(fd)
+    if kind != "link":
+        fd.close()
+        raise UsageError(f"{path} is pinned {('a ' + kind) if kind else 'something'}, not a link")
+    return link_from_fd(fd, path)
+
+
+def link_from_id(link_id: int) -> RawLink:
+    """Open the link with kernel id ``link_id`` (needs CAP_SYS_ADMIN)."""
+    try:
+        fd = _bpf.fd_by_id("link", link_id)
+    except KernelError as exc:
+        if exc.errno == errno.ENOENT:
+            raise NotFoundError(f"no link with id {link_id}") from None
+        raise exc.wrap(f"open link id {link_id}")
+    return link_from_fd(fd)
+
+
+def iter_links() -> Iterator[LinkInfo]:
+    """Every bpf_link in the system (BPF_LINK_GET_NEXT_ID, 5.8), as typed info, by id.
+
+    Links that vanish between listing and opening are skipped.
+    """
+    for link_id in _bpf.iter_ids("link"):
+        try:
+            fd = _bpf.fd_by_id("link", link_id)
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                continue
+            raise
+        with fd:
+            yield query_info(fd)

@@ -1,0 +1,48 @@
+"""Tracepoints: a program on a static trace event, through a perf event.
+
+The event's id comes from tracefs ``events/<group>/<name>/id``; a PERF_TYPE_TRACEPOINT perf
+event with that config is opened on CPU 0 for all tasks, and the program runs wherever the
+tracepoint fires. Syscall tracepoints (``syscalls/sys_enter_*``) accept BPF programs since 4.14
+(cf5f5cea270655).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._kernel import tracefs as _tracefs
+from ..errors import BPFKitError, UsageError
+from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
+
+__all__ = ["tracepoint", "split_tracepoint"]
+
+
+def split_tracepoint(target: str) -> tuple[str, str]:
+    """``syscalls/sys_enter_openat`` or ``syscalls:sys_enter_openat`` -> (group, name)."""
+    for sep in ("/", ":"):
+        group, found, name = target.partition(sep)
+        if found:
+            return group, name
+    raise UsageError(f"tracepoint {target!r} must be GROUP/NAME (like syscalls/sys_enter_openat)")
+
+
+def tracepoint(
+    group: str,
+    name: str,
+    prog: Any,
+    *,
+    cookie: int = 0,
+    mode: AttachMode | str = AttachMode.AUTO,
+) -> PerfEventLink | PerfEventIoctlLink:
+    """Attach a tracepoint program to ``group/name`` (``"syscalls", "sys_enter_openat"``).
+
+    ``cookie`` (5.15, link mode only) is what bpf_get_attach_cookie() returns in the program.
+    """
+    what = f"tracepoint {group}/{name}"
+    try:
+        check_program(prog, "tracepoint", what)
+        event_id = _tracefs.event_id(group, name)
+        fd = _tracefs.open_trace_event(event_id, -1, what)
+        return attach_perf_event(PerfEvent(fd, what), prog, cookie=cookie, mode=mode)
+    except BPFKitError as exc:
+        raise exc.wrap(f"attach {what}")

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Run pytest inside VMs booted on chosen Debian kernels (virtme-ng + qemu) and report per kernel.
+
+    python integration/vm.py --kernel 6.1 --kernel 5.10 [--kernel host] [--timeout SECS] \
+        [--memory 2G] [--cpus N] [--results DIR] [--quiet] -- <pytest args...>
+
+Needs scripts/vm-setup.sh first. See docs/vm-runner.md. Facts this relies on
+(shared/ENVIRONMENT.md, "Other kernels, in a VM"):
+  - /dev/kvm exists but cannot run a stock kernel here: always --disable-kvm (TCG emulation);
+  - --force-9p: the host root fs is shared read-only over 9p (virtiofsd is not used);
+  - udev must be installed on the host root, or the guest's exit status is lost (virtme-ng
+    reports it through /dev/virtio-ports/virtme.ret, a link that udev makes).
+The runner imports nothing from bpfkit, so it works while the package is half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Callable, Iterable, TextIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vm_kernels import KERNELS, KernelError, fetch_kernel  # noqa: E402
+
+# `python -m virtme_ng.run` drops the exit status (its __main__ calls main() without
+# sys.exit), so call main() ourselves with the runner's interpreter.
+VNG = "import sys; from virtme_ng.run import main; sys.exit(main())"
+DEFAULT_TIMEOUT = 900  # boot is 12-35 s under TCG; pytest runs several times slower than native
+# 2 vCPUs: qemu's multi-threaded TCG gives each vCPU a host thread and the host has 2 cores;
+# measured boot time is the same as with 1 vCPU (docs/vm-runner.md), and per-CPU behaviour
+# (percpu maps, perf events opened on one CPU) then gets exercised as on the 2-CPU host.
+DEFAULT_CPUS = 2
+TAIL_LINES = 40
+# Host variables that the guest gets as well (virtme-ng starts the guest command with a
+# fresh environment); BPFKIT_* ones are forwarded too.
+FORWARD_ENV = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "TERM")
+
+
+@dataclasses.dataclass
+class Result:
+    """Outcome of one kernel's run."""
+
+    kernel: str
+    detail: str = ""  # package/release info
+    status: str = "ok"  # ok | failed | timeout | no-boot | error
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    skips: list[str] = dataclasses.field(default_factory=list)
+    boot_s: float | None = None
+    total_s: float = 0.0
+    note: str = ""
+    tail: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.failed == 0 and self.errors == 0
+
+
+# ---------------------------------------------------------------- command line
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Options before `--`, pytest arguments after it."""
+    own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
+        else (argv, [])
+    p = argparse.ArgumentParser(prog="integration/vm.py", description=__doc__.split("\n")[0])
+    p.add_argument("--kernel", action="append", required=True,
+                   choices=[*KERNELS, "host"], help="kernel to run on (repeatable)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per kernel, boot included (default {DEFAULT_TIMEOUT})")
+    p.add_argument("--memory", default="2G", help="guest memory (default 2G)")
+    p.add_argument("--cpus", type=int, default=DEFAULT_CPUS,
+                   help=f"guest vCPUs (default {DEFAULT_CPUS})")
+    p.add_argument("--results", metavar="DIR",
+                   help="keep junit XML and logs in DIR/<kernel>/ (default: discard)")
+    p.add_argument("--quiet", action="store_true", help="do not echo pytest output live")
+    args = p.parse_args(own)
+    args.pytest_args = pytest_args
+    return args
+
+
+# ---------------------------------------------------------------- processes
+
+def _pump(stream: TextIO, sink: TextIO, tail: collections.deque, echo: Callable[[str], None] | None):
+    for line in stream:
+        sink.write(line)
+        tail.append(line.rstrip("\n"))
+        if echo:
+            echo(line.rstrip("\n"))
+
+
+def run_logged(cmd: list[str], env: dict[str, str], timeout: float, out_log: Path,
+               err_log: Path, echo: Callable[[str], None] | None) -> tuple[int | None, list[str]]:
+    """Run cmd in its own process group; stdout to out_log (+echo), stderr to err_log.
+
+    Returns (exit status or None on timeout, last lines of stdout+stderr). Pipes, not files:
+    qemu opens /proc/self/fd/1 afresh, which truncates a regular file.
+    """
+    tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+    with open(out_log, "w") as out, open(err_log, "w") as err:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
+        pumps = [threading.Thread(target=_pump, args=(proc.stdout, out, tail, echo)),
+                 threading.Thread(target=_pump, args=(proc.stderr, err, tail, None))]
+        for t in pumps:
+            t.start()
+        try:
+            rc: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            rc = None
+        for t in pumps:
+            t.join(timeout=10)
+    return rc, list(tail)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM vng and its qemu (same process group), SIGKILL if they linger."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ---------------------------------------------------------------- junit
+
+def parse_junit(path: Path, result: Result) -> None:
+    """Fill counts and skip reasons from a pytest junit XML file."""
+    for case in ET.parse(path).getroot().iter("testcase"):
+        tags = {child.tag: child for child in case}
+        if "error" in tags:
+            result.errors += 1
+        elif "failure" in tags:
+            result.failed += 1
+        elif "skipped" in tags:
+            result.skipped += 1
+            name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+            result.skips.append(f"{name}: {tags['skipped'].get('message', '').strip()}")
+        else:
+            result.passed += 1
+
+
+def collect(result: Result, results: Path, rc: int | None, tail: list[str]) -> None:
+    """Set result.status from the files the run left in `results` and its exit status."""
+    junit = results / "junit.xml"
+    if rc is None:
+        result.status, result.tail = "timeout", tail
+    elif not junit.exists():
+        result.status, result.tail = "error", tail
+        result.note = f"no junit XML (exit status {rc})"
+    if junit.exists():
+        try:
+            parse_junit(junit, result)
+        except ET.ParseError as exc:
+            result.status, result.note, result.tail = "error", f"bad junit XML: {exc}", tail
+            return
+    if result.status == "ok" and rc not in (0, 5):  # 5: no tests collected
+        result.status, result.tail = "failed", tail
+        result.note = f"pytest exit status {rc}"
+
+
+def keep_results(results: Path, dest: str | None, kernel: str) -> None:
+    if dest:
+        target = Path(dest) / kernel
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(results, target, ignore=shutil.ignore_patterns("*.sh"))
+
+
+def pytest_cmd(junit: Path, pytest_args: list[str]) -> list[str]:
+    # -p no:cacheprovider: the guest sees the repo read-only.
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={junit}",
+            *pytest_args]
+
+
+def echo_for(kernel: str, quiet: bool) -> Callable[[str], None] | None:
+    return None if quiet else (lambda line: print(f"[{kernel}] {line}", flush=True))
+
+
+# ---------------------------------------------------------------- host
+
+def run_host(args: argparse.Namespace) -> Result:
+    """Run pytest directly on the host kernel (no VM, BPFKIT_VM_KERNEL unset)."""
+    result = Result("host", detail=os.uname().release)
+    env = {k: v for k, v in os.environ.items() if k != "BPFKIT_VM_KERNEL"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bpfkit-vm-") as tmp:
+        results = Path(tmp)
+        rc, tail = run_logged(pytest_cmd(results / "junit.xml", args.pytest_args), env,
+                              args.timeout, results / "pytest.log", results / "stderr.log",
+                              echo_for("host", args.quiet))
+        collect(result, results, rc, tail)
+        keep_results(results, args.results, "host")
+    result.total_s = time.monotonic() - start
+    return result
+
+
+# ---------------------------------------------------------------- VM
+
+def guest_script(kernel, results: Path, cwd: str, pytest_args: list[str]) -> str:
+    """Shell script the guest runs: mounts, environment, pytest with output into `results`."""
+    env = {k: v for k, v in os.environ.items() if k in FORWARD_ENV or k.startswith("BPFKIT_")}
+    env.update(BPFKIT_VM_KERNEL=kernel.name, BPFKIT_VM_EXPECT_RELEASE=kernel.release,
+               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    r = shlex.quote(str(results))
+    cmd = shlex.join(pytest_cmd(results / "junit.xml", pytest_args))
+    return f"""#!/bin/bash
+# Written by integration/vm.py; runs inside the guest.
+cat /proc/uptime > {r}/started
+# virtme-ng's init mounts some of these on some kernels; mount whatever is missing.
+mnt() {{ grep -qs " $2 " /proc/mounts || mount -t "$1" "$1" "$2" || echo "vm.py: cannot mount $1 on $2" >&2; }}
+mnt tracefs /sys/kernel/tracing
+mnt debugfs /sys/kernel/debug
+mnt bpf /sys/fs/bpf
+{exports}
+cd {shlex.quote(cwd)} || exit 99
+{cmd} 2>&1 | tee {r}/pytest.log
+rc=${{PIPESTATUS[0]}}
+echo "$rc" > {r}/pytest_rc
+exit "$rc"
+"""
+
+
+def vng_cmd(args: argparse.Namespace, vmlinuz: str, results: Path, cwd: str, script: Path) -> list[str]:
+    return [sys.executable, "-c", VNG,
+            "--disable-kvm",  # /dev/kvm cannot run a stock kernel here: TCG
+            "--force-9p",  # share the host root fs read-only over 9p
+            "--verbose",  # kernel console on stderr: kept for diagnosing a failed boot
+            "--memory", args.memory, "--cpus", str(args.cpus),
+            "--run", vmlinuz,  # modules: vng links <tree>/lib/modules/<release> into the guest
+            "--rwdir", str(results), "--cwd", cwd,
+            "--exec", f"bash {shlex.quote(str(script))}"]
+
+
+def run_vm(name: str, args: argparse.Namespace) -> Result:
+    """Boot kernel `name`, run pytest in it, and collect the results."""
+    result = Result(name)
+    start = time.monotonic()
+    try:
+        kernel = fetch_kernel(name, log=lambda m: print(m, flush=True))
+    except KernelError as exc:
+        result.status, result.note = "error", str(exc)
+        return result
+    result.detail = f"{kernel.package} {kernel.version}"
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="bpfkit-vm-") as tmp:
+        results, vng_tmp = Path(tmp) / "results", Path(tmp) / "vng-tmp"
+        results.mkdir()
+        vng_tmp.mkdir()
+        script = results / "guest.sh"
+        script.write_text(guest_script(kernel, results, cwd, args.pytest_args))
+        # vng leaves a temp file behind when it is killed: keep its temp files in our dir.
+        env = dict(os.environ, TMPDIR=str(vng_tmp))
+        rc, tail = run_logged(vng_cmd(args, kernel.vmlinuz, results, cwd, script), env,
+                              args.timeout, results / "vng-stdout.log",
+                              results / "console.log", echo_for(name, args.quiet))
+        result.boot_s = _boot_time(results / "started")
+        if rc is not None and result.boot_s is None:
+            result.status, result.tail = "no-boot", tail
+            result.note = f"guest never ran the test script (vng exit status {rc})"
+        else:
+            collect(result, results, rc, tail)
+            _check_exit_status(result, results, rc)
+        keep_results(results, args.results, name)
+    result.total_s = time.monotonic() - start
+    return result
+
+
+def _boot_time(started: Path) -> float | None:
+    """Guest uptime when the script started (the kernel boot plus virtme-ng's init)."""
+    try:
+        return float(started.read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _check_exit_status(result: Result, results: Path, rc: int | None) -> None:
+    """The status vng returned must be pytest's (it is lost when the guest lacks udev)."""
+    try:
+        guest_rc = int((results / "pytest_rc").read_text())
+    except (OSError, ValueError):
+        return
+    if rc is not None and rc != guest_rc:
+        result.note += f" guest exit status {guest_rc} came back as {rc} (is udev installed?)"
+        if result.status == "ok":
+            result.status = "error"
+
+
+# ---------------------------------------------------------------- report
+
+def report(results: Iterable[Result]) -> int:
+    """Print the per-kernel summary; return the runner's exit status."""
+    results = list(results)
+    print("\n==== bpfkit VM runner summary ====")
+    for r in results:
+        verdict = "PASS" if r.ok else r.status.upper() if r.status != "ok" else "FAIL"
+        boot = f"boot {r.boot_s:.1f} s, " if r.boot_s is not None else ""
+        print(f"{r.kernel:>5} [{verdict}] {r.passed} passed, {r.failed} failed, "
+              f"{r.skipped} skipped, {r.errors} errors ({boot}total {r.total_s:.1f} s)"
+              f"  {r.detail}")
+        if r.note.strip():
+            print(f"      note: {r.note.strip()}")
+        for skip in r.skips:
+            print(f"      skipped {skip}")
+        if r.status in ("timeout", "no-boot", "error") and r.tail:
+            print(f"      last {len(r.tail)} lines of output:")
+            for line in r.tail:
+                print(f"      | {line}")
+    broken = sum(1 for r in results if r.status in ("timeout", "no-boot", "error"))
+    # A run that broke counts as one failure, so this line never reads green by mistake.
+    print(f"total: {sum(r.passed for r in results)} passed, "
+          f"{sum(r.failed + r.errors for r in results) + broken} failed, "
+          f"{sum(r.skipped for r in results)} skipped")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if any(k != "host" for k in args.kernel) and shutil.which("qemu-system-x86_64") is None:
+        print("vm.py: qemu-system-x86_64 not found: run scripts/vm-setup.sh first", file=sys.stderr)
+        return 2
+    results = []
+    for name in dict.fromkeys(args.kernel):  # each kernel once, in the given order
+        print(f"==== {name}: pytest {shlex.join(args.pytest_args)}", flush=True)
+        results.append(run_host(args) if name == "host" else run_vm(name, args))
+    return report(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

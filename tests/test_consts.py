@@ -1,0 +1,122 @@
+"""bpfkit._kernel.consts and cpus: names, ioctl numbers, syscall numbers, CPU lists.
+
+(Every value is also checked against the kernel headers by tests/test_layout.py.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bpfkit._kernel import consts
+from bpfkit._kernel.consts import (
+    PERF_ATTR_SIZES,
+    MapFlag,
+    MapType,
+    PerfAttrFlag,
+    PerfIoctl,
+    ProgType,
+    syscall_number,
+)
+from bpfkit._kernel.cpus import parse_cpu_list
+from bpfkit.errors import NotSupportedError, ParseError
+
+
+def test_c_names() -> None:
+    assert MapType.RINGBUF.c_name == "BPF_MAP_TYPE_RINGBUF"
+    assert ProgType.KPROBE.c_name == "BPF_PROG_TYPE_KPROBE"
+    assert consts.AttachType.PERF_EVENT.c_name == "BPF_PERF_EVENT"
+    assert consts.Cmd.LINK_CREATE.c_name == "BPF_LINK_CREATE"
+    assert PerfIoctl.SET_BPF.c_name == "PERF_EVENT_IOC_SET_BPF"
+    assert consts.FuncId.get_attach_cookie.c_name == "BPF_FUNC_get_attach_cookie"
+    assert MapType.LRU_PERCPU_HASH.kernel_name == "lru_percpu_hash"
+
+
+def test_every_c_enum_has_a_prefix() -> None:
+    for obj in vars(consts).values():
+        if isinstance(obj, type) and issubclass(obj, consts._CEnum) and obj is not consts._CEnum:
+            assert getattr(obj, "C_PREFIX", ""), obj
+
+
+@pytest.mark.parametrize(
+    "ioctl, value",
+    [
+        # Values as printed by the kernel headers on x86_64/arm64 (asm-generic ioctl.h).
+        (PerfIoctl.ENABLE, 0x2400),
+        (PerfIoctl.DISABLE, 0x2401),
+        (PerfIoctl.REFRESH, 0x2402),
+        (PerfIoctl.RESET, 0x2403),
+        (PerfIoctl.PERIOD, 0x40082404),
+        (PerfIoctl.SET_OUTPUT, 0x2405),
+        (PerfIoctl.SET_FILTER, 0x40082406),
+        (PerfIoctl.ID, 0x80082407),
+        (PerfIoctl.SET_BPF, 0x40042408),
+        (PerfIoctl.PAUSE_OUTPUT, 0x40042409),
+        (PerfIoctl.QUERY_BPF, 0xC008240A),
+        (PerfIoctl.MODIFY_ATTRIBUTES, 0x4008240B),
+    ],
+)
+def test_perf_ioctl_numbers(ioctl: PerfIoctl, value: int) -> None:
+    assert int(ioctl) == value
+
+
+def test_group_flag_only_where_the_kernel_takes_it() -> None:
+    assert consts.PERF_IOCTLS_WITH_GROUP_FLAG == {PerfIoctl.ENABLE, PerfIoctl.DISABLE, PerfIoctl.RESET}
+    assert consts.PERF_EVENT_IOC_FLAG_GROUP == 1
+
+
+def test_perf_attr_sizes_grow_by_version() -> None:
+    sizes = [PERF_ATTR_SIZES[v][0] for v in sorted(PERF_ATTR_SIZES)]
+    assert sizes == sorted(sizes) and sizes[0] == 64 and sizes[-1] == 136
+    from bpfkit._kernel.abi import ffi
+
+    assert ffi.sizeof("struct perf_event_attr") == sizes[-1]
+
+
+def test_flag_bits_are_distinct_powers_of_two() -> None:
+    for flag_enum in (MapFlag, PerfAttrFlag, consts.PerfSample):
+        values = [int(m) for m in flag_enum]
+        assert len(set(values)) == len(values)
+        assert all(v & (v - 1) == 0 for v in values)
+    assert PerfAttrFlag.SIGTRAP == 1 << 37  # the last bit before __reserved_1
+
+
+def test_syscall_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert syscall_number("bpf") == 321 and syscall_number("perf_event_open") == 298
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert syscall_number("bpf") == 280 and syscall_number("perf_event_open") == 241
+    monkeypatch.setattr(platform, "machine", lambda: "s390x")
+    with pytest.raises(NotSupportedError, match="s390x"):
+        syscall_number("bpf")
+
+
+@pytest.mark.parametrize(
+    "text, cpus",
+    [
+        ("0", [0]),
+        ("0-3", [0, 1, 2, 3]),
+        ("0-1,4,6-7\n", [0, 1, 4, 6, 7]),
+        ("3,1,2", [1, 2, 3]),
+        ("0-1,1-2", [0, 1, 2]),
+        ("", []),
+        ("\n", []),
+    ],
+)
+def test_cpu_list_parsing(text: str, cpus: list[int]) -> None:
+    assert parse_cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize("bad", ["a", "0-x", "1-2-3", "0,,x"])
+def test_cpu_list_rejects_garbage(bad: str) -> None:
+    with pytest.raises(ParseError, match="CPU list"):
+        parse_cpu_list(bad)
+
+
+def test_this_machines_cpus() -> None:
+    from bpfkit._kernel import cpus
+
+    possible = cpus.possible_cpus()
+    assert possible and cpus.num_possible_cpus() == max(possible) + 1
+    assert set(cpus.online_cpus()) <= set(possible)
