@@ -91,14 +91,4 @@ int xdp_globals(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-/* Not loaded unless asked for ("?" prefix): rejected by the verifier (reads past the stack). */
-SEC("?xdp")
-int xdp_bad(struct xdp_md *ctx)
-{
-	volatile char buf[8];
-	int i = ctx->data_end - ctx->data;
-
-	return buf[i & 0xfff];
-}
-
 char LICENSE[] SEC("license") = "GPL";

@@ -19,7 +19,6 @@ import errno
 import os
 import struct
 import warnings
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .btf import BTF
@@ -150,9 +149,10 @@ def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, n
 
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_object(source, name or "")
-    path = Path(os.fspath(source))
+    path = os.fspath(source)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise NotFoundError(f"load {path}: no such file") from None
@@ -285,8 +285,17 @@ class Collection:
             pspec = spec.programs[name]
             if pspec.needs_kernel_version and not kversion:
                 kversion = _kernel_version_code()
-            self.programs[name] = Program(self._relocate(pspec, kversion), options,
-                                          btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
+            if self._needs_attach_btf_id(pspec):
+                pspec = dataclasses.replace(pspec, attach_btf_id=self._attach_btf_id(pspec))
+            try:
+                self.programs[name] = Program(self._relocate(pspec, kversion), options,
+                                              btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
+            except BPFKitError as exc:
+                if self.btf_error is not None and pspec.func_info:
+                    # Global functions and callbacks need func_info, hence BTF.
+                    first = str(self.btf_error).splitlines()[0]
+                    raise exc.wrap(f"loaded without BTF because the kernel refused the object's BTF ({first})")
+                raise
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
@@ -318,6 +327,47 @@ class Collection:
                 f"program {pspec.name!r}: section {pspec.section!r} is not one libbpf knows, so its program "
                 "type is unknown; rename the section or set spec.programs[...].type"
             )
+
+    @staticmethod
+    def _needs_attach_btf_id(pspec: ProgramSpec) -> bool:
+        from ._kernel.consts import ProgType
+        from .sections import SecFlag, match_section
+
+        if pspec.attach_btf_id or pspec.attach_prog_fd or pspec.type not in (ProgType.TRACING, ProgType.LSM):
+            return False
+        definition = match_section(pspec.section).definition
+        return definition is not None and bool(definition.flags & SecFlag.ATTACH_BTF)
+
+    def _attach_btf_id(self, pspec: ProgramSpec) -> int:
+        """The vmlinux BTF id a tp_btf/fentry/fexit/fmod_ret/lsm/iter program attaches to,
+        named as libbpf names it (btf_trace_<tp>, bpf_lsm_<hook>, bpf_iter_<target>)."""
+        from ._kernel import bpf as _bpf
+        from ._kernel.consts import AttachType
+        from .btf.spec import scan_type_id
+        from .btf.types import Kind
+
+        target = pspec.attach_to
+        if not target:
+            raise UsageError(f"program {pspec.name!r}: section {pspec.section!r} names no attach target")
+        if ":" in target:
+            raise NotSupportedError(f"program {pspec.name!r}: attach target {target!r} in a kernel module",
+                                    "bpfkit looks targets up in vmlinux BTF only")
+        prefix, kind = {
+            AttachType.TRACE_RAW_TP: ("btf_trace_", Kind.TYPEDEF),
+            AttachType.LSM_MAC: ("bpf_lsm_", Kind.FUNC),
+            AttachType.LSM_CGROUP: ("bpf_lsm_", Kind.FUNC),
+            AttachType.TRACE_ITER: ("bpf_iter_", Kind.FUNC),
+        }.get(pspec.attach_type, ("", Kind.FUNC))  # type: ignore[arg-type]
+        try:
+            type_id = scan_type_id(_bpf.vmlinux_btf(), prefix + target, kind)
+        except BPFKitError as exc:
+            raise exc.wrap(f"program {pspec.name!r}: find attach target {target!r}")
+        if not type_id:
+            raise NotFoundError(
+                f"program {pspec.name!r}: the kernel's BTF has no {kind.name} {prefix + target!r} "
+                f"(attach target of section {pspec.section!r})"
+            )
+        return type_id
 
     def _load_btf(self) -> None:
         btf = self.spec.btf

@@ -338,9 +338,18 @@ class Map:
         in_batch = None
         out_batch = self._buf(max(self.key_size, 8))
         while True:
-            count, done = _bpf.map_batch(
-                Cmd.MAP_LOOKUP_BATCH, self.fd, keys, values, batch_size, in_batch, out_batch
-            )
+            try:
+                count, done = _bpf.map_batch(
+                    Cmd.MAP_LOOKUP_BATCH, self.fd, keys, values, batch_size, in_batch, out_batch
+                )
+            except KernelError as exc:
+                # A hash bucket holds more elements than fit in one batch: retry bigger.
+                if exc.errno != errno.ENOSPC or batch_size >= max(self.max_entries, 1) * 2:
+                    raise exc.wrap(f"batch lookup in map {self.name!r}")
+                batch_size *= 2
+                keys = self._buf(self.key_size * batch_size)
+                values = self._buf(self._value_buf_size * batch_size)
+                continue
             kraw = ffi.buffer(keys, self.key_size * count)[:]
             vraw = ffi.buffer(values, self._value_buf_size * count)[:]
             for i in range(count):

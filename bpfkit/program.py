@@ -118,9 +118,11 @@ class Program:
                 line_info_rec_size=spec.line_info_rec_size,
             )
         self.verifier_log = ""
+        sink: list[str] = []
         try:
             if options.log_level:
-                fd = _bpf.prog_load_with_log(spec.name, log_level=options.log_level, **kwargs)
+                fd = _bpf.prog_load_with_log(spec.name, log_level=options.log_level, log_sink=sink, **kwargs)
+                self.verifier_log = sink[-1] if sink else ""
             else:
                 try:
                     fd = _bpf.prog_load(name=spec.name, **kwargs)
@@ -132,7 +134,9 @@ class Program:
                     fd = _bpf.prog_load_with_log(spec.name, log_level=1, **kwargs)
         except VerifierError as exc:
             if options.log_whole:
+                # Rebuild the message around the whole log instead of its tail.
                 exc.TAIL_LINES = 1 << 30
+                exc.__init__(exc.op, exc.errno, exc.name, exc.log, exc.truncated)  # type: ignore[misc]
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
         except BPFKitError as exc:
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")

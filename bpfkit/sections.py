@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 
 from ._kernel.consts import BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
 
@@ -80,6 +81,7 @@ class SectionInfo:
         return self.definition.prefix if self.definition else ""
 
 
+@functools.lru_cache(maxsize=1024)
 def match_section(name: str) -> SectionInfo:
     """Interpret a program section name; unknown names give ProgType.UNSPEC."""
     autoload = True

@@ -185,11 +185,9 @@ def test_auto_attach_kprobe_sections() -> None:
         pytest.skip("needs bpfkit.load_spec/Collection (loader) to load objects")
     import bpfkit
 
-    from conftest import bpf_object
+    from .test_link import REPO, _set_variable
 
-    from .test_link import _set_variable
-
-    spec = bpfkit.load_spec(str(bpf_object("link_kprobe")))
+    spec = bpfkit.load_spec(str(REPO / "bpf/.output/link_kprobe.bpf.o"))
     _set_variable(spec, "target_tgid", os.getpid())
     with bpfkit.Collection(spec) as coll:
         with link.attach_all(coll) as links:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import importlib.util
 import os
 import re
 import shlex
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vm_kernels import KERNELS, KernelError, fetch_kernel  # noqa: E402
+from vm_kernels import BUILT_KERNELS, KERNELS, KernelError, fetch_kernel  # noqa: E402
 
 # `python -m virtme_ng.run` drops the exit status (its __main__ calls main() without
 # sys.exit), so call main() ourselves with the runner's interpreter.
@@ -47,6 +48,17 @@ TAIL_LINES = 40
 # Host variables that the guest gets as well (virtme-ng starts the guest command with a
 # fresh environment); BPFKIT_* ones are forwarded too.
 FORWARD_ENV = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "TERM")
+# virtme-ng mounts its 9p shares without caching, so every stat/open is a round trip to the
+# host; under TCG that made `python -c pass` take 14 s and `import pytest` 42 s (sys time).
+# The interpreter's prefix and the working dir are therefore passed as extra read-only shares
+# and remounted in the guest with cache=loose (fine: nothing changes them during a run),
+# which cut the sys time about 3x. A 9p virtio channel can be mounted only once, so the root
+# share itself cannot be remounted that way.
+SHARE_MOUNT = "/run/bpfkit-share"
+CACHED_MOUNT_OPTS = "ro,trans=virtio,version=9p2000.L,access=any,msize=524288,cache=loose"
+# virtme-ng puts overlays or tmpfs on these; do not shadow them with shares.
+GUEST_SYSTEM_DIRS = ("/", "/etc", "/lib", "/home", "/opt", "/srv", "/usr", "/var", "/tmp",
+                     "/run", "/proc", "/sys", "/dev", "/bin", "/sbin", "/root")
 
 
 @dataclasses.dataclass
@@ -61,7 +73,8 @@ class Result:
     skipped: int = 0
     errors: int = 0
     skips: list[str] = dataclasses.field(default_factory=list)
-    boot_s: float | None = None
+    boot_s: float | None = None  # guest uptime when the test script started
+    pytest_s: float | None = None  # guest time pytest took (startup included)
     total_s: float = 0.0
     note: str = ""
     tail: list[str] = dataclasses.field(default_factory=list)
@@ -79,7 +92,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         else (argv, [])
     p = argparse.ArgumentParser(prog="integration/vm.py", description=__doc__.split("\n")[0])
     p.add_argument("--kernel", action="append", required=True,
-                   choices=[*KERNELS, "host"], help="kernel to run on (repeatable)")
+                   choices=[*KERNELS, *BUILT_KERNELS, "host"], help="kernel to run on (repeatable)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per kernel, boot included (default {DEFAULT_TIMEOUT})")
     p.add_argument("--memory", default="2G", help="guest memory (default 2G)")
@@ -115,15 +128,18 @@ def run_logged(cmd: list[str], env: dict[str, str], timeout: float, out_log: Pat
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
-        pumps = [threading.Thread(target=_pump, args=(proc.stdout, out, tail, echo)),
-                 threading.Thread(target=_pump, args=(proc.stderr, err, tail, None))]
+        pumps = [threading.Thread(target=_pump, args=(proc.stdout, out, tail, echo), daemon=True),
+                 threading.Thread(target=_pump, args=(proc.stderr, err, tail, None), daemon=True)]
         for t in pumps:
             t.start()
+        rc: int | None = None
         try:
-            rc: int | None = proc.wait(timeout=timeout)
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            rc = None
+            pass
+        finally:  # also on SIGTERM/Ctrl-C: the VM is in its own session, end it too
+            if proc.poll() is None:
+                _kill_group(proc)
         for t in pumps:
             t.join(timeout=10)
     return rc, list(tail)
@@ -218,7 +234,17 @@ def run_host(args: argparse.Namespace) -> Result:
 
 # ---------------------------------------------------------------- VM
 
-def guest_script(kernel, results: Path, cwd: str, pytest_args: list[str]) -> str:
+def cached_shares(cwd: str) -> list[str]:
+    """Directories to share again with caching: the interpreter's prefixes and `cwd`."""
+    dirs = []
+    for d in dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, cwd)):
+        if d not in GUEST_SYSTEM_DIRS and os.path.isdir(d):
+            dirs.append(d)
+    # A dir inside another one is covered by it.
+    return [d for d in dirs if not any(d.startswith(o + "/") for o in dirs)]
+
+
+def guest_script(kernel, results: Path, cwd: str, shares: list[str], pytest_args: list[str]) -> str:
     """Shell script the guest runs: mounts, environment, pytest with output into `results`."""
     env = {k: v for k, v in os.environ.items() if k in FORWARD_ENV or k.startswith("BPFKIT_")}
     env.update(BPFKIT_VM_KERNEL=kernel.name, BPFKIT_VM_EXPECT_RELEASE=kernel.release,
@@ -234,16 +260,27 @@ mnt() {{ grep -qs " $2 " /proc/mounts || mount -t "$1" "$1" "$2" || echo "vm.py:
 mnt tracefs /sys/kernel/tracing
 mnt debugfs /sys/kernel/debug
 mnt bpf /sys/fs/bpf
+# Remount each extra share with cache=loose and bind it over its host path (see
+# CACHED_MOUNT_OPTS in vm.py). Shared at a path of its own: the init's cwd may pin the real one.
+recache() {{
+    local tag
+    tag=$(awk -v d="$1" '$2 == d && $3 == "9p" {{print $1}}' /proc/mounts | tail -n 1)
+    [ -n "$tag" ] && umount "$1" && mount -t 9p -o {CACHED_MOUNT_OPTS} "$tag" "$1" &&
+        mount --bind "$1" "$2" || echo "vm.py: $2 stays uncached" >&2
+}}
+{chr(10).join(f"recache {SHARE_MOUNT}{i} {shlex.quote(d)}" for i, d in enumerate(shares))}
 {exports}
 cd {shlex.quote(cwd)} || exit 99
 {cmd} 2>&1 | tee {r}/pytest.log
 rc=${{PIPESTATUS[0]}}
+cat /proc/uptime > {r}/finished
 echo "$rc" > {r}/pytest_rc
 exit "$rc"
 """
 
 
-def vng_cmd(args: argparse.Namespace, vmlinuz: str, results: Path, cwd: str, script: Path) -> list[str]:
+def vng_cmd(args: argparse.Namespace, vmlinuz: str, results: Path, cwd: str,
+            shares: list[str], script: Path) -> list[str]:
     return [sys.executable, "-c", VNG,
             "--disable-kvm",  # /dev/kvm cannot run a stock kernel here: TCG
             "--force-9p",  # share the host root fs read-only over 9p
@@ -251,6 +288,7 @@ def vng_cmd(args: argparse.Namespace, vmlinuz: str, results: Path, cwd: str, scr
             "--memory", args.memory, "--cpus", str(args.cpus),
             "--run", vmlinuz,  # modules: vng links <tree>/lib/modules/<release> into the guest
             "--rwdir", str(results), "--cwd", cwd,
+            *(f"--rodir={SHARE_MOUNT}{i}={d}" for i, d in enumerate(shares)),
             "--exec", f"bash {shlex.quote(str(script))}"]
 
 
@@ -270,13 +308,17 @@ def run_vm(name: str, args: argparse.Namespace) -> Result:
         results.mkdir()
         vng_tmp.mkdir()
         script = results / "guest.sh"
-        script.write_text(guest_script(kernel, results, cwd, args.pytest_args))
+        shares = cached_shares(cwd)
+        script.write_text(guest_script(kernel, results, cwd, shares, args.pytest_args))
         # vng leaves a temp file behind when it is killed: keep its temp files in our dir.
         env = dict(os.environ, TMPDIR=str(vng_tmp))
-        rc, tail = run_logged(vng_cmd(args, kernel.vmlinuz, results, cwd, script), env,
+        rc, tail = run_logged(vng_cmd(args, kernel.vmlinuz, results, cwd, shares, script), env,
                               args.timeout, results / "vng-stdout.log",
                               results / "console.log", echo_for(name, args.quiet))
-        result.boot_s = _boot_time(results / "started")
+        result.boot_s = _uptime(results / "started")
+        finished = _uptime(results / "finished")
+        if result.boot_s is not None and finished is not None:
+            result.pytest_s = finished - result.boot_s
         if rc is not None and result.boot_s is None:
             result.status, result.tail = "no-boot", tail
             result.note = f"guest never ran the test script (vng exit status {rc})"
@@ -288,10 +330,10 @@ def run_vm(name: str, args: argparse.Namespace) -> Result:
     return result
 
 
-def _boot_time(started: Path) -> float | None:
-    """Guest uptime when the script started (the kernel boot plus virtme-ng's init)."""
+def _uptime(path: Path) -> float | None:
+    """Guest uptime written by the guest script (`started` is boot plus virtme-ng's init)."""
     try:
-        return float(started.read_text().split()[0])
+        return float(path.read_text().split()[0])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -317,6 +359,7 @@ def report(results: Iterable[Result]) -> int:
     for r in results:
         verdict = "PASS" if r.ok else r.status.upper() if r.status != "ok" else "FAIL"
         boot = f"boot {r.boot_s:.1f} s, " if r.boot_s is not None else ""
+        boot += f"pytest {r.pytest_s:.1f} s, " if r.pytest_s is not None else ""
         print(f"{r.kernel:>5} [{verdict}] {r.passed} passed, {r.failed} failed, "
               f"{r.skipped} skipped, {r.errors} errors ({boot}total {r.total_s:.1f} s)"
               f"  {r.detail}")
@@ -336,10 +379,22 @@ def report(results: Iterable[Result]) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def _vm_tools_present() -> bool:
+    return bool(shutil.which("qemu-system-x86_64")) and importlib.util.find_spec("virtme_ng") is not None
+
+
+def _terminate(signum: int, _frame) -> None:
+    """SIGTERM/SIGHUP (e.g. from `timeout`): unwind so the VM is ended and temp dirs removed."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if any(k != "host" for k in args.kernel) and shutil.which("qemu-system-x86_64") is None:
-        print("vm.py: qemu-system-x86_64 not found: run scripts/vm-setup.sh first", file=sys.stderr)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
+    if any(k != "host" for k in args.kernel) and not _vm_tools_present():
+        print("vm.py: qemu-system-x86_64 or virtme-ng missing: run scripts/vm-setup.sh "
+              f"{sys.executable}", file=sys.stderr)
         return 2
     results = []
     for name in dict.fromkeys(args.kernel):  # each kernel once, in the given order

@@ -33,6 +33,11 @@ KERNELS: dict[str, tuple[str, str]] = {
     "6.1": ("bookworm", r"6\.1\.0-(\d+)"),
     "6.12": ("bookworm", r"6\.12\.(\d+)\+deb12"),
 }
+# Kernels built from source rather than downloaded: name -> the script that builds one and
+# caches it as kernels/<name>/kernel.json + root/ (the layout of the downloaded ones).
+BUILT_KERNELS: dict[str, str] = {
+    "user-events": "integration/build_user_events_kernel.sh",  # CONFIG_USER_EVENTS=y (6.12)
+}
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 HOST_SOURCES = ("/etc/apt/sources.list.d", "/etc/apt/sources.list")
 
@@ -232,8 +237,14 @@ def _load_cached(meta: Path) -> Kernel | None:
 
 def fetch_kernel(name: str, log=print) -> Kernel:
     """Return kernel `name`, downloading and unpacking it on first use only."""
+    if name in BUILT_KERNELS:
+        built = _load_cached(cache_root() / "kernels" / name / "kernel.json")
+        if built is None:
+            raise KernelError(f"kernel {name!r} is built, not downloaded, and is not in the cache: "
+                              f"run {BUILT_KERNELS[name]} first (a long build, done once)")
+        return built
     if name not in KERNELS:
-        raise KernelError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)} (or 'host')")
+        raise KernelError(f"unknown kernel {name!r}; known: {', '.join([*KERNELS, *BUILT_KERNELS])} (or 'host')")
     kdir = cache_root() / "kernels" / name
     kdir.mkdir(parents=True, exist_ok=True)
     meta = kdir / "kernel.json"

@@ -272,6 +272,7 @@ def prog_load(
     fd_array: Any = None,
     log_level: int = 0,
     log_size: int = 0,
+    log_sink: list[str] | None = None,
 ) -> FD:
     """BPF_PROG_LOAD. Without a log it loads quietly; on a verifier rejection the caller
     retries with :func:`prog_load_with_log`, so the fast path never pays for a log buffer."""
@@ -315,7 +316,10 @@ def prog_load(
         attr.log_size = log_size
         attr.log_buf = addr(log)
     try:
-        return bpf_fd(Cmd.PROG_LOAD, attr, detail=f"program {name!r}" if name else "")
+        fd = bpf_fd(Cmd.PROG_LOAD, attr, detail=f"program {name!r}" if name else "")
+        if log is not None and log_sink is not None:
+            log_sink.append(ffi.string(log).decode(errors="replace"))
+        return fd
     except Exception as exc:
         err = getattr(exc, "errno", 0)
         if log is not None:
@@ -569,6 +573,30 @@ def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[l
     return [ids[i] for i in range(attr.query.prog_cnt)], int(attr.query.attach_flags)
 
 
+def prog_query_mprog(target: int, attach_type: int, count: int = 16) -> tuple[list[int], list[int], int]:
+    """BPF_PROG_QUERY of a multi-program hook (tcx, netkit; 6.6): (program ids in run order,
+    the link id holding each or 0, the hook's revision). ``target`` is an ifindex in the
+    calling thread's network namespace. Grows the buffers when the kernel says ENOSPC."""
+    while True:
+        attr = new_attr()
+        prog_ids = ffi.new("uint32_t[]", count)
+        link_ids = ffi.new("uint32_t[]", count)
+        attr.query.target_fd = target
+        attr.query.attach_type = attach_type
+        attr.query.prog_ids = addr(prog_ids)
+        attr.query.link_ids = addr(link_ids)
+        attr.query.count = count
+        try:
+            bpf(Cmd.PROG_QUERY, attr)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.count > count:
+                count = int(attr.query.count)
+                continue
+            raise
+        n = int(attr.query.count)
+        return [prog_ids[i] for i in range(n)], [link_ids[i] for i in range(n)], int(attr.query.revision)
+
+
 def enable_stats(stats_type: int = 0) -> FD:
     """BPF_ENABLE_STATS: run-time stats stay on while the returned fd is open."""
     attr = new_attr()
@@ -618,3 +646,23 @@ def ensure_bpffs(path: str) -> None:
         raise UsageError(f"{path} is not on a bpf filesystem: pins live in bpffs (mount -t bpf bpf DIR)")
     if libc.mount(b"bpf", BPFFS_DEFAULT.encode(), b"bpf", 0, ffi.NULL) != 0:
         raise kernel_error("mount bpffs", ffi.errno, f"at {BPFFS_DEFAULT}")
+
+
+# ---------------------------------------------------------------------------- kernel BTF
+VMLINUX_BTF = "/sys/kernel/btf/vmlinux"
+_vmlinux_btf_cache: list[bytes] = []
+
+
+def vmlinux_btf() -> bytes:
+    """The running kernel's BTF blob (CONFIG_DEBUG_INFO_BTF, 5.4+), read once per process."""
+    if not _vmlinux_btf_cache:
+        try:
+            with open(VMLINUX_BTF, "rb") as f:
+                _vmlinux_btf_cache.append(f.read())
+        except FileNotFoundError:
+            from ..errors import NotSupportedError
+
+            raise NotSupportedError("kernel BTF", f"{VMLINUX_BTF} is missing (CONFIG_DEBUG_INFO_BTF)", "5.4") from None
+        except OSError as exc:
+            raise kernel_error(f"read {VMLINUX_BTF}", exc.errno or 0) from None
+    return _vmlinux_btf_cache[0]

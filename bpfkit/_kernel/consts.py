@@ -316,6 +316,17 @@ BPF_F_XDP_DEV_BOUND_ONLY = 1 << 6
 BPF_F_KPROBE_MULTI_RETURN = 1 << 0
 BPF_F_UPROBE_MULTI_RETURN = 1 << 0
 
+# BPF_PROG_ATTACH / BPF_LINK_CREATE / BPF_LINK_UPDATE flags. REPLACE (5.6) makes an update
+# conditional on the old program; BEFORE/AFTER/ID/LINK (6.6, 053c8e1f235d "bpf: Add generic
+# attach/detach/query API for multi-progs") place a program relative to another one of a
+# multi-program hook (tcx, netkit): relative_fd/relative_id names a program, or with BPF_F_LINK
+# a link; BEFORE or AFTER with no relative means the head or the tail.
+BPF_F_REPLACE = 1 << 2
+BPF_F_BEFORE = 1 << 3
+BPF_F_AFTER = 1 << 4
+BPF_F_ID = 1 << 5
+BPF_F_LINK = 1 << 13
+
 # bpf_attr.file_flags for BPF_OBJ_GET.
 BPF_F_RDONLY = 1 << 3
 BPF_F_WRONLY = 1 << 4

@@ -125,8 +125,8 @@ class Mapping:
         mm, self._mm = self._mm, None
         if mm is None:
             return
-        self.view.release()
         try:
+            self.view.release()
             mm.close()
         except BufferError:
             # A caller still holds a record view; Python unmaps when that view dies.

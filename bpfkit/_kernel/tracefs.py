@@ -51,9 +51,14 @@ def tracefs_root() -> str:
 
     Mounting needs CAP_SYS_ADMIN; when nothing works the error says what was tried.
     """
-    for point, fstype in _mounts():
+    mounts = _mounts()
+    for point, fstype in mounts:
         if fstype == "tracefs" and _is_tracefs(point):
             return point
+    # Before 4.1 (and where only debugfs is mounted) tracing lives in debugfs's tracing/.
+    for point, fstype in mounts:
+        if fstype == "debugfs" and _is_tracefs(os.path.join(point, "tracing")):
+            return os.path.join(point, "tracing")
     for path in _CANDIDATES:
         if _is_tracefs(path):
             return path
@@ -180,14 +185,20 @@ def add_probe_event(kind: str, line: str) -> None:
     symbol, EEXIST for a taken name, EILSEQ for an offset off an instruction boundary)."""
     name = probe_events_file(kind)
     try:
-        append_line(name, line)
+        fd = os.open(_path(name), os.O_WRONLY | os.O_APPEND)
     except FileNotFoundError:
         raise NotSupportedError(
             f"{kind} trace events", f"{tracefs_root()}/{name} does not exist (the kernel lacks "
             f"CONFIG_{kind.upper()}_EVENTS)"
         ) from None
     except OSError as exc:
+        raise kernel_error(f"open {name}", exc.errno or errno.EIO) from None
+    try:
+        os.write(fd, line.encode())
+    except OSError as exc:
         raise kernel_error(f"write {name}", exc.errno or errno.EIO, repr(line)) from None
+    finally:
+        os.close(fd)
 
 
 def remove_probe_event(kind: str, group: str, event: str) -> None:
@@ -196,14 +207,20 @@ def remove_probe_event(kind: str, group: str, event: str) -> None:
     validate_name("name", event)
     name = probe_events_file(kind)
     try:
-        append_line(name, f"-:{group}/{event}")
+        fd = os.open(_path(name), os.O_WRONLY | os.O_APPEND)
     except FileNotFoundError:
         raise NotFoundError(f"remove {kind} event {group}/{event}: {name} does not exist") from None
+    except OSError as exc:
+        raise kernel_error(f"open {name}", exc.errno or errno.EIO) from None
+    try:
+        os.write(fd, f"-:{group}/{event}".encode())
     except OSError as exc:
         err = exc.errno or errno.EIO
         if err == errno.ENOENT:
             raise NotFoundError(f"remove {kind} event {group}/{event}: no such event") from None
         raise kernel_error(f"write {name}", err, f"remove {group}/{event}") from None
+    finally:
+        os.close(fd)
 
 
 def list_probe_events(kind: str) -> list[ProbeEvent]:

@@ -55,23 +55,31 @@ def _pick_program(coll: Any, name: str | None) -> tuple[str, Any]:
     raise UsageError(f"the object has {len(programs)} programs ({', '.join(programs)}): choose one with --program")
 
 
-def _wait_for_signal() -> int:
-    """Block until SIGINT or SIGTERM; returns the signal number."""
-    stop = threading.Event()
-    got: list[int] = []
+class _Stop:
+    """SIGINT/SIGTERM handlers that just record the signal, so detaching runs in order."""
 
-    def handler(signum: int, frame: Any) -> None:
-        got.append(signum)
-        stop.set()
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum = 0
+        self._old: dict[int, Any] = {}
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not stop.wait(3600):
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        self.event.set()
+
+    def __enter__(self) -> "_Stop":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def wait(self) -> int:
+        while not self.event.wait(3600):
             pass
-    finally:
-        for sig, prev in old.items():
+        return self.signum
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, prev in self._old.items():
             signal.signal(sig, prev)
-    return got[0]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, early_term)
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
         spec = bpfkit.load_spec(args.object)
         with bpfkit.Collection(spec) as coll:
@@ -102,14 +111,23 @@ def run(args: argparse.Namespace) -> int:
                     raise UsageError(f"nothing to attach in {args.object}: give a SPEC and --program")
                 for name, lk in attached.items():
                     print(f"attached {name}: {_describe(lk)}")
-                print(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach", flush=True)
-                signal.signal(signal.SIGTERM, previous)
-                _wait_for_signal()
+                with _Stop() as stop:  # installed before the line that says we are ready
+                    print(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach", flush=True)
+                    stop.wait()
             finally:
-                signal.signal(signal.SIGTERM, early_term)
+                # A second Ctrl-C must not cut detaching short and leave tracefs probes behind.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                errors = []
                 for name in reversed(list(attached)):
-                    attached[name].close()
+                    try:
+                        attached[name].close()
+                    except Exception as exc:  # keep closing the others
+                        errors.append(exc)
+                if errors:
+                    raise errors[0]
         print("detached", flush=True)
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)

@@ -47,6 +47,7 @@ _PSEUDO_FUNC = 4
 _INSN = struct.Struct("<BBhi")
 _IMM = struct.Struct("<i")
 # A bpf-to-bpf call: code 0x85 with src_reg 1 (high nibble of the regs byte).
+_MAX_DATA_SECTION = 1 << 26  # far above KMALLOC_MAX_SIZE (4 MiB on x86-64), far below trouble
 _PSEUDO_CALL_RE = re.compile(rb"\x85[\x10-\x1f]", re.S)
 
 
@@ -256,6 +257,11 @@ class _ObjectParser:
             kind = _is_data_section(sec)
             if not kind or sec.size == 0:
                 continue
+            if sec.size > _MAX_DATA_SECTION:
+                raise ParseError(
+                    f"section {sec.name!r} is {sec.size} bytes: larger than any BPF map value can be "
+                    "(the kernel caps array values at KMALLOC_MAX_SIZE, a few MiB)"
+                )
             datasec = None
             if self.btf is not None:
                 datasec = next((t for t in self.btf.find(sec.name) if isinstance(t, Datasec)), None)

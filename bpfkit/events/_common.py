@@ -3,18 +3,20 @@ waiting (sync and asyncio), and how lost records are reported."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
+import sys
 import warnings
 from typing import Any
-
-from .records import _np
 
 # A fast path starts when at least this many records of one size are waiting; the window
 # of records validated at once grows 4x per success up to RUN_MAX and falls back on a miss,
 # so a stream of mixed sizes never pays for long validations that fail early.
 RUN_MIN = 8
 RUN_MAX = 8192
+# Validate runs with numpy when it is loaded already (by the caller or a batch); never import
+# it just for this: the memoryview fallback is close for per-record sized runs.
+USE_NUMPY = True
+NUMPY_FROM = 1024  # below this many records numpy's fixed cost (~5 us) exceeds the copy's
 
 
 class LostRecordsWarning(UserWarning):
@@ -42,11 +44,15 @@ class RunChecker:
         self._expect = b""
         self._expect_word = -1
 
+    def release(self) -> None:
+        release(self.words, self.data)
+
     def count(self, off: int, k: int, stride: int, word: int) -> int:
         """Leading records (of ``k``, every ``stride`` bytes from ``off``) whose u32 at ``off``
         equals ``word``. ``off`` and ``stride`` are multiples of 4."""
-        if _np is not None:
-            arr = _np.ndarray((k,), "<u4", buffer=self.data, offset=off, strides=(stride,))
+        np = sys.modules.get("numpy") if USE_NUMPY and k >= NUMPY_FROM else None
+        if np is not None:
+            arr = np.ndarray((k,), "<u4", buffer=self.data, offset=off, strides=(stride,))
             eq = arr == word
             if eq.all():
                 return k
@@ -69,10 +75,23 @@ class RunChecker:
         return lo
 
 
+def release(*views: memoryview | None) -> None:
+    """Release our views of a ring; one still exported (a caller kept a numpy array viewing
+    the ring) is left to be freed when that goes away."""
+    for view in views:
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:
+                pass
+
+
 async def wait_readable(fd: int, timeout: float | None) -> bool:
     """Wait in the running asyncio loop until ``fd`` is readable; False on timeout."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
-    fut: asyncio.Future[bool] = loop.create_future()
+    fut = loop.create_future()
 
     def ready() -> None:
         if not fut.done():

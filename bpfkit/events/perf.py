@@ -47,8 +47,8 @@ from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, wait_readable, warn_lost
-from .records import Decoder, RecordFormat, _np, as_format
+from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable, warn_lost
+from .records import HAVE_NUMPY, RecordFormat, as_format, numpy_module
 
 __all__ = ["PerfBuffer", "PerfRing"]
 
@@ -259,7 +259,7 @@ class PerfRing:
         """Deliver runs of same-sized samples decoded by ``fmt``, one ``cb(batch)`` per run."""
         ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
         need = fmt.size
-        dtype = fmt.dtype if arrays else None
+        np = numpy_module() if arrays else None
         tail = ctl[_TAIL]
         n = 0
         while True:
@@ -291,7 +291,8 @@ class PerfRing:
                         ctl[_TAIL] = tail
                         raise ParseError(f"perf sample of {raw} bytes on CPU {cpu} is shorter than the {need}-byte format")
                     if arrays:
-                        batch = _np.ndarray((m,), dtype, buffer=buf, offset=base + _RAW_AT, strides=(rsize,))
+                        # frombuffer keeps an export of the mapping (see ringbuf.py)
+                        batch = np.frombuffer(buf, fmt.dtype_for_stride(rsize, _RAW_AT), m, base)
                     else:
                         st = fmt.struct_for_stride(rsize, _RAW_AT)
                         batch = list(st.iter_unpack(buf[base : base + m * rsize]))
@@ -377,10 +378,9 @@ class PerfRing:
         return out
 
     def close(self) -> None:
-        for name in ("ctl", "words", "data"):
-            view = getattr(self, name, None)
-            if view is not None:
-                view.release()
+        if self.runs is not None:
+            self.runs.release()
+        release(self.ctl, self.words, self.data)
         self.runs = None  # type: ignore[assignment]
         if self._map is not None:
             self._map.close()
@@ -519,12 +519,16 @@ class PerfBuffer:
 
     def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
         """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings of
-        the CPUs that woke us. Returns the number of samples (0 on timeout)."""
+        the CPUs that woke us (after a timeout: every ring holding records, so the tail of a
+        burst below the wakeup threshold is not left behind). Returns the number of samples."""
         self._check_readable()
         ready = self._poller.wait(timeout)
-        if not ready:
-            return 0
-        rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
+        if ready:
+            rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
+        else:
+            # No wakeup: with wakeup_events > 1 or a watermark the tail of a burst never
+            # wakes us; take what is there.
+            rings = [r for r in self._rings.values() if r.available()]
         return self._consume_rings(rings, callback, -1, as_format(format))
 
     def read(self, timeout: float | None = None) -> Iterator[tuple[int, memoryview]]:
@@ -547,7 +551,7 @@ class PerfBuffer:
         tuples. Returns the number of samples."""
         self._check_readable()
         fmt = as_format(format)
-        use_arrays = _np is not None if arrays is None else arrays
+        use_arrays = HAVE_NUMPY if arrays is None else arrays
         lim = -1 if limit is None else limit
         n = 0
         for ring in self._rings.values():
@@ -567,11 +571,13 @@ class PerfBuffer:
             return out
         fmt = as_format(format)
         parts: list[Any] = []
-        if _np is not None:
-            self.consume_batch(lambda a: parts.append(a.copy()), fmt, limit, True)
+        np = numpy_module()
+        if np is not None:
+            packed = fmt.dtype
+            self.consume_batch(lambda a: parts.append(a.astype(packed)), fmt, limit, True)
             if not parts:
-                return _np.empty(0, fmt.dtype)
-            return parts[0] if len(parts) == 1 else _np.concatenate(parts)
+                return np.empty(0, fmt.dtype)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.consume_batch(parts.extend, fmt, limit, False)
         return parts
 

@@ -15,6 +15,7 @@ Two kinds of decoding live here:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import struct
 from typing import Any, Iterable, Sequence
@@ -22,10 +23,18 @@ from typing import Any, Iterable, Sequence
 from .._kernel.consts import PerfRecord, PerfSample
 from ..errors import ParseError, UsageError
 
-try:  # the optional extra: batches become structured arrays
-    import numpy as _np
-except ImportError:  # pragma: no cover - exercised where numpy is absent
-    _np = None
+# numpy is the optional extra that makes batches structured arrays. It is imported on first
+# use, not with this module: it costs a few hundred milliseconds.
+HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
+
+
+def numpy_module() -> Any:
+    """The numpy module, or None when it is not installed."""
+    if not HAVE_NUMPY:
+        return None
+    import numpy
+
+    return numpy
 
 __all__ = [
     "HAVE_NUMPY",
@@ -48,8 +57,6 @@ __all__ = [
     "NAMESPACE_NAMES",
     "STATUS_ONLY",
 ]
-
-HAVE_NUMPY = _np is not None
 
 # perf_event_header.misc bits used here.
 MISC_COMM_EXEC = 1 << 13  # COMM caused by exec (3.16)
@@ -88,7 +95,8 @@ class RecordFormat:
         if isinstance(fmt, RecordFormat):
             self.format, self.names, self.size, self._dtype = fmt.format, fmt.names, fmt.size, fmt._dtype
             return
-        if _np is not None and isinstance(fmt, _np.dtype):
+        np = numpy_module() if not isinstance(fmt, str) else None
+        if np is not None and isinstance(fmt, np.dtype):
             self._dtype = fmt
             self.format = None
             self.names = list(fmt.names or [])
@@ -143,7 +151,8 @@ class RecordFormat:
     @property
     def dtype(self) -> Any:
         """The numpy structured dtype of one record (needs numpy)."""
-        if _np is None:
+        np = numpy_module()
+        if np is None:
             raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
         if self._dtype is None:
             order = self.format[0] if self.format and self.format[0] in "<>!=" else "="
@@ -156,7 +165,7 @@ class RecordFormat:
                     formats.append(_NUMPY_CODE[code])
                 else:
                     formats.append(byteorder + _NUMPY_CODE[code])
-            self._dtype = _np.dtype(
+            self._dtype = np.dtype(
                 {
                     "names": self.names,
                     "formats": formats,
@@ -165,6 +174,28 @@ class RecordFormat:
                 }
             )
         return self._dtype
+
+    def dtype_for_stride(self, stride: int, skip: int = 0) -> Any:
+        """The dtype of one record ``skip`` bytes into each ``stride``-byte slot of a ring
+        (header and padding become unnamed gaps), for viewing a run of records in place."""
+        if self.size + skip > stride:
+            raise UsageError(f"record of {self.size} bytes does not fit a {stride}-byte stride")
+        cache = self.__dict__.setdefault("_strided", {})
+        key = (stride, skip)
+        got = cache.get(key)
+        if got is None:
+            base = self.dtype
+            fields = base.fields
+            names = list(base.names)
+            got = cache[key] = numpy_module().dtype(
+                {
+                    "names": names,
+                    "formats": [fields[n][0] for n in names],
+                    "offsets": [fields[n][1] + skip for n in names],
+                    "itemsize": stride,
+                }
+            )
+        return got
 
     def struct_for_stride(self, stride: int, skip: int = 0) -> struct.Struct:
         """A Struct that unpacks one record every ``stride`` bytes, ``skip`` bytes in."""

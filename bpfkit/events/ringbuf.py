@@ -28,8 +28,8 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, wait_readable
-from .records import RecordFormat, _np, as_format
+from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
+from .records import HAVE_NUMPY, RecordFormat, as_format, numpy_module
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
@@ -246,7 +246,7 @@ class _Ring:
         cq, pq, words, mask = self.cq, self.pq, self.words, self.mask
         data = self.data
         size = fmt.size
-        dtype = fmt.dtype if arrays else None
+        np = numpy_module() if arrays else None
         cons = cq[0]
         n = 0
         while True:
@@ -276,7 +276,9 @@ class _Ring:
                     k = min(k, limit - n)
                 m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
                 if arrays:
-                    batch = _np.ndarray((m,), dtype, buffer=data, offset=off + HDR, strides=(stride,))
+                    # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an
+                    # array kept past close() stays valid instead of pointing at unmapped memory
+                    batch = np.frombuffer(data, fmt.dtype_for_stride(stride, HDR), m, off)
                 else:
                     batch = list(fmt.struct_for_stride(stride, HDR).iter_unpack(data[off : off + m * stride]))
                 cons += m * stride
@@ -290,10 +292,9 @@ class _Ring:
                     return n
 
     def close(self) -> None:
-        for name in ("cq", "pq", "words", "data"):
-            view = getattr(self, name, None)
-            if view is not None:
-                view.release()
+        if self.runs is not None:
+            self.runs.release()
+        release(self.cq, self.pq, self.words, self.data)
         self.runs = None  # type: ignore[assignment]
         if self._cons is not None:
             self._cons.close()
@@ -368,19 +369,22 @@ class RingBuffer:
         return n
 
     def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
-        """Wait up to ``timeout`` s (None: forever) for records, then process those of the
-        rings that have some. Returns the number processed (0 on timeout)."""
+        """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings that
+        have records (after a timeout, any ring with records). Returns the number processed."""
         self._check_open()
         ready = self._poller.wait(timeout)
-        if not ready:
-            return 0
         fmt = as_format(format)
+        if ready:
+            rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
+        else:
+            # No wakeup: the producer may use BPF_RB_NO_WAKEUP, or a wakeup was lost (the
+            # adaptive check in bpf_ringbuf_commit races with our consumer_pos store): take
+            # what is there so a missed wakeup costs one timeout, never a stall.
+            rings = [r for r in self._rings if r.available()]
         n = 0
-        for fd, _ in ready:
-            ring = self._by_fd.get(fd)
-            if ring is not None:
-                cb = self._cb(ring, callback)
-                n += ring.consume(cb, -1) if fmt is None else ring.consume_decoded(cb, fmt, -1)
+        for ring in rings:
+            cb = self._cb(ring, callback)
+            n += ring.consume(cb, -1) if fmt is None else ring.consume_decoded(cb, fmt, -1)
         return n
 
     def read(self, timeout: float | None = None) -> Iterator[memoryview]:
@@ -405,7 +409,7 @@ class RingBuffer:
         numpy is installed, else a list of tuples. Returns the number of records."""
         self._check_open()
         fmt = as_format(format)
-        use_arrays = _np is not None if arrays is None else arrays
+        use_arrays = HAVE_NUMPY if arrays is None else arrays
         n = 0
         lim = -1 if limit is None else limit
         for ring in self._rings:
@@ -426,11 +430,13 @@ class RingBuffer:
             return out
         fmt = as_format(format)
         parts: list[Any] = []
-        if _np is not None:
-            self.consume_batch(lambda a: parts.append(a.copy()), fmt, limit, True)
+        np = numpy_module()
+        if np is not None:
+            packed = fmt.dtype
+            self.consume_batch(lambda a: parts.append(a.astype(packed)), fmt, limit, True)
             if not parts:
-                return _np.empty(0, fmt.dtype)
-            return parts[0] if len(parts) == 1 else _np.concatenate(parts)
+                return np.empty(0, fmt.dtype)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.consume_batch(parts.extend, fmt, limit, False)
         return parts
 
@@ -536,7 +542,7 @@ class Reservation:
         if self._done:
             raise UsageError("reservation already submitted or discarded")
         self._done = True
-        self.data.release()
+        release(self.data)
         if _ring.NEEDS_FENCE:
             _ring.fence()
         self._rb._words[self._index] = self.size | bit  # clears BUSY: store-release on x86
@@ -618,7 +624,10 @@ class UserRingBuffer:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise
-                self._poller.wait(left)
+                # EPOLLOUT means "not completely full", which may still be too little for
+                # this record: then back off briefly instead of spinning.
+                if self._poller.wait(left):
+                    time.sleep(0.001 if left is None else min(left, 0.001))
 
     def write(self, data: bytes | bytearray | memoryview, timeout: float | None = 0) -> None:
         """Copy ``data`` in as one record and submit it (waiting up to ``timeout`` s for room)."""
@@ -629,8 +638,7 @@ class UserRingBuffer:
     def close(self) -> None:
         if self._poller.closed:
             return
-        for view in (self._cq, self._pq, self._words, self._data):
-            view.release()
+        release(self._cq, self._pq, self._words, self._data)
         self._cons.close()
         self._prod.close()
         self._poller.close()

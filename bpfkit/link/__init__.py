@@ -11,6 +11,9 @@
     lk.pin("/sys/fs/bpf/mytool/malloc")                         # outlives the process
     links = link.attach_all(collection)                          # targets from section names
     lk = link.attach_probe("uprobe:/bin/bash:readline", prog)    # bpftrace-style spec
+    lk = link.xdp("eth0", prog, netns="blue")                    # XDP link, else netlink
+    lk = link.tc("eth0", prog, "ingress")                        # tcx link, else cls_bpf
+    lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
 
 ``mode=link.AttachMode.IOCTL`` forces PERF_EVENT_IOC_SET_BPF (the pre-5.15 way),
 ``AttachMode.LINK`` a bpf_link; AUTO (the default) takes the link when the kernel has it.
@@ -41,6 +44,10 @@ from .kprobe import kprobe, kretprobe, ksyscall, syscall_prefix, syscall_wrapper
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, have_perf_link
 from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
 from .tracepoint import tracepoint
+from ._net import NetAttachMode, have_tcx, have_xdp_link
+from .net_spec import attach_network
+from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
+from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
 from .uprobe import Executable, uprobe, uretprobe
 
 __all__ = [
@@ -84,4 +91,27 @@ __all__ = [
     "remove_stale_probes",
     "ProbeOwnerInfo",
     "GcResult",
+    "NetAttachMode",
+    "have_xdp_link",
+    "have_tcx",
+    "xdp",
+    "xdp_query",
+    "xdp_detach",
+    "XdpMode",
+    "XdpLink",
+    "XdpNetlinkLink",
+    "XdpInfo",
+    "XdpQuery",
+    "tc",
+    "tcx",
+    "tc_query",
+    "TcDirection",
+    "Anchor",
+    "TcxLink",
+    "ClsBpfLink",
+    "TcxInfo",
+    "TcxProgram",
+    "TcQuery",
+    "TcFilter",
+    "attach_network",
 ]

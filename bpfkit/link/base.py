@@ -163,7 +163,18 @@ def _decode_info(raw: Any, name: str) -> LinkInfo:
         detail = PerfEventInfo(etype, sub)
     elif ltype == LinkType.RAW_TRACEPOINT:
         detail = RawTracepointInfo(name)
+    elif int(ltype) in _INFO_DECODERS:
+        detail = _INFO_DECODERS[int(ltype)](raw)
     return LinkInfo(ltype, int(raw.id), int(raw.prog_id), detail)
+
+
+# Decoders of LinkInfo.detail that link-kind modules register (xdp.py, tc.py): raw info -> detail.
+_INFO_DECODERS: dict[int, Callable[[Any], Any]] = {}
+
+
+def register_info_decoder(link_type: LinkType, decode: Callable[[Any], Any]) -> None:
+    """Make LinkInfo.detail of ``link_type`` links ``decode(struct bpf_link_info)``."""
+    _INFO_DECODERS[int(link_type)] = decode
 
 
 def query_info(fd: FD | int) -> LinkInfo:

@@ -1,0 +1,213 @@
+"""Shared parts of the network attach kinds (xdp.py, tc.py): the attach-path option, the
+kernel-feature probes that pick a path, interface and program checks.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import threading
+from typing import Any
+
+from .. import asm
+from .._kernel import bpf as _bpf
+from .._kernel import netlink as _nl
+from .._kernel.consts import AttachType, ProgType
+from .._kernel.fd import FD
+from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
+from .base import _prog_fd
+
+__all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target", "check_program"]
+
+
+class NetAttachMode(enum.Enum):
+    """How a network program is attached.
+
+    AUTO takes a bpf_link where the kernel has one for the hook (XDP: 5.9, tc: tcx, 6.6) and
+    netlink otherwise; LINK and NETLINK force one path (tests, or to mimic an old kernel).
+    """
+
+    AUTO = "auto"
+    LINK = "link"  # BPF_LINK_CREATE: an XDP link, or a tcx link
+    NETLINK = "netlink"  # rtnetlink through pyroute2: IFLA_XDP, or a cls_bpf filter on clsact
+
+    @classmethod
+    def of(cls, value: "NetAttachMode | str") -> "NetAttachMode":
+        if isinstance(value, NetAttachMode):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise UsageError(f"unknown network attach mode {value!r}: expected auto, link or netlink") from None
+
+
+# ------------------------------------------------------------------------ feature probes
+_probe_lock = threading.Lock()
+_probe_cache: dict[str, tuple[bool, str]] = {}
+
+
+def _cached(name: str, run: Any) -> tuple[bool, str]:
+    with _probe_lock:
+        if name not in _probe_cache:
+            _probe_cache[name] = run()
+        return _probe_cache[name]
+
+
+def _xdp_link_probe() -> tuple[bool, str]:
+    # 5.9: aa8d3a716b59 ("bpf, xdp: Add bpf_link-based XDP attachment API"). An XDP link in
+    # offload mode on the loopback device (ifindex 1 in every namespace) gets as far as asking
+    # the driver, which has no ndo_bpf: EOPNOTSUPP. Before 5.9 BPF_XDP is an unknown attach
+    # type for LINK_CREATE: EINVAL. Nothing is attached either way.
+    try:
+        prog = _bpf.prog_load(int(ProgType.XDP), _RET_PASS, name="bpfkit_probe")
+    except KernelError as exc:
+        return False, f"cannot load an XDP program: {errno_name(exc.errno)}"
+    with prog:
+        try:
+            _bpf.link_create(prog, 1, int(AttachType.XDP), flags=int(_nl.XdpFlag.HW_MODE)).close()
+        except KernelError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, 524):
+                return True, "BPF_LINK_CREATE(BPF_XDP) reached the driver (EOPNOTSUPP from lo in offload mode)"
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(BPF_XDP) gave EINVAL: no XDP links (Linux 5.9+)"
+            return False, f"BPF_LINK_CREATE(BPF_XDP) gave {errno_name(exc.errno)}"
+    return True, "BPF_LINK_CREATE(BPF_XDP) attached to lo in offload mode"
+
+
+def _tcx_probe() -> tuple[bool, str]:
+    # 6.6: e420bed02507 ("bpf: Add fd-based tcx multi-prog infra with link support"). A tcx
+    # link for ifindex 0 is ENODEV once the kernel knows tcx, EINVAL before.
+    try:
+        prog = _bpf.prog_load(int(ProgType.SCHED_CLS), _RET_PASS, name="bpfkit_probe")
+    except KernelError as exc:
+        return False, f"cannot load a sched_cls program: {errno_name(exc.errno)}"
+    with prog:
+        try:
+            _bpf.link_create(prog, 0, int(AttachType.TCX_INGRESS)).close()
+        except KernelError as exc:
+            if exc.errno == errno.ENODEV:
+                return True, "BPF_LINK_CREATE(BPF_TCX_INGRESS) on ifindex 0 gave ENODEV: the kernel has tcx"
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) gave EINVAL: no tcx (Linux 6.6+)"
+            return False, f"BPF_LINK_CREATE(BPF_TCX_INGRESS) gave {errno_name(exc.errno)}"
+    return False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) accepted ifindex 0; cannot tell"
+
+
+# r0 = 2; exit (XDP_PASS; the probes never attach anything that runs)
+_RET_PASS = asm.return_imm(2)
+
+
+def have_xdp_link() -> bool:
+    """Whether BPF_LINK_CREATE makes XDP links (5.9+); cached per process."""
+    return _cached("xdp_link", _xdp_link_probe)[0]
+
+
+def have_tcx() -> bool:
+    """Whether the kernel has tcx, multi-program tc hooks with links (6.6+); cached."""
+    return _cached("tcx", _tcx_probe)[0]
+
+
+def probe_reason(name: str) -> str:
+    return _cached(name, {"xdp_link": _xdp_link_probe, "tcx": _tcx_probe}[name])[1]
+
+
+# ----------------------------------------------------------------------- interfaces
+class Target:
+    """An interface in a network namespace, resolved at attach time."""
+
+    def __init__(self, netns: _nl.Netns, ifindex: int, name: str) -> None:
+        self.netns = netns
+        self.ifindex = ifindex
+        self.name = name
+
+    def __str__(self) -> str:
+        where = "" if self.netns.name == "current" else f" in netns {self.netns.name}"
+        return f"{self.name} (ifindex {self.ifindex}{where})"
+
+
+def resolve_target(iface: str | int, netns: Any) -> Target:
+    """Open ``netns`` (None: the caller's) and find ``iface`` (a name or an ifindex) in it.
+    The Target owns the namespace handle; the caller closes ``target.netns``."""
+    if isinstance(iface, bool) or not isinstance(iface, (str, int)) or iface == "":
+        raise UsageError(f"interface must be a name or an ifindex, not {iface!r}")
+    ns = _nl.Netns.open(netns)
+    try:
+        ifindex = ns.run(_nl.ifindex_of, iface)
+        name = ns.run(_nl.ifname_of, ifindex)
+    except NotFoundError:
+        where = "the current network namespace" if netns is None else f"network namespace {ns.name}"
+        ns.close()
+        what = f"index {iface}" if isinstance(iface, int) else repr(iface)
+        raise NotFoundError(f"no network interface {what} in {where}") from None
+    except BaseException:
+        ns.close()
+        raise
+    return Target(ns, ifindex, name)
+
+
+def check_program(prog: Any, allowed: tuple[ProgType, ...], hook: str) -> int:
+    """The fd of ``prog``, refusing up front a program of a type ``hook`` cannot run."""
+    ptype = getattr(prog, "type", None)
+    if ptype is not None and ptype not in allowed:
+        have = ptype.kernel_name if hasattr(ptype, "kernel_name") else str(ptype)
+        want = " or ".join(t.kernel_name for t in allowed)
+        raise UsageError(f"program {getattr(prog, 'name', '')!r} is a {have} program; {hook} needs a {want} program")
+    return _prog_fd(prog)
+
+
+def prog_name(prog: Any) -> str:
+    if isinstance(prog, str):
+        return prog
+    return str(getattr(prog, "name", "") or "program")
+
+
+def dup_prog_fd(prog: Any) -> FD:
+    """An fd of our own on ``prog``, so that detaching later works even when the caller has
+    closed the program (netlink attachments hold no fd of their own)."""
+    fd = getattr(prog, "fd", None)
+    if isinstance(fd, FD):
+        return fd.dup()
+    import fcntl
+
+    raw = _prog_fd(prog)
+    try:
+        return FD(fcntl.fcntl(raw, fcntl.F_DUPFD_CLOEXEC, 1))
+    except OSError as exc:
+        raise KernelError("dup program fd", exc.errno or errno.EBADF) from None
+
+
+def prog_id_of(fd: FD | int) -> int:
+    return int(_bpf.obj_info(fd, "struct bpf_prog_info").id)
+
+
+def explained(exc: KernelError, hint: str) -> KernelError:
+    """``exc`` again (same class, op and errno) with ``hint`` (what the errno means here) put
+    before the kernel's own detail."""
+    detail = f"{hint}; {exc.detail}" if exc.detail and hint else (hint or exc.detail)
+    new = kernel_error(exc.op, exc.errno, detail)
+    return new
+
+
+def gone(exc: BPFKitError) -> bool:
+    """Whether an error says the interface (or its namespace) no longer exists."""
+    return isinstance(exc, NotFoundError) or getattr(exc, "errno", None) in (errno.ENODEV, errno.ENXIO)
+
+
+class NetLinkUpdate:
+    """update() of XDP and tcx links: BPF_LINK_UPDATE, with the program type checked first and
+    the kernel's EPERM for a wrong ``old`` (bpf_xdp_link_update, tcx_link_update) said as
+    what it is rather than as a missing capability."""
+
+    kind: str
+    _prog_types: tuple[ProgType, ...] = ()
+
+    def update(self, prog: Any, old: Any = None) -> None:
+        check_program(prog, self._prog_types, f"a {self.kind} link")
+        try:
+            super().update(prog, old)  # type: ignore[misc]
+        except KernelError as exc:
+            if old is None or exc.errno != errno.EPERM:
+                raise
+            raise KernelError("BPF_LINK_UPDATE", errno.EPERM,
+                              f"the link's program is not the expected old one ({prog_name(old)!r})"
+                              ).wrap(f"update {self.kind} link") from None

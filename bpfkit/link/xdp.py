@@ -1,0 +1,438 @@
+"""XDP: programs on a network interface's receive path, before (driver mode) or just after
+(generic mode) the kernel builds an skb, or on the NIC itself (offload).
+
+    with link.xdp("eth0", prog) as lk: ...                         # XDP link, else netlink
+    lk = link.xdp(3, prog, xdp_mode="generic", netns="blue")       # by ifindex, in a netns
+    lk = link.xdp("eth0", new, mode="netlink", replace=old)        # swap what netlink attached
+    link.xdp_query("eth0")                                         # XdpQuery: what runs there
+
+Two ways to attach, one interface slot per mode:
+
+* **link** (5.9, aa8d3a716b59): BPF_LINK_CREATE with attach_type BPF_XDP and target_ifindex.
+  The attachment lives as long as the link (close, or pin it), can be updated atomically
+  (BPF_LINK_UPDATE) and detached (BPF_LINK_DETACH). While a link holds a mode, netlink cannot
+  replace or remove the program (EBUSY).
+* **netlink**: RTM_SETLINK with IFLA_XDP (pyroute2). The kernel holds the program until someone
+  detaches it: closing the returned object detaches it only if it still is the program bpfkit
+  attached (XDP_FLAGS_REPLACE with the expected program, 5.7), so a program someone attached
+  since is left alone. bpfkit attaches with XDP_FLAGS_UPDATE_IF_NOEXIST (EBUSY rather than
+  silently replacing another program); ``replace=old`` swaps ``old`` for the new program.
+
+XDP modes (:class:`XdpMode`): AUTO lets the kernel choose (driver mode when the driver has
+native XDP, else generic), GENERIC (XDP_FLAGS_SKB_MODE) works on any device, DRIVER
+(XDP_FLAGS_DRV_MODE) needs driver support, OFFLOAD (XDP_FLAGS_HW_MODE) needs a NIC that runs
+BPF and a program loaded for it. Driver and generic programs cannot coexist on one device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+from typing import Any
+
+from .._kernel import bpf as _bpf
+from .._kernel import netlink as _nl
+from .._kernel.consts import AttachType, LinkType, ProgType
+from .._kernel.fd import FD
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ._net import (NetAttachMode, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_xdp_link,
+                   prog_id_of, prog_name, probe_reason, resolve_target)
+from .base import LinkInfo, RawLink, _prog_fd, register_info_decoder, register_link_class
+
+__all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
+
+XdpFlag = _nl.XdpFlag
+
+
+class XdpMode(enum.Enum):
+    """Where an XDP program runs (the XDP_FLAGS_*_MODE bits)."""
+
+    AUTO = "auto"  # no mode flag: driver mode when the driver supports it, else generic
+    GENERIC = "generic"  # XDP_FLAGS_SKB_MODE: after the skb is built; any device
+    DRIVER = "driver"  # XDP_FLAGS_DRV_MODE: native, in the driver's receive path
+    OFFLOAD = "offload"  # XDP_FLAGS_HW_MODE: on the NIC
+
+    @property
+    def flag(self) -> XdpFlag:
+        return _MODE_FLAGS[self]
+
+    @classmethod
+    def of(cls, value: "XdpMode | str | None") -> "XdpMode":
+        if value is None:
+            return cls.AUTO
+        if isinstance(value, XdpMode):
+            return value
+        text = str(value).lower()
+        text = {"skb": "generic", "xdpgeneric": "generic", "native": "driver", "drv": "driver",
+                "hw": "offload", "xdpoffload": "offload"}.get(text, text)
+        try:
+            return cls(text)
+        except ValueError:
+            raise UsageError(f"unknown XDP mode {value!r}: expected auto, generic, driver or offload") from None
+
+
+_MODE_FLAGS = {
+    XdpMode.AUTO: XdpFlag(0),
+    XdpMode.GENERIC: XdpFlag.SKB_MODE,
+    XdpMode.DRIVER: XdpFlag.DRV_MODE,
+    XdpMode.OFFLOAD: XdpFlag.HW_MODE,
+}
+_ATTACHED_MODE = {_nl.XdpAttached.DRV: XdpMode.DRIVER, _nl.XdpAttached.SKB: XdpMode.GENERIC,
+                  _nl.XdpAttached.HW: XdpMode.OFFLOAD}
+
+
+# ------------------------------------------------------------------------------- query
+@dataclasses.dataclass(frozen=True)
+class XdpQuery:
+    """What runs at an interface's XDP hook: program id by mode (only attached modes)."""
+
+    iface: str
+    ifindex: int
+    programs: dict[XdpMode, int]
+
+    @property
+    def prog_id(self) -> int:
+        """The attached program's id (the driver-mode one when several modes hold one), or 0."""
+        for mode in (XdpMode.DRIVER, XdpMode.GENERIC, XdpMode.OFFLOAD):
+            if mode in self.programs:
+                return self.programs[mode]
+        return 0
+
+    @property
+    def mode(self) -> XdpMode | None:
+        """The mode of :attr:`prog_id`, or None when nothing is attached."""
+        for mode in (XdpMode.DRIVER, XdpMode.GENERIC, XdpMode.OFFLOAD):
+            if mode in self.programs:
+                return mode
+        return None
+
+    def __bool__(self) -> bool:
+        return bool(self.programs)
+
+
+def _query(target: Target) -> XdpQuery:
+    state = target.netns.run(_nl.xdp_state, target.ifindex)
+    programs = {mode: state.prog_id(mode.flag) for mode in (XdpMode.DRIVER, XdpMode.GENERIC, XdpMode.OFFLOAD)}
+    return XdpQuery(target.name, target.ifindex, {m: i for m, i in programs.items() if i})
+
+
+def xdp_query(iface: str | int, *, netns: Any = None) -> XdpQuery:
+    """The XDP programs attached to ``iface`` (IFLA_XDP; attached by link or netlink alike)."""
+    target = resolve_target(iface, netns)
+    try:
+        return _query(target)
+    except BPFKitError as exc:
+        raise exc.wrap(f"query XDP programs of {target}")
+    finally:
+        target.netns.close()
+
+
+# ---------------------------------------------------------------------- error meanings
+def _hint(err: int, mode: XdpMode, path: str, replacing: bool) -> str:
+    """What ``err`` means for an XDP attach, in words."""
+    if err == errno.EBUSY:
+        if path == "link":
+            return ("another XDP program is attached in this mode (a link cannot replace a program "
+                    "attached through netlink, nor another link)")
+        return "another XDP program is attached (detach it first, or pass replace=)"
+    if err == errno.EEXIST:
+        if replacing:
+            return "the attached program is not the expected one given as replace="
+        return "a program is attached in another XDP mode (driver and generic XDP cannot be active at once)"
+    if err in (errno.EOPNOTSUPP, 524):
+        if mode == XdpMode.DRIVER:
+            return "driver mode is unsupported by this device (try xdp_mode='generic')"
+        if mode == XdpMode.OFFLOAD:
+            return "offload is unsupported by this device"
+        return "this device does not support XDP in the chosen mode"
+    if err == errno.EINVAL:
+        if mode == XdpMode.OFFLOAD:
+            return "offload needs a NIC that runs BPF and a program loaded for that device"
+        return "the kernel refused the request (not an XDP program, a devmap/cpumap program, or bad flags)"
+    if err == errno.ERANGE:
+        return "the MTU is too large for XDP in driver mode on this device"
+    if err in (errno.ENODEV, errno.ENXIO):
+        return "the interface no longer exists"
+    if err in (errno.EPERM, errno.EACCES):
+        return "needs CAP_NET_ADMIN (and CAP_BPF)"
+    return ""
+
+
+def _fail(exc: BPFKitError, prog: Any, target: Target, mode: XdpMode, path: str, replacing: bool = False,
+          what: str = "attach") -> BPFKitError:
+    if isinstance(exc, KernelError):
+        exc = explained(exc, _hint(exc.errno, mode, path, replacing))
+    return exc.wrap(f"{what} XDP program {prog_name(prog)!r} {'to' if what == 'attach' else 'on'} {target} "
+                    f"({mode.value} XDP mode, via {path})")
+
+
+# --------------------------------------------------------------------------- the links
+@dataclasses.dataclass(frozen=True)
+class XdpInfo:
+    """An XDP link's details: the interface (its index, in the namespace it was made in)."""
+
+    ifindex: int
+
+
+register_info_decoder(LinkType.XDP, lambda raw: XdpInfo(int(raw.xdp.ifindex)))
+
+
+class XdpLink(NetLinkUpdate, RawLink):
+    """A program attached to an interface's XDP hook through a bpf_link (BPF_LINK_TYPE_XDP).
+
+    ``iface``/``ifindex``/``mode`` describe the attachment as asked for (for AUTO the kernel
+    picked driver mode if the driver has it, else generic: :func:`xdp_query` tells); a link
+    opened from a pin or id knows only what :meth:`info` says.
+    """
+
+    kind = "xdp"
+    _prog_types = (ProgType.XDP,)
+
+    def __init__(self, fd: FD, pinned_path: str | None = None, *, iface: str = "", ifindex: int = 0,
+                 mode: XdpMode | None = None) -> None:
+        super().__init__(fd, pinned_path)
+        self.iface = iface
+        self.ifindex = ifindex
+        self.mode = mode
+
+    def __repr__(self) -> str:
+        where = f"{self.iface}, " if self.iface else ""
+        mode = f"{self.mode.value}, " if self.mode else ""
+        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
+        return f"XdpLink({where}{mode}fd={self.fd!r}{pinned})"
+
+
+register_link_class(LinkType.XDP, lambda fd, path: XdpLink(fd, path))
+
+
+class XdpNetlinkLink:
+    """A program attached through netlink (IFLA_XDP): no kernel link object.
+
+    close() and detach() remove the program only while it is the one bpfkit attached
+    (XDP_FLAGS_REPLACE with the expected program); update() swaps it the same way. There is
+    nothing to pin, and no bpf_link info: pin, unpin and info raise NotSupportedError
+    (:func:`xdp_query` says what is attached).
+    """
+
+    kind = "xdp (netlink)"
+    pinned_path = None
+
+    def __init__(self, target: Target, prog_fd: FD, mode: XdpMode, prog: str) -> None:
+        self.target = target  # owns the namespace handle until close()
+        self.iface = target.name
+        self.ifindex = target.ifindex
+        self.mode = mode  # the mode the program runs in (the kernel's choice for AUTO)
+        self.program = prog
+        self._prog_fd: FD | None = prog_fd
+        self._attached = True
+
+    @property
+    def closed(self) -> bool:
+        return self._prog_fd is None
+
+    @property
+    def attached(self) -> bool:
+        return self._attached
+
+    @property
+    def prog_id(self) -> int:
+        """The id of the program this object attached (and will detach)."""
+        self._check_open("prog_id")
+        assert self._prog_fd is not None
+        return prog_id_of(self._prog_fd)
+
+    def _check_open(self, what: str) -> None:
+        if self._prog_fd is None:
+            raise UsageError(f"{what} of a closed {self.kind} attachment on {self.iface}")
+
+    def _unsupported(self, what: str) -> NotSupportedError:
+        return NotSupportedError(
+            f"{what} of an XDP program attached through netlink",
+            "there is no bpf_link; attach with mode='link' (XDP links need Linux 5.9+)")
+
+    def pin(self, path: str) -> None:
+        raise self._unsupported("pin")
+
+    def unpin(self) -> None:
+        raise self._unsupported("unpin")
+
+    def info(self) -> LinkInfo:
+        raise self._unsupported("info")
+
+    def query(self) -> XdpQuery:
+        """What the interface's XDP hook holds now."""
+        self._check_open("query")
+        return _query(self.target)
+
+    def update(self, prog: Any, old: Any = None) -> None:
+        """Swap in ``prog`` atomically, only if the attached program is ours (or ``old``)."""
+        self._check_open("update")
+        assert self._prog_fd is not None
+        if not self._attached:
+            raise UsageError(f"update of a detached XDP attachment on {self.iface}")
+        new_fd = check_program(prog, (ProgType.XDP,), "an XDP hook")
+        expected = _prog_fd(old) if old is not None else self._prog_fd.raw
+        flags = self.mode.flag | XdpFlag.REPLACE
+        try:
+            self.target.netns.run(_nl.xdp_set, self.ifindex, new_fd, flags, expected)
+        except BPFKitError as exc:
+            raise _fail(exc, prog, self.target, self.mode, "netlink", replacing=True, what="update")
+        mine = dup_prog_fd(prog)
+        self._prog_fd.close()
+        self._prog_fd = mine
+        self.program = prog_name(prog)
+
+    def _remove(self) -> None:
+        """Detach our program if it still is the one attached; quietly nothing otherwise."""
+        assert self._prog_fd is not None
+        flags = self.mode.flag | XdpFlag.REPLACE
+        try:
+            self.target.netns.run(_nl.xdp_set, self.ifindex, -1, flags, self._prog_fd.raw)
+        except BPFKitError as exc:
+            if gone(exc):
+                return  # interface gone: nothing left to detach
+            if getattr(exc, "errno", None) == errno.EEXIST:
+                return  # someone replaced or removed our program: not ours to touch
+            if getattr(exc, "errno", None) == errno.EINVAL and self._remove_without_replace():
+                return
+            raise _fail(exc, self.program, self.target, self.mode, "netlink", what="detach")
+
+    def _remove_without_replace(self) -> bool:
+        # Before 5.7 there is no XDP_FLAGS_REPLACE (EINVAL): compare ids, then detach.
+        assert self._prog_fd is not None
+        state = self.target.netns.run(_nl.xdp_state, self.ifindex)
+        if state.prog_id(self.mode.flag) != prog_id_of(self._prog_fd):
+            return True
+        self.target.netns.run(_nl.xdp_set, self.ifindex, -1, self.mode.flag)
+        return True
+
+    def detach(self) -> None:
+        """Detach the program now (if still ours); close() is still needed to free fds."""
+        self._check_open("detach")
+        if self._attached:
+            self._remove()
+            self._attached = False
+
+    def close(self) -> None:
+        """Detach the program if it is still ours, and release the fds this object holds."""
+        if self._prog_fd is None:
+            return
+        try:
+            if self._attached:
+                self._attached = False
+                self._remove()
+        finally:
+            self._prog_fd.close()
+            self._prog_fd = None
+            self.target.netns.close()
+
+    def __enter__(self) -> "XdpNetlinkLink":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("attached" if self._attached else "detached")
+        return f"XdpNetlinkLink({self.target}, {self.mode.value}, {self.program!r}, {state})"
+
+
+# --------------------------------------------------------------------------- attaching
+def _attached_mode(target: Target, prog_fd: int, asked: XdpMode) -> XdpMode:
+    """The mode the kernel put our program in (asked, or its choice for AUTO)."""
+    if asked != XdpMode.AUTO:
+        return asked
+    try:
+        query = _query(target)
+        ours = prog_id_of(prog_fd)
+    except BPFKitError:
+        return asked
+    for mode, prog_id in query.programs.items():
+        if prog_id == ours:
+            return mode
+    return asked
+
+
+def xdp(
+    iface: str | int,
+    prog: Any,
+    *,
+    mode: NetAttachMode | str = NetAttachMode.AUTO,
+    xdp_mode: XdpMode | str | None = XdpMode.AUTO,
+    replace: Any = None,
+    netns: Any = None,
+) -> "XdpLink | XdpNetlinkLink":
+    """Attach XDP program ``prog`` to interface ``iface`` (name or ifindex).
+
+    ``mode``: AUTO (an XDP link when the kernel has them, 5.9+, else netlink), ``link`` or
+    ``netlink``. ``xdp_mode``: auto, generic, driver or offload. ``replace``: the program
+    (Program or fd) expected to be attached now, swapped atomically for ``prog``; this is a
+    netlink operation (an XDP link is swapped with ``link.update(new, old=...)``). ``netns``:
+    the network namespace of ``iface`` (a name from ``ip netns add``, a path such as
+    /proc/PID/ns/net, an fd; None for the caller's).
+    """
+    path_mode = NetAttachMode.of(mode)
+    xmode = XdpMode.of(xdp_mode)
+    prog_fd = check_program(prog, (ProgType.XDP,), "an XDP hook")
+    target = resolve_target(iface, netns)
+    try:
+        use_link = path_mode == NetAttachMode.LINK or (path_mode == NetAttachMode.AUTO and replace is None and have_xdp_link())
+        if use_link:
+            if replace is not None:
+                raise UsageError("replace= swaps a program attached through netlink; an XDP link is swapped with "
+                                 "its update(new, old=...) method (or pass mode='netlink')")
+            if not have_xdp_link():
+                raise NotSupportedError("XDP links (BPF_LINK_CREATE with BPF_XDP)",
+                                        f"{probe_reason('xdp_link')}; use mode='netlink' or 'auto'", "5.9")
+            try:
+                fd = target.netns.run(_bpf.link_create, prog_fd, target.ifindex, int(AttachType.XDP),
+                                      int(xmode.flag))
+            except BPFKitError as exc:
+                raise _fail(exc, prog, target, xmode, "link")
+            target.netns.close()  # the link works from any namespace
+            return XdpLink(fd, iface=target.name, ifindex=target.ifindex, mode=xmode)
+        flags = xmode.flag | (XdpFlag.REPLACE if replace is not None else XdpFlag.UPDATE_IF_NOEXIST)
+        expected = _prog_fd(replace) if replace is not None else None
+        mine = dup_prog_fd(prog)
+        try:
+            target.netns.run(_nl.xdp_set, target.ifindex, prog_fd, flags, expected)
+        except BPFKitError as exc:
+            mine.close()
+            raise _fail(exc, prog, target, xmode, "netlink", replacing=replace is not None)
+        return XdpNetlinkLink(target, mine, _attached_mode(target, prog_fd, xmode), prog_name(prog))
+    except BaseException:
+        target.netns.close()
+        raise
+
+
+def xdp_detach(iface: str | int, *, xdp_mode: XdpMode | str | None = XdpMode.AUTO, expected: Any = None,
+               netns: Any = None) -> bool:
+    """Detach the XDP program attached through netlink to ``iface`` in ``xdp_mode`` (AUTO: the
+    mode the program runs in); with ``expected`` only if that program is the one attached.
+    A program held by an XDP link cannot be removed this way (EBUSY): close the link.
+    Returns False when nothing was attached."""
+    target = resolve_target(iface, netns)
+    try:
+        xmode = XdpMode.of(xdp_mode)
+        query = _query(target)
+        if xmode == XdpMode.AUTO:
+            xmode = query.mode or XdpMode.AUTO
+        if xmode not in query.programs:
+            return False
+        flags = xmode.flag
+        exp = None
+        if expected is not None:
+            flags |= XdpFlag.REPLACE
+            exp = _prog_fd(expected)
+        try:
+            target.netns.run(_nl.xdp_set, target.ifindex, -1, flags, exp)
+        except BPFKitError as exc:
+            if isinstance(exc, KernelError):
+                hint = ("the program is held by an XDP link: close (or unpin) the link" if exc.errno == errno.EBUSY
+                        else _hint(exc.errno, xmode, "netlink", expected is not None))
+                exc = explained(exc, hint)
+            raise exc.wrap(f"detach XDP program from {target} in {xmode.value} mode")
+        return True
+    finally:
+        target.netns.close()
