@@ -737,21 +737,25 @@ class UserEvent:
         return True
 
     # -------------------------------------------------------------- tracers
-    def attach(self, prog: Any, **kwargs: Any) -> Any:
+    def attach(self, prog: Any, *, pid: int | None = None, **kwargs: Any) -> Any:
         """Attach a tracepoint program to this event's trace event (a link: close it to detach).
 
-        The link enables the event. Mainline kernels do not run the program for user events
-        (see the module docstring); probe perf_tp_event() to see payloads in BPF.
+        The link enables the event. By default its perf event is on CPU 0 for all tasks (as
+        link.tracepoint() makes it); ``pid`` makes it follow that thread on every CPU instead
+        (perf_event_open takes a thread id: ``os.getpid()`` is the main thread).
+        Mainline kernels do not run the program for user events (see the module docstring):
+        a kprobe on perf_tp_event() sees the payloads, on the CPUs where this perf event is.
+        ``kwargs`` go to the link (``cookie=``, ``mode=``).
         """
         from . import link
 
-        if not self.flags & RegFlag.MULTI_FORMAT:
+        if pid is None and not self.flags & RegFlag.MULTI_FORMAT:
             return link.tracepoint(self.system, self.tracepoint_name, prog, **kwargs)
-        # Multi-format trace event names hold a '.', which link.tracepoint's name check
-        # refuses: open the perf event on the id and attach through the same perf event code.
-        what = f"tracepoint {self.tracepoint}"
+        # A pid, or a multi-format name (its '.' fails link.tracepoint's name check): open the
+        # perf event on the id here and attach through the same perf event code.
+        what = f"tracepoint {self.tracepoint}" + (f" pid {pid}" if pid is not None else "")
         try:
-            fd = _tracefs.open_trace_event(self.id, -1, what)
+            fd = _tracefs.open_trace_event(self.id, -1 if pid is None else pid, what)
             return link.attach_perf_event(link.PerfEvent(fd, what), prog, **kwargs)
         except BPFKitError as exc:
             raise exc.wrap(f"attach {what}")

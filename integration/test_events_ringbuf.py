@@ -36,8 +36,13 @@ def seq(bpf_obj):
         c.close()
 
 
-def run(prog, n: int) -> None:
-    prog.test_run(PACKET, repeat=n)
+def run(prog, n: int, cpu: int = 0) -> None:
+    """test_run on ``cpu``: sequence numbers are per CPU, so pin to keep them continuous."""
+    keep = pin_to(cpu)
+    try:
+        prog.test_run(PACKET, repeat=n)
+    finally:
+        os.sched_setaffinity(0, keep)
 
 
 def test_known_sequence(seq):

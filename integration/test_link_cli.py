@@ -14,7 +14,7 @@ from bpfkit import link
 from bpfkit._kernel import pmu, tracefs as _tracefs
 from bpfkit.program import Program
 
-from .test_link import REPO, _child, _groups, _loader_works
+from .test_link import REPO, SUBPROCESS_TIMEOUT, _child, _groups, _loader_works
 
 OBJ = str(REPO / "bpf/.output/link_probes.bpf.o")
 NAMES = {"tp_getppid", "up_getppid", "uret_getppid"}
@@ -59,7 +59,7 @@ class Attached:
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
         self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=30)
+        out, err = self.proc.communicate(timeout=SUBPROCESS_TIMEOUT)
         return self.proc.returncode, out, err
 
 
@@ -96,20 +96,20 @@ def test_attach_spec_with_program_in_ioctl_mode() -> None:
 @needs_loader
 def test_attach_errors_and_exit_codes() -> None:
     several = subprocess.run(bpfkit_cmd("attach", OBJ, "tracepoint:syscalls:sys_enter_getppid"),
-                             capture_output=True, text=True, env=ENV, timeout=60)
+                             capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
     assert several.returncode == 2 and "--program" in several.stderr
     if not (pmu.has_pmu("kprobe") or _tracefs.has_probe_events("kprobe")):
         kp = subprocess.run(bpfkit_cmd("attach", OBJ, "kprobe:do_sys_openat2", "--program", "kp_any"),
-                            capture_output=True, text=True, env=ENV, timeout=60)
+                            capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
         assert kp.returncode == 3 and "CONFIG_KPROBES" in kp.stderr, kp.stderr
 
 
 def test_gc_removes_probes_of_dead_processes() -> None:
     (group,) = _child("kill")
     try:
-        dry = subprocess.run(bpfkit_cmd("gc", "--dry-run"), capture_output=True, text=True, env=ENV, timeout=60)
+        dry = subprocess.run(bpfkit_cmd("gc", "--dry-run"), capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
         assert dry.returncode == 0 and group in dry.stdout and group in _groups()
-        done = subprocess.run(bpfkit_cmd("gc"), capture_output=True, text=True, env=ENV, timeout=60)
+        done = subprocess.run(bpfkit_cmd("gc"), capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
         assert done.returncode == 0, done.stderr
         assert any(line.startswith("removed") and group in line for line in done.stdout.splitlines()), done.stdout
         assert group not in _groups()

@@ -21,7 +21,7 @@ from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.errors import NotFoundError, UsageError
 from bpfkit.maps import Map
 
-from .test_link import N, REPO, SLOT_TP, SLOT_UPROBE, Counters, _u64, trigger
+from .test_link import N, REPO, SUBPROCESS_TIMEOUT, SLOT_TP, SLOT_UPROBE, Counters, _u64, trigger
 
 PIN_ROOT = "/sys/fs/bpf"
 pytestmark = pytest.mark.feature("perf_link")  # pinning needs a bpf_link (5.15 for perf events)
@@ -57,7 +57,7 @@ CREATOR = textwrap.dedent(
     from bpfkit import link
     from integration.test_link import Counters
     pin_dir, kind, tgid = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    c = Counters(tgid)
+    c = Counters(tgid, use_object=False)
     if kind == "tracepoint":
         lk = link.tracepoint("syscalls", "sys_enter_getppid", c.tp, mode="link")
     else:
@@ -74,7 +74,7 @@ CREATOR = textwrap.dedent(
 def _create_pinned(pin_dir: Path, kind: str) -> str:
     proc = subprocess.run(
         [sys.executable, "-c", CREATOR.format(repo=str(REPO)), str(pin_dir), kind, str(os.getpid())],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()

@@ -193,6 +193,26 @@ def test_tracepoint_program_is_not_run(tap_for: Callable[[ue.UserEvent], Tap]) -
         assert tap.hits(0) == 0
 
 
+def test_attach_for_one_process_follows_it_on_every_cpu(tap_for: Callable[[ue.UserEvent], Tap]) -> None:
+    """attach(pid=...) opens the perf event for this process on any CPU: perf_tp_event() then
+    runs wherever the process emits, so no pinning is needed."""
+    with ue.UserEvent(f"{new_name()} u32 cpu; u32 i") as ev:
+        tap = tap_for(ev)
+        with ev.attach(tap.coll.programs["ue_tracepoint"], pid=os.getpid()):
+            assert wait_for(lambda: ev.enabled)
+            before = os.sched_getaffinity(0)
+            sent = []
+            try:
+                for i, cpu in enumerate(sorted(before) * 3):
+                    os.sched_setaffinity(0, {cpu})
+                    assert ev.emit(cpu, i)
+                    sent.append({"cpu": cpu, "i": i})
+            finally:
+                os.sched_setaffinity(0, before)
+            assert [ev.format.unpack(p) for _, _, p in tap.records()] == sent
+        assert wait_for(lambda: not ev.enabled)
+
+
 def test_delete_persistent_event() -> None:
     name = new_name()
     ev = ue.UserEvent(f"{name} u64 v", persist=True)

@@ -20,7 +20,6 @@ import collections
 import dataclasses
 import importlib.util
 import os
-import re
 import shlex
 import shutil
 import signal

@@ -15,6 +15,7 @@ Layout under ``cache_root()``::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import glob
@@ -25,13 +26,15 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable, Iterator
 
-# The cloud flavour lacks 9p (virtme-ng's root fs), rt is a different kernel: plain only.
-# Each pattern captures the ABI number that orders packages of one series.
+# name -> (Debian release, package name glob). The cloud flavour lacks 9p (virtme-ng's root
+# fs) and rt is another kernel, so plain -amd64 only. The `*` is the number that orders a
+# series' packages (the ABI, or for 6.12 the upstream stable release).
 KERNELS: dict[str, tuple[str, str]] = {
-    "5.10": ("bullseye", r"5\.10\.0-(\d+)"),
-    "6.1": ("bookworm", r"6\.1\.0-(\d+)"),
-    "6.12": ("bookworm", r"6\.12\.(\d+)\+deb12"),
+    "5.10": ("bullseye", "linux-image-5.10.0-*-amd64"),
+    "6.1": ("bookworm", "linux-image-6.1.0-*-amd64"),
+    "6.12": ("bookworm", "linux-image-6.12.*+deb12-amd64"),
 }
 # Kernels built from source rather than downloaded: name -> the script that builds one and
 # caches it as kernels/<name>/kernel.json + root/ (the layout of the downloaded ones).
@@ -182,19 +185,21 @@ def _apt_update(codename: str, env: dict[str, str]) -> None:
 
 def newest_package(name: str, env: dict[str, str]) -> str:
     """Name of the newest plain -amd64 image package for kernel `name`."""
-    codename, abi = KERNELS[name]
-    pattern = re.compile(rf"^linux-image-({abi})-amd64(-unsigned)?$")
+    codename, glob_ = KERNELS[name]
+    prefix, suffix = (re.escape(part) for part in glob_.split("*"))
+    pattern = re.compile(rf"^{prefix}(\d+){suffix}(-unsigned)?$")
     found: dict[int, list[str]] = {}
-    for pkg in _run(["apt-cache", "pkgnames", "linux-image-"], env).split():
+    names = _run(["apt-cache", "pkgnames", glob_.split("*")[0]], env).split()
+    for pkg in names:
         m = pattern.match(pkg)
         if m:
-            found.setdefault(int(m.group(2)), []).append(pkg)
+            found.setdefault(int(m.group(1)), []).append(pkg)
     if not found:
-        want = f"linux-image-{abi.replace(chr(92), '').replace('(d+)', '*')}-amd64"
-        raise KernelError(f"cannot find {want} in {codename} (+updates, -security): "
-                          f"no package matched {pattern.pattern}")
+        raise KernelError(f"cannot find {glob_} in {codename} ({codename}-updates, "
+                          f"{codename}-security): apt-cache lists {len(names)} packages "
+                          f"starting {glob_.split('*')[0]!r}, none plain -amd64")
     # Prefer the signed package (no '-unsigned' suffix): both hold the same vmlinuz.
-    return sorted(found[max(found)], key=len)[0]
+    return min(found[max(found)], key=len)
 
 
 # ---------------------------------------------------------------- fetch and unpack
@@ -211,20 +216,25 @@ def _download(package: str, env: dict[str, str], into: Path) -> Path:
     return debs[0]
 
 
-def _unpack(deb: Path, root: Path) -> tuple[str, str, str]:
-    """dpkg-deb -x; returns (release, vmlinuz, modules dir)."""
+def _modules_dir(root: Path, release: str) -> Path | None:
+    return next((m for m in (root / "lib/modules" / release, root / "usr/lib/modules" / release)
+                 if m.is_dir()), None)
+
+
+def _unpack(deb: Path, root: Path) -> str:
+    """dpkg-deb -x the image package into `root` and run depmod; returns the release."""
     _run(["dpkg-deb", "-x", str(deb), str(root)], dict(os.environ))
     images = sorted(root.glob("boot/vmlinuz-*"))
     if len(images) != 1:
         raise KernelError(f"{deb.name}: expected one boot/vmlinuz-*, found {len(images)}")
     release = images[0].name[len("vmlinuz-"):]
-    modules = next((m for m in (root / "lib/modules" / release, root / "usr/lib/modules" / release)
-                    if m.is_dir()), None)
+    modules = _modules_dir(root, release)
     if modules is None:
         raise KernelError(f"{deb.name}: no lib/modules/{release} inside")
-    # The .deb ships no modules.dep (postinst makes it); without it modprobe in the guest fails.
-    _run(["depmod", "-a", "-b", str(modules.parent.parent.parent), release], dict(os.environ))
-    return release, str(images[0]), str(modules)
+    # The .deb ships no modules.dep (its postinst makes it); without it modprobe in the guest
+    # fails and virtme-ng would run depmod itself on every boot.
+    _run(["depmod", "-a", "-b", str(modules.parents[2]), release], dict(os.environ))
+    return release
 
 
 def _load_cached(meta: Path) -> Kernel | None:
@@ -235,7 +245,7 @@ def _load_cached(meta: Path) -> Kernel | None:
     return k if os.path.isfile(k.vmlinuz) and os.path.isdir(k.modules) else None
 
 
-def fetch_kernel(name: str, log=print) -> Kernel:
+def fetch_kernel(name: str, log: Callable[[str], None] = print) -> Kernel:
     """Return kernel `name`, downloading and unpacking it on first use only."""
     if name in BUILT_KERNELS:
         built = _load_cached(cache_root() / "kernels" / name / "kernel.json")
@@ -254,25 +264,33 @@ def fetch_kernel(name: str, log=print) -> Kernel:
         if cached:
             return cached
         codename = KERNELS[name][0]
-        env = _apt_env(codename)
-        log(f"[{name}] apt-get update ({codename}, private APT_CONFIG)")
-        _apt_update(codename, env)
-        package = newest_package(name, env)
-        log(f"[{name}] downloading and unpacking {package}")
+        package, deb_version = "", ""
         with tempfile.TemporaryDirectory(dir=kdir, prefix="tmp-") as tmp:
-            deb = _download(package, env, Path(tmp))
-            release, _, _ = _unpack(deb, Path(tmp) / "root")
-            version = _package_version(deb)
+            with _apt_lock(codename):  # 6.1 and 6.12 share bookworm's private apt state
+                env = _apt_env(codename)
+                log(f"[{name}] apt-get update ({codename}, private APT_CONFIG)")
+                _apt_update(codename, env)
+                package = newest_package(name, env)
+                log(f"[{name}] downloading and unpacking {package}")
+                deb = _download(package, env, Path(tmp))
+            release = _unpack(deb, Path(tmp) / "root")
+            deb_version = _package_version(deb)
             shutil.rmtree(kdir / "root", ignore_errors=True)
             os.rename(Path(tmp) / "root", kdir / "root")
         root = kdir / "root"
-        modules = root / "lib/modules" / release
-        if not modules.is_dir():
-            modules = root / "usr/lib/modules" / release
-        kernel = Kernel(name, package, version, release,
-                        str(root / "boot" / f"vmlinuz-{release}"), str(modules))
+        kernel = Kernel(name, package, deb_version, release,
+                        str(root / "boot" / f"vmlinuz-{release}"), str(_modules_dir(root, release)))
         meta.write_text(json.dumps(dataclasses.asdict(kernel), indent=1) + "\n")
         return kernel
+
+
+@contextlib.contextmanager
+def _apt_lock(codename: str) -> Iterator[None]:
+    path = cache_root() / "apt" / f"{codename}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 if __name__ == "__main__":

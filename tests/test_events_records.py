@@ -135,3 +135,28 @@ def test_fence_is_a_no_op_on_x86_and_known_elsewhere():
 def test_emit_sideband_ioctl_number_is_the_rfcs():
     # _IOW('$', 12, struct perf_event_pid_sb *) on a 64-bit ABI
     assert ring.PERF_EVENT_IOC_EMIT_SIDEBAND == 0x4008240C
+
+
+def test_record_format_from_btf(bpf_obj):
+    import bpfkit
+    from bpfkit.btf import BTF, Array, Int, IntEncoding, Member, Struct
+
+    spec = bpfkit.load_spec(bpf_obj("events_seq"))
+    f = R.RecordFormat.from_btf(spec.btf, "stats")
+    assert f.format == "<QQQ" and f.names == ["produced", "drops", "discards"] and f.size == 24
+    # hand-made: padding, signed ints, a char array, an int array, a nested struct
+    b = BTF()
+    u8 = b.add(Int(0, "unsigned char", 1, IntEncoding.NONE, 0, 8))
+    i32 = b.add(Int(0, "int", 4, IntEncoding.SIGNED, 0, 32))
+    u64 = b.add(Int(0, "unsigned long long", 8, IntEncoding.NONE, 0, 64))
+    comm = b.add(Array(0, "", u8, i32, 16))
+    pair = b.add(Array(0, "", i32, i32, 2))
+    inner = b.add(Struct(0, "inner", 8, [Member("a", i32, 0), Member("b", i32, 32)]))
+    outer = b.add(Struct(0, "event", 48, [
+        Member("flag", u8, 0), Member("pid", i32, 32), Member("ts", u64, 64),
+        Member("comm", comm, 128), Member("xy", pair, 256), Member("in", inner, 320)]))
+    f = R.RecordFormat.from_btf(b, outer)
+    assert f.format == "<B3xiQ16sii" + "ii" and f.size == 48
+    assert f.names == ["flag", "pid", "ts", "comm", "xy[0]", "xy[1]", "in.a", "in.b"]
+    raw = struct.pack("<B3xiQ16siiii", 1, -2, 3, b"python3", 4, 5, 6, 7)
+    assert f.unpack(raw) == (1, -2, 3, b"python3".ljust(16, b"\0"), 4, 5, 6, 7)

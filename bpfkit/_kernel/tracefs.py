@@ -17,7 +17,7 @@ import os
 import re
 from typing import Iterator
 
-from ..errors import KernelError, NotFoundError, NotSupportedError, ParseError, kernel_error
+from ..errors import KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .consts import PerfSample, PerfType
 from .fd import FD
 
@@ -42,7 +42,15 @@ def _mounts() -> list[tuple[str, str]]:
 
 
 def _is_tracefs(path: str) -> bool:
-    return os.path.exists(os.path.join(path, "events"))
+    """Whether ``path`` holds a tracing tree; one this process may not enter counts (so the
+    caller's later access fails with a permission error, not a wrong "no tracefs")."""
+    try:
+        os.stat(os.path.join(path, "events"))
+    except PermissionError:
+        return os.path.isdir(path)
+    except OSError:
+        return False
+    return True
 
 
 @functools.cache
@@ -113,7 +121,10 @@ def event_id(group: str, event: str) -> int:
     except FileNotFoundError:
         raise NotFoundError(f"trace event {group}/{event} not found ({path} does not exist)") from None
     except PermissionError as exc:
-        raise KernelError(f"read {path}", exc.errno or 13) from None
+        raise KernelPermissionError(
+            f"read {path}", exc.errno or errno.EACCES, "",
+            "tracefs is for root only unless mounted with a gid= or mode= that admits this user",
+        ) from None
 
 
 def _path(name: str) -> str:

@@ -4,12 +4,21 @@ Layout (include/uapi/linux/btf.h): a 24-byte ``struct btf_header``, then the typ
 sequence of ``struct btf_type`` each followed by kind-specific data) and the string section
 (NUL-separated names, offset 0 is ""). Type id 0 is ``void``; ids count from 1 in section
 order. Split BTF (kernel modules) continues the id and string-offset space of a base BTF.
+
+Two ways to parse. ``BTF.from_bytes(blob)`` decodes every type at once and checks every
+reference (object files: small, and malformed input must fail up front). ``lazy=True`` (kernel
+BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
+then decodes a type the first time it is asked for; lookups by name search the string section
+for the name's offset and then the array of name offsets, both at C speed. That turns a
+multi-second parse into a ~0.1 s scan, and a CO-RE load touches only a few hundred types.
 """
 
 from __future__ import annotations
 
+import array
 import struct
-from typing import Iterator
+import sys
+from typing import Callable, Iterable, Iterator
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -18,7 +27,7 @@ from .types import (
     Type, Typedef, TypeTag, Union, Var, VarLinkage, VarSecinfo, Void, Volatile,
 )
 
-__all__ = ["BTF", "StringTable", "BTF_MAGIC", "scan_type_id"]
+__all__ = ["BTF", "StringTable", "TypeTable", "BTF_MAGIC", "scan_type_id", "essential_name"]
 
 BTF_MAGIC = 0xEB9F
 _HEADER = struct.Struct("<HBBIIIII")
@@ -28,6 +37,28 @@ _I32 = struct.Struct("<i")
 _U32x2 = struct.Struct("<II")
 _U32x3 = struct.Struct("<III")
 _MAX_RESOLVE_DEPTH = 32
+
+# Words (u32) that follow the 3-word struct btf_type, per kind: fixed, and per vlen entry.
+# Indexed by the info word's top byte (kind plus the kind_flag bit), so the scan needs no mask.
+_FIXED_WORDS = {Kind.INT: 1, Kind.ARRAY: 3, Kind.VAR: 1, Kind.DECL_TAG: 1}
+_VLEN_WORDS = {Kind.STRUCT: 3, Kind.UNION: 3, Kind.ENUM: 2, Kind.FUNC_PROTO: 2, Kind.DATASEC: 3, Kind.ENUM64: 3}
+_STEP = [-1] * 256
+_PER = [0] * 256
+for _top in range(256):
+    if 0 < _top & 0x1F <= max(Kind):
+        _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
+        _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
+
+
+def essential_name(name: str) -> str:
+    """``name`` without a CO-RE flavor suffix: ``task_struct___old`` -> ``task_struct``
+    (libbpf's rule: the last ``___`` with a non-underscore on both sides starts the flavor)."""
+    if "___" not in name:
+        return name
+    for i in range(len(name) - 5, -1, -1):
+        if name[i] != "_" and name[i + 1 : i + 4] == "___" and name[i + 4] != "_":
+            return name[: i + 1]
+    return name
 
 
 class StringTable:
@@ -68,6 +99,46 @@ class StringTable:
         end = self._data.index(0, local)
         return self._data[local:end].decode("utf-8", errors="replace")
 
+    def find(self, text: str) -> list[int]:
+        """Offsets (in this table, not its base) where a string equal to ``text`` starts."""
+        needle = text.encode()
+        data = self._data
+        found = []
+        if data.startswith(needle + b"\0") and (self._start or not needle):
+            found.append(self._start)
+        if not needle:
+            return found
+        pattern = b"\0" + needle + b"\0"
+        at = data.find(pattern)
+        while at >= 0:
+            found.append(self._start + at + 1)
+            at = data.find(pattern, at + 1)
+        return found
+
+    def find_flavors(self, essential: str) -> list[int]:
+        """Offsets of strings whose :func:`essential_name` is ``essential`` (the name itself
+        and ``essential___flavor`` spellings)."""
+        needle = essential.encode()
+        data = self._data
+        found = []
+        cut = len(needle)
+
+        def consider(start: int) -> None:
+            end = data.index(0, start)
+            text = bytes(data[start:end])
+            if text == needle or (text[cut : cut + 3] == b"___"
+                                  and essential_name(text.decode("utf-8", errors="replace")) == essential):
+                found.append(self._start + start)
+
+        if self._start and data.startswith(needle):
+            consider(0)
+        pattern = b"\0" + needle
+        at = data.find(pattern)
+        while at >= 0:
+            consider(at + 1)
+            at = data.find(pattern, at + 1)
+        return found
+
     def _lookup(self, text: str) -> int | None:
         if self._index is None:
             index: dict[str, int] = {}
@@ -99,28 +170,84 @@ class StringTable:
         return bytes(self._data)
 
 
+class TypeTable:
+    """Types by id: a base BTF's types followed by this BTF's own, the own ones decoded on
+    first access when parsed lazily. Supports what code does with a list of types: ``len``,
+    indexing, slicing, iteration and ``append``."""
+
+    __slots__ = ("_base", "_start", "_items", "_decode")
+
+    def __init__(self, base: "TypeTable | list[Type] | None", items: list[Type | None],
+                 decode: Callable[[int], Type] | None = None) -> None:
+        self._base = base
+        self._start = len(base) if base is not None else 0
+        self._items = items
+        self._decode = decode
+
+    def __len__(self) -> int:
+        return self._start + len(self._items)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < self._start:
+            if index < 0:
+                raise IndexError(index)
+            return self._base[index]  # type: ignore[index]
+        local = index - self._start
+        t = self._items[local]
+        if t is None:
+            assert self._decode is not None
+            t = self._items[local] = self._decode(local)
+        return t
+
+    def __iter__(self) -> Iterator[Type]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def append(self, t: Type) -> None:
+        self._items.append(t)
+
+    def own(self) -> list[Type]:
+        """This BTF's own types (decoding any not decoded yet)."""
+        return self[self._start :]
+
+
 class BTF:
     """A set of BTF types and their strings.
 
-    ``types[i]`` is the type with id ``i`` (``types[0]`` is void). For split BTF the list
+    ``types[i]`` is the type with id ``i`` (``types[0]`` is void). For split BTF the table
     starts with the base's types, and only the types from ``first_id`` on belong to this blob.
+    ``name`` is free text for messages (``vmlinux``, a module's name, a file).
     """
 
     def __init__(self, types: list[Type] | None = None, strings: StringTable | None = None,
-                 base: "BTF | None" = None) -> None:
+                 base: "BTF | None" = None, name: str = "") -> None:
         self.base = base
+        self.name = name
         self.strings = strings or StringTable(base=base.strings if base else None)
         self.first_id = len(base.types) if base is not None else 1
         if types is None:
-            types = list(base.types) if base is not None else [Void(0, "")]
+            types = TypeTable(base.types, []) if base is not None else [Void(0, "")]  # type: ignore[assignment]
         self.types = types
         self._by_name: dict[str, list[Type]] | None = None
+        self._by_essential: dict[str, list[Type]] | None = None
+        # Lazy parses: the type section as u32 words, where each own type starts in it,
+        # and (built on first name lookup) each own type's name offset.
+        self._words: array.array | None = None
+        self._starts: array.array | None = None
+        self._name_offs: array.array | None = None
 
     # ------------------------------------------------------------------------- parsing
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, base: "BTF | None" = None) -> "BTF":
-        """Parse a .BTF section or /sys/kernel/btf/* blob (``base`` for module BTF)."""
-        data = bytes(data)
+    def from_bytes(cls, data: bytes | memoryview, base: "BTF | None" = None, *, lazy: bool = False,
+                   name: str = "") -> "BTF":
+        """Parse a .BTF section or /sys/kernel/btf/* blob (``base`` for module BTF).
+
+        ``lazy``: find the types now, decode each on first use (for large kernel BTF; a
+        malformed type is then reported when it is first used, not here)."""
         if len(data) < _HEADER.size:
             raise ParseError(f"BTF is {len(data)} bytes, shorter than its {_HEADER.size}-byte header")
         magic, version, _flags, hdr_len, type_off, type_len, str_off, str_len = _HEADER.unpack_from(data)
@@ -137,132 +264,47 @@ class BTF:
             raise ParseError(
                 f"BTF sections (types {type_off}+{type_len}, strings {str_off}+{str_len}) run past the end ({body} bytes)"
             )
+        if type_len % 4:
+            raise ParseError(f"BTF type section is {type_len} bytes, not a whole number of 4-byte words")
         strings_raw = data[hdr_len + str_off : hdr_len + str_off + str_len]
-        strings = StringTable(strings_raw, base.strings if base is not None else None)
-        btf = cls(strings=strings, base=base)
-        btf._parse_types(data, hdr_len + type_off, hdr_len + type_off + type_len)
+        strings = StringTable(bytes(strings_raw), base.strings if base is not None else None)
+        btf = cls(strings=strings, base=base, name=name)
+        words = array.array("I")
+        words.frombytes(data[hdr_len + type_off : hdr_len + type_off + type_len])
+        if sys.byteorder == "big":  # pragma: no cover - bpfkit runs on little-endian hosts
+            words.byteswap()
+        btf._parse(words, lazy)
         return btf
 
-    def _parse_types(self, data: bytes, pos: int, end: int) -> None:
-        types = self.types
-        known = self.strings.offsets()
-        slow = self.strings.get
+    def _parse(self, words: array.array, lazy: bool) -> None:
+        starts = _scan(words, self.first_id)
+        self._words, self._starts = words, starts
+        if lazy:
+            self.types = TypeTable(self.base.types if self.base is not None else [Void(0, "")],
+                                   [None] * len(starts), self._decode_own)
+            return
+        names: dict[int, str] = {}
+        table = self.strings.offsets()
 
         def name_of(off: int) -> str:
-            text = known.get(off)
-            return text if text is not None else slow(off)
-        next_id = len(types)
-        unpack_type, unpack3, unpack2, unpack1 = _TYPE.unpack_from, _U32x3.unpack_from, _U32x2.unpack_from, _U32.unpack_from
-        iter3, iter2 = _U32x3.iter_unpack, _U32x2.iter_unpack
+            text = names.get(off)
+            if text is None:
+                text = names[off] = table[off] if off in table else self.strings.get(off)
+            return text
 
-        def need(count: int, what: str) -> None:
-            if pos + count > end:
-                raise ParseError(f"BTF type {next_id} ({what}) is truncated at offset {pos}")
-
-        while pos < end:
-            need(12, "header")
-            name_off, info, size_type = unpack_type(data, pos)
-            pos += 12
-            vlen = info & 0xFFFF
-            kind = (info >> 24) & 0x1F
-            kflag = bool(info >> 31)
-            name = name_of(name_off) if name_off else ""
-            tid = next_id
-            t: Type
-            if kind == Kind.INT:
-                need(4, "int")
-                (raw,) = unpack1(data, pos)
-                pos += 4
-                t = Int(tid, name, size_type, IntEncoding((raw >> 24) & 0xF), (raw >> 16) & 0xFF, raw & 0xFF)
-            elif kind == Kind.PTR:
-                t = Pointer(tid, name, size_type)
-            elif kind == Kind.ARRAY:
-                need(12, "array")
-                elem, index, nelems = unpack3(data, pos)
-                pos += 12
-                t = Array(tid, name, elem, index, nelems)
-            elif kind in (Kind.STRUCT, Kind.UNION):
-                need(12 * vlen, "members")
-                chunk = data[pos : pos + 12 * vlen]
-                if kflag:
-                    members = [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
-                               for mn, mt, mo in iter3(chunk)]
-                else:
-                    members = [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in iter3(chunk)]
-                pos += 12 * vlen
-                t = (Struct if kind == Kind.STRUCT else Union)(tid, name, size_type, members, kflag)
-            elif kind == Kind.ENUM:
-                need(8 * vlen, "enum values")
-                values = []
-                for i in range(vlen):
-                    v_name, v_val = unpack2(data, pos + 8 * i)
-                    if kflag and v_val >= 1 << 31:
-                        v_val -= 1 << 32
-                    values.append(EnumValue(name_of(v_name), v_val))
-                pos += 8 * vlen
-                t = Enum(tid, name, size_type, values, kflag)
-            elif kind == Kind.ENUM64:
-                need(12 * vlen, "enum64 values")
-                values = []
-                for i in range(vlen):
-                    v_name, lo, hi = unpack3(data, pos + 12 * i)
-                    v_val = (hi << 32) | lo
-                    if kflag and v_val >= 1 << 63:
-                        v_val -= 1 << 64
-                    values.append(EnumValue(name_of(v_name), v_val))
-                pos += 12 * vlen
-                t = Enum64(tid, name, size_type, values, kflag)
-            elif kind == Kind.FWD:
-                t = Fwd(tid, name, kflag)
-            elif kind == Kind.TYPEDEF:
-                t = Typedef(tid, name, size_type)
-            elif kind == Kind.VOLATILE:
-                t = Volatile(tid, name, size_type)
-            elif kind == Kind.CONST:
-                t = Const(tid, name, size_type)
-            elif kind == Kind.RESTRICT:
-                t = Restrict(tid, name, size_type)
-            elif kind == Kind.TYPE_TAG:
-                t = TypeTag(tid, name, size_type, kflag)
-            elif kind == Kind.FUNC:
-                try:
-                    linkage = Linkage(vlen)
-                except ValueError:
-                    raise ParseError(f"BTF FUNC {name!r} (type {tid}) has unknown linkage {vlen}") from None
-                t = Func(tid, name, size_type, linkage)
-            elif kind == Kind.FUNC_PROTO:
-                need(8 * vlen, "params")
-                params = [Param(name_of(pn) if pn else "", pt) for pn, pt in iter2(data[pos : pos + 8 * vlen])]
-                pos += 8 * vlen
-                t = FuncProto(tid, name, size_type, params)
-            elif kind == Kind.VAR:
-                need(4, "var")
-                (linkage_raw,) = unpack1(data, pos)
-                pos += 4
-                try:
-                    var_linkage = VarLinkage(linkage_raw)
-                except ValueError:
-                    raise ParseError(f"BTF VAR {name!r} (type {tid}) has unknown linkage {linkage_raw}") from None
-                t = Var(tid, name, size_type, var_linkage)
-            elif kind == Kind.DATASEC:
-                need(12 * vlen, "datasec entries")
-                secinfos = [VarSecinfo(*unpack3(data, pos + 12 * i)) for i in range(vlen)]
-                pos += 12 * vlen
-                t = Datasec(tid, name, size_type, secinfos)
-            elif kind == Kind.FLOAT:
-                t = Float(tid, name, size_type)
-            elif kind == Kind.DECL_TAG:
-                need(4, "decl tag")
-                (component,) = _I32.unpack_from(data, pos)
-                pos += 4
-                t = DeclTag(tid, name, size_type, component, kflag)
-            else:
-                raise ParseError(f"BTF type {tid} has unknown kind {kind}")
-            types.append(t)
-            next_id += 1
-        if pos != end:
-            raise ParseError("BTF type section ends inside a type")
+        first = self.first_id
+        own = [_decode(words, pos, first + i, name_of, None) for i, pos in enumerate(starts)]
+        if self.base is not None:
+            self.types = TypeTable(self.base.types, own)  # type: ignore[arg-type]
+        else:
+            self.types = [Void(0, ""), *own]
+        self._words = self._starts = None  # decoded: the objects are the truth from now on
         self._check_references()
+
+    def _decode_own(self, local: int) -> Type:
+        assert self._words is not None and self._starts is not None
+        count = len(self.types)
+        return _decode(self._words, self._starts[local], self.first_id + local, self.strings.get, count)
 
     def _check_references(self) -> None:
         count = len(self.types)
@@ -344,31 +386,101 @@ class BTF:
 
     __getitem__ = type_by_id
 
+    @property
+    def lazy(self) -> bool:
+        """True when types are decoded on first use (see :meth:`from_bytes`)."""
+        return self._starts is not None
+
+    def own_ids(self) -> range:
+        """The ids of this blob's own types (all but the base's for split BTF; void excluded)."""
+        return range(self.first_id, len(self.types))
+
     def add(self, t: Type) -> int:
         """Append ``t`` (its ``id`` is set) and return the new id."""
         t.id = len(self.types)
         self.types.append(t)
+        if self._starts is not None:
+            self._starts = None  # no longer a pure lazy parse: name lookups fall back to an index
+            self._name_offs = None
+            self._by_name = None
         if self._by_name is not None and t.name:
             self._by_name.setdefault(t.name, []).append(t)
+        if self._by_essential is not None and t.name:
+            self._by_essential.setdefault(essential_name(t.name), []).append(t)
         return t.id
 
-    def find(self, name: str, kind: Kind | None = None) -> list[Type]:
-        """Every type called ``name`` (of ``kind`` when given), in id order."""
+    def _ids_with_name_offsets(self, offsets: Iterable[int]) -> list[int]:
+        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), ascending."""
+        assert self._words is not None and self._starts is not None
+        if self._name_offs is None:
+            words = self._words
+            self._name_offs = array.array("I", [words[i] for i in self._starts])
+        names = self._name_offs
+        ids: list[int] = []
+        for off in set(offsets):
+            if not off:
+                continue
+            at = -1
+            while True:
+                try:
+                    at = names.index(off, at + 1)
+                except ValueError:
+                    break
+                ids.append(self.first_id + at)
+        ids.sort()
+        return ids
+
+    def _own_named(self, name: str) -> list[Type]:
+        if self._starts is not None:
+            offsets = self.strings.find(name)
+            if self.base is not None:
+                offsets += self.base.strings.find(name)
+            return [self.types[i] for i in self._ids_with_name_offsets(offsets)]
         if self._by_name is None:
             index: dict[str, list[Type]] = {}
-            for t in self.types:
+            for i in self.own_ids():
+                t = self.types[i]
                 if t.name:
                     index.setdefault(t.name, []).append(t)
             self._by_name = index
-        found = self._by_name.get(name, [])
+        return self._by_name.get(name, [])
+
+    def find(self, name: str, kind: Kind | None = None, *, own_only: bool = False) -> list[Type]:
+        """Every type called ``name`` (of ``kind`` when given), in id order; for split BTF the
+        base's first, unless ``own_only``."""
+        found = list(self._own_named(name))
+        if self.base is not None and not own_only:
+            found = self.base.find(name) + found
         return [t for t in found if kind is None or t.kind == kind]
+
+    def find_flavors(self, essential: str, *, own_only: bool = True) -> list[Type]:
+        """Every own type whose name without its ``___flavor`` suffix is ``essential`` (what
+        CO-RE takes as candidates for a local type), in id order."""
+        if self._starts is not None:
+            offsets = self.strings.find_flavors(essential)
+            if self.base is not None:
+                offsets += self.base.strings.find_flavors(essential)
+            found = [self.types[i] for i in self._ids_with_name_offsets(offsets)]
+        else:
+            if self._by_essential is None:
+                index: dict[str, list[Type]] = {}
+                for i in self.own_ids():
+                    t = self.types[i]
+                    if t.name:
+                        index.setdefault(essential_name(t.name), []).append(t)
+                self._by_essential = index
+            found = list(self._by_essential.get(essential, []))
+        if self.base is not None and not own_only:
+            found = self.base.find_flavors(essential, own_only=False) + found
+        return found
 
     def lookup(self, name: str, kind: Kind | None = None) -> Type:
         """The one type called ``name`` (of ``kind``); NotFoundError when there is none."""
         found = self.find(name, kind)
         if not found:
             what = f"{kind.name} " if kind is not None else ""
-            raise NotFoundError(f"BTF has no {what}type named {name!r}")
+            where = f" {self.name}" if self.name else ""
+            raise NotFoundError(f"BTF{where} has no {what}type named {name!r}")
         return found[0]
 
     def resolve(self, type_id: int) -> Type:
@@ -379,6 +491,10 @@ class BTF:
                 return t
             t = self.type_by_id(t.type)  # type: ignore[attr-defined]
         raise ParseError(f"BTF type {type_id}: qualifier chain longer than {_MAX_RESOLVE_DEPTH}")
+
+    def resolve_id(self, type_id: int) -> int:
+        """The id of :meth:`resolve`'s answer."""
+        return self.resolve(type_id).id
 
     def size_of(self, type_id: int) -> int:
         """sizeof() of a type, following typedefs, qualifiers and arrays."""
@@ -421,9 +537,133 @@ class BTF:
         """An independent copy (types are copied; the base, if any, is shared)."""
         import copy as _copy
 
-        clone = BTF(strings=StringTable(self.strings.to_bytes(), self.strings.base), base=self.base)
-        clone.types = list(self.types[: self.first_id]) + [_copy.deepcopy(t) for t in self.types[self.first_id:]]
+        clone = BTF(strings=StringTable(self.strings.to_bytes(), self.strings.base), base=self.base, name=self.name)
+        own = [_copy.deepcopy(self.types[i]) for i in self.own_ids()]
+        if self.base is not None:
+            clone.types = TypeTable(self.base.types, own)  # type: ignore[arg-type]
+        else:
+            clone.types = [Void(0, ""), *own]
         return clone
+
+    def __repr__(self) -> str:
+        label = f" {self.name}" if self.name else ""
+        split = f", split from {self.base.name or 'base'}" if self.base is not None else ""
+        return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
+
+
+def _scan(words: array.array, first_id: int) -> array.array:
+    """Where each type starts in the type section (in words): one pass over the type headers."""
+    starts = array.array("I")
+    add = starts.append
+    step, per = _STEP, _PER
+    i, n = 0, len(words)
+    try:
+        while i < n:
+            info = words[i + 1]
+            top = info >> 24
+            size = step[top]
+            if size < 0:
+                raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {top & 0x1F}")
+            add(i)
+            i += size + per[top] * (info & 0xFFFF)
+    except IndexError:
+        raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
+    if i != n:
+        raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)")
+    return starts
+
+
+_K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
+_K_VOLATILE, _K_CONST, _K_RESTRICT, _K_FUNC, _K_FUNC_PROTO, _K_VAR, _K_DATASEC = 9, 10, 11, 12, 13, 14, 15
+_K_FLOAT, _K_DECL_TAG, _K_TYPE_TAG, _K_ENUM64 = 16, 17, 18, 19
+_LINKAGE = {int(v): v for v in Linkage}
+_VAR_LINKAGE = {int(v): v for v in VarLinkage}
+_ENCODING = [IntEncoding(i) for i in range(16)]
+
+
+def _decode(words: array.array, i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
+    """The type whose struct btf_type starts at word ``i``; ``count`` (lazy decoding) checks
+    its references against the number of types. Branches in order of frequency in vmlinux
+    (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10 types)."""
+    name_off, info, size_type = words[i], words[i + 1], words[i + 2]
+    vlen = info & 0xFFFF
+    kind = (info >> 24) & 0x1F
+    kflag = info >= 0x80000000
+    name = name_of(name_off) if name_off else ""
+    x = i + 3
+    t: Type
+    if kind == _K_FUNC:
+        linkage = _LINKAGE.get(vlen)
+        if linkage is None:
+            raise ParseError(f"BTF FUNC {name!r} (type {tid}) has unknown linkage {vlen}")
+        t = Func(tid, name, size_type, linkage)
+    elif kind == _K_FUNC_PROTO:
+        w = words[x : x + 2 * vlen]
+        t = FuncProto(tid, name, size_type, [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])])
+    elif kind == _K_PTR:
+        t = Pointer(tid, name, size_type)
+    elif kind == _K_STRUCT or kind == _K_UNION:
+        w = words[x : x + 3 * vlen]
+        if kflag:
+            members = [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
+                       for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+        else:
+            members = [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+        t = (Struct if kind == _K_STRUCT else Union)(tid, name, size_type, members, kflag)
+    elif kind == _K_CONST:
+        t = Const(tid, name, size_type)
+    elif kind == _K_ARRAY:
+        t = Array(tid, name, words[x], words[x + 1], words[x + 2])
+    elif kind == _K_TYPEDEF:
+        t = Typedef(tid, name, size_type)
+    elif kind == _K_ENUM:
+        w = words[x : x + 2 * vlen]
+        values = []
+        for vn, vv in zip(w[0::2], w[1::2]):
+            if kflag and vv >= 1 << 31:
+                vv -= 1 << 32
+            values.append(EnumValue(name_of(vn) if vn else "", vv))
+        t = Enum(tid, name, size_type, values, kflag)
+    elif kind == _K_INT:
+        raw = words[x]
+        t = Int(tid, name, size_type, _ENCODING[(raw >> 24) & 0xF], (raw >> 16) & 0xFF, raw & 0xFF)
+    elif kind == _K_VAR:
+        var_linkage = _VAR_LINKAGE.get(words[x])
+        if var_linkage is None:
+            raise ParseError(f"BTF VAR {name!r} (type {tid}) has unknown linkage {words[x]}")
+        t = Var(tid, name, size_type, var_linkage)
+    elif kind == _K_DECL_TAG:
+        component = words[x]
+        t = DeclTag(tid, name, size_type, component - (1 << 32) if component >= 1 << 31 else component, kflag)
+    elif kind == _K_FWD:
+        t = Fwd(tid, name, kflag)
+    elif kind == _K_VOLATILE:
+        t = Volatile(tid, name, size_type)
+    elif kind == _K_RESTRICT:
+        t = Restrict(tid, name, size_type)
+    elif kind == _K_ENUM64:
+        w = words[x : x + 3 * vlen]
+        values = []
+        for vn, lo, hi in zip(w[0::3], w[1::3], w[2::3]):
+            vv = (hi << 32) | lo
+            if kflag and vv >= 1 << 63:
+                vv -= 1 << 64
+            values.append(EnumValue(name_of(vn) if vn else "", vv))
+        t = Enum64(tid, name, size_type, values, kflag)
+    elif kind == _K_TYPE_TAG:
+        t = TypeTag(tid, name, size_type, kflag)
+    elif kind == _K_DATASEC:
+        w = words[x : x + 3 * vlen]
+        t = Datasec(tid, name, size_type, [VarSecinfo(vt, vo, vs) for vt, vo, vs in zip(w[0::3], w[1::3], w[2::3])])
+    elif kind == _K_FLOAT:
+        t = Float(tid, name, size_type)
+    else:  # pragma: no cover - _scan refuses unknown kinds
+        raise ParseError(f"BTF type {tid} has unknown kind {kind}")
+    if count is not None:
+        for ref in _references(t):
+            if not 0 <= ref < count:
+                raise ParseError(f"BTF type {tid} ({t.kind.name} {t.name!r}) refers to type {ref}, which does not exist")
+    return t
 
 
 # Bytes that follow struct btf_type, per kind: (fixed, per vlen entry).

@@ -12,7 +12,6 @@ TYPE_TAG 5.17, ENUM64 6.0.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from typing import ClassVar
 
@@ -74,69 +73,131 @@ class VarLinkage(enum.IntEnum):
     EXTERN = 2  # BTF_VAR_GLOBAL_EXTERN
 
 
-@dataclasses.dataclass(slots=True, eq=False)
-class Type:
-    """Base of every kind; ``id`` is the type's id in its BTF, ``name`` '' when anonymous."""
+# Plain classes with __slots__ rather than dataclasses: vmlinux has ~130k types with ~500k
+# members, and a dataclass costs import time in every process (the loader's CLI path) too.
+class _Record:
+    """Small value records (members, enum values, params, datasec entries): field equality."""
 
-    id: int
-    name: str
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class Type:
+    """Base of every kind; ``id`` is the type's id in its BTF, ``name`` '' when anonymous.
+    Types compare by identity."""
+
+    __slots__ = ("id", "name")
     kind: ClassVar[Kind] = Kind.VOID
+
+    def __init__(self, id: int, name: str) -> None:
+        self.id = id
+        self.name = name
 
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
         return f"<{self.kind.name}{label} #{self.id}>"
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Void(Type):
-    kind: ClassVar[Kind] = Kind.VOID
+    __slots__ = ()
+    kind = Kind.VOID
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Int(Type):
-    size: int = 0
-    encoding: IntEncoding = IntEncoding.NONE
-    bit_offset: int = 0
-    bits: int = 0
-    kind: ClassVar[Kind] = Kind.INT
+    __slots__ = ("size", "encoding", "bit_offset", "bits")
+    kind = Kind.INT
+
+    def __init__(self, id: int, name: str, size: int = 0, encoding: IntEncoding = IntEncoding.NONE,
+                 bit_offset: int = 0, bits: int = 0) -> None:
+        self.id, self.name, self.size, self.encoding, self.bit_offset, self.bits = id, name, size, encoding, bit_offset, bits
 
     @property
     def signed(self) -> bool:
         return bool(self.encoding & IntEncoding.SIGNED)
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class Pointer(Type):
-    type: int = 0
-    kind: ClassVar[Kind] = Kind.PTR
+class _Ref(Type):
+    """A kind that is a name or qualifier for one other type."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, id: int, name: str, type: int = 0) -> None:
+        self.id, self.name, self.type = id, name, type
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
+class Pointer(_Ref):
+    __slots__ = ()
+    kind = Kind.PTR
+
+
+class Typedef(_Ref):
+    __slots__ = ()
+    kind = Kind.TYPEDEF
+
+
+class Volatile(_Ref):
+    __slots__ = ()
+    kind = Kind.VOLATILE
+
+
+class Const(_Ref):
+    __slots__ = ()
+    kind = Kind.CONST
+
+
+class Restrict(_Ref):
+    __slots__ = ()
+    kind = Kind.RESTRICT
+
+
+class TypeTag(_Ref):
+    __slots__ = ("kind_flag",)
+    kind = Kind.TYPE_TAG
+
+    def __init__(self, id: int, name: str, type: int = 0, kind_flag: bool = False) -> None:
+        # kind_flag (6.14+): the tag is a C attribute (__attribute__((...))), not a name
+        self.id, self.name, self.type, self.kind_flag = id, name, type, kind_flag
+
+
 class Array(Type):
-    type: int = 0
-    index_type: int = 0
-    nelems: int = 0
-    kind: ClassVar[Kind] = Kind.ARRAY
+    __slots__ = ("type", "index_type", "nelems")
+    kind = Kind.ARRAY
+
+    def __init__(self, id: int, name: str, type: int = 0, index_type: int = 0, nelems: int = 0) -> None:
+        self.id, self.name, self.type, self.index_type, self.nelems = id, name, type, index_type, nelems
 
 
-@dataclasses.dataclass(slots=True)
-class Member:
-    name: str
-    type: int
-    bit_offset: int  # offset from the start of the struct, in bits
-    bitfield_size: int = 0  # 0 unless a bitfield (only with the kind_flag set)
+class Member(_Record):
+    """A struct/union member: ``bit_offset`` from the start of the struct; ``bitfield_size``
+    is 0 unless the member is a bitfield (only with the struct's kind_flag set)."""
+
+    __slots__ = ("name", "type", "bit_offset", "bitfield_size")
+
+    def __init__(self, name: str, type: int, bit_offset: int, bitfield_size: int = 0) -> None:
+        self.name, self.type, self.bit_offset, self.bitfield_size = name, type, bit_offset, bitfield_size
 
     @property
     def byte_offset(self) -> int:
         return self.bit_offset // 8
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Struct(Type):
-    size: int = 0
-    members: list[Member] = dataclasses.field(default_factory=list)
-    kind_flag: bool = False  # members carry bitfield sizes
-    kind: ClassVar[Kind] = Kind.STRUCT
+    __slots__ = ("size", "members", "kind_flag")
+    kind = Kind.STRUCT
+
+    def __init__(self, id: int, name: str, size: int = 0, members: list[Member] | None = None,
+                 kind_flag: bool = False) -> None:
+        # kind_flag: members carry bitfield sizes
+        self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
+        self.members = members if members is not None else []
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -145,121 +206,114 @@ class Struct(Type):
         return None
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Union(Struct):
-    kind: ClassVar[Kind] = Kind.UNION
+    __slots__ = ()
+    kind = Kind.UNION
 
 
-@dataclasses.dataclass(slots=True)
-class EnumValue:
-    name: str
-    value: int
+class EnumValue(_Record):
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: int) -> None:
+        self.name, self.value = name, value
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Enum(Type):
-    size: int = 4
-    values: list[EnumValue] = dataclasses.field(default_factory=list)
-    signed: bool = False  # the kind_flag
-    kind: ClassVar[Kind] = Kind.ENUM
+    __slots__ = ("size", "values", "signed")
+    kind = Kind.ENUM
+
+    def __init__(self, id: int, name: str, size: int = 4, values: list[EnumValue] | None = None,
+                 signed: bool = False) -> None:
+        # signed is the kind_flag (values are signed)
+        self.id, self.name, self.size, self.signed = id, name, size, signed
+        self.values = values if values is not None else []
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Enum64(Enum):
-    size: int = 8
-    kind: ClassVar[Kind] = Kind.ENUM64
+    __slots__ = ()
+    kind = Kind.ENUM64
+
+    def __init__(self, id: int, name: str, size: int = 8, values: list[EnumValue] | None = None,
+                 signed: bool = False) -> None:
+        super().__init__(id, name, size, values, signed)
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Fwd(Type):
-    union: bool = False  # the kind_flag: forward declaration of a union, not a struct
-    kind: ClassVar[Kind] = Kind.FWD
+    __slots__ = ("union",)
+    kind = Kind.FWD
+
+    def __init__(self, id: int, name: str, union: bool = False) -> None:
+        # union is the kind_flag: a forward declaration of a union, not a struct
+        self.id, self.name, self.union = id, name, union
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class Typedef(Type):
-    type: int = 0
-    kind: ClassVar[Kind] = Kind.TYPEDEF
+class Param(_Record):
+    __slots__ = ("name", "type")
+
+    def __init__(self, name: str, type: int) -> None:
+        self.name, self.type = name, type
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class Volatile(Type):
-    type: int = 0
-    kind: ClassVar[Kind] = Kind.VOLATILE
-
-
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class Const(Type):
-    type: int = 0
-    kind: ClassVar[Kind] = Kind.CONST
-
-
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class Restrict(Type):
-    type: int = 0
-    kind: ClassVar[Kind] = Kind.RESTRICT
-
-
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
-class TypeTag(Type):
-    type: int = 0
-    kind_flag: bool = False  # 6.14+: the tag is a C attribute (__attribute__((...))), not a name
-    kind: ClassVar[Kind] = Kind.TYPE_TAG
-
-
-@dataclasses.dataclass(slots=True)
-class Param:
-    name: str
-    type: int
-
-
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Func(Type):
-    type: int = 0  # a FuncProto
-    linkage: Linkage = Linkage.STATIC
-    kind: ClassVar[Kind] = Kind.FUNC
+    __slots__ = ("type", "linkage")
+    kind = Kind.FUNC
+
+    def __init__(self, id: int, name: str, type: int = 0, linkage: Linkage = Linkage.STATIC) -> None:
+        # type is a FuncProto
+        self.id, self.name, self.type, self.linkage = id, name, type, linkage
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class FuncProto(Type):
-    return_type: int = 0
-    params: list[Param] = dataclasses.field(default_factory=list)
-    kind: ClassVar[Kind] = Kind.FUNC_PROTO
+    __slots__ = ("return_type", "params")
+    kind = Kind.FUNC_PROTO
+
+    def __init__(self, id: int, name: str, return_type: int = 0, params: list[Param] | None = None) -> None:
+        self.id, self.name, self.return_type = id, name, return_type
+        self.params = params if params is not None else []
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Var(Type):
-    type: int = 0
-    linkage: VarLinkage = VarLinkage.STATIC
-    kind: ClassVar[Kind] = Kind.VAR
+    __slots__ = ("type", "linkage")
+    kind = Kind.VAR
+
+    def __init__(self, id: int, name: str, type: int = 0, linkage: VarLinkage = VarLinkage.STATIC) -> None:
+        self.id, self.name, self.type, self.linkage = id, name, type, linkage
 
 
-@dataclasses.dataclass(slots=True)
-class VarSecinfo:
-    type: int  # a Var (or a Func for .ksyms)
-    offset: int
-    size: int
+class VarSecinfo(_Record):
+    """A DATASEC entry: ``type`` is a Var (or a Func for .ksyms)."""
+
+    __slots__ = ("type", "offset", "size")
+
+    def __init__(self, type: int, offset: int, size: int) -> None:
+        self.type, self.offset, self.size = type, offset, size
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Datasec(Type):
-    size: int = 0
-    vars: list[VarSecinfo] = dataclasses.field(default_factory=list)
-    kind: ClassVar[Kind] = Kind.DATASEC
+    __slots__ = ("size", "vars")
+    kind = Kind.DATASEC
+
+    def __init__(self, id: int, name: str, size: int = 0, vars: list[VarSecinfo] | None = None) -> None:
+        self.id, self.name, self.size = id, name, size
+        self.vars = vars if vars is not None else []
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class Float(Type):
-    size: int = 0
-    kind: ClassVar[Kind] = Kind.FLOAT
+    __slots__ = ("size",)
+    kind = Kind.FLOAT
+
+    def __init__(self, id: int, name: str, size: int = 0) -> None:
+        self.id, self.name, self.size = id, name, size
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class DeclTag(Type):
-    type: int = 0
-    component_idx: int = -1  # -1: the tag applies to the type itself, else a member/param index
-    kind_flag: bool = False  # 6.14+: the tag is a C attribute
-    kind: ClassVar[Kind] = Kind.DECL_TAG
+    __slots__ = ("type", "component_idx", "kind_flag")
+    kind = Kind.DECL_TAG
+
+    def __init__(self, id: int, name: str, type: int = 0, component_idx: int = -1, kind_flag: bool = False) -> None:
+        # component_idx -1: the tag applies to the type itself, else a member/param index;
+        # kind_flag (6.14+): the tag is a C attribute
+        self.id, self.name, self.type, self.component_idx, self.kind_flag = id, name, type, component_idx, kind_flag
 
 
 KIND_CLASSES: dict[Kind, type[Type]] = {

@@ -541,8 +541,8 @@ class PerfBuffer:
                 for item in ring.samples(self._on_lost):
                     got = True
                     yield item
-            if not got and not self._poller.wait(timeout):
-                return
+            if not got and not self._poller.wait(timeout) and not self.available():
+                return  # quiet for ``timeout`` (a missed wakeup would still show as data)
 
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
         """Zero-copy batches: ``callback(batch)`` once per run of same-sized samples (usually
@@ -603,7 +603,7 @@ class PerfBuffer:
                     got = True
                     yield item
             if not got:
-                if not await wait_readable(self._poller.fileno(), timeout):
+                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
                     return
                 self._poller.wait(0)
 

@@ -398,8 +398,8 @@ class RingBuffer:
                 for rec in ring.iterate():
                     got = True
                     yield rec
-            if not got and not self._poller.wait(timeout):
-                return
+            if not got and not self._poller.wait(timeout) and not self.available():
+                return  # quiet for ``timeout`` (a missed wakeup would still show as data)
 
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
         """Zero-copy batches: call ``callback(batch)`` once per run of same-sized records
@@ -462,7 +462,7 @@ class RingBuffer:
                     got = True
                     yield rec
             if not got:
-                if not await wait_readable(self._poller.fileno(), timeout):
+                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
                     return
                 self._poller.wait(0)
 
