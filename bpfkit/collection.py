@@ -131,6 +131,8 @@ class CollectionSpec:
     kernel_version: int = 0  # from the "version" section; 0 when absent
     btf: BTF | None = dataclasses.field(default=None, repr=False)
     name: str = ""  # the object's name ("minimal" for minimal.bpf.o)
+    # __kconfig/__ksym externs by name (bpfkit.elf.externs.ExternSpec), resolved at load.
+    externs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def copy(self) -> "CollectionSpec":
         maps = {name: m.copy() for name, m in self.maps.items()}
@@ -139,7 +141,7 @@ class CollectionSpec:
         }
         return CollectionSpec(
             {n: p.copy() for n, p in self.programs.items()}, maps, variables, self.license,
-            self.kernel_version, self.btf, self.name,
+            self.kernel_version, self.btf, self.name, dict(self.externs),
         )
 
 

@@ -50,11 +50,17 @@ class ProgramSpec:
     core_relos: list[Any] = dataclasses.field(default_factory=list)  # (insn index, btf.CORERelo)
     functions: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (name, first insn)
     needs_kernel_version: bool = False  # the object's "version" section asked for the running kernel's
+    # __ksym externs (kfunc calls, ld_imm64 of kernel symbols): (insn index, extern name),
+    # resolved when a Collection loads the program (bpfkit.elf.externs).
+    extern_refs: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    # BPF_PROG_LOAD's fd_array: module BTF fds that kfunc calls index with their offset
+    # (slot 0 unused); set by the Collection while it loads.
+    fd_array: list[int] = dataclasses.field(default_factory=list, repr=False)
 
     def copy(self) -> "ProgramSpec":
         return dataclasses.replace(
             self, references=list(self.references), core_relos=list(self.core_relos),
-            functions=list(self.functions),
+            functions=list(self.functions), extern_refs=list(self.extern_refs), fd_array=list(self.fd_array),
         )
 
     @property
@@ -109,6 +115,8 @@ class Program:
             attach_prog_fd=spec.attach_prog_fd,
             ifindex=spec.ifindex,
         )
+        if spec.fd_array:
+            kwargs["fd_array"] = ffi.new("int[]", spec.fd_array)
         if btf_fd and (spec.func_info or spec.line_info):
             kwargs.update(
                 prog_btf_fd=btf_fd,

@@ -17,7 +17,7 @@ import pytest
 
 import bpfkit
 from bpfkit.elf.reader import ElfFile
-from bpfkit.errors import NotSupportedError, ParseError
+from bpfkit.errors import ParseError
 
 CLANG = shutil.which("clang-19") or shutil.which("clang")
 MULTIARCH = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
@@ -88,9 +88,18 @@ def test_static_program_is_refused(compile_c):
         bpfkit.load_spec(compile_c(src))
 
 
-def test_externs_are_not_supported(compile_c):
+def test_kconfig_externs_become_a_data_map(compile_c):
+    # Parsed since CO-RE/extern support (bpfkit.elf.externs); tests/test_core_externs.py has the rest.
     src = 'extern int LINUX_KERNEL_VERSION __kconfig;\nSEC("xdp") int p(void *c) { return LINUX_KERNEL_VERSION; }'
-    with pytest.raises(NotSupportedError, match="extern 'LINUX_KERNEL_VERSION' used by program 'p'"):
+    spec = bpfkit.load_spec(compile_c(src))
+    assert spec.externs["LINUX_KERNEL_VERSION"].kind.value == "kconfig"
+    assert spec.maps[".kconfig"].value_size == 4
+    assert [r.map for r in spec.programs["p"].references] == [".kconfig"]
+
+
+def test_extern_functions_without_ksym_are_refused(compile_c):
+    src = 'extern int helper_elsewhere(void);\nSEC("xdp") int p(void *c) { return helper_elsewhere(); }'
+    with pytest.raises(ParseError, match="'helper_elsewhere' is neither __kconfig nor __ksym"):
         bpfkit.load_spec(compile_c(src))
 
 

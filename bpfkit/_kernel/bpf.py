@@ -666,3 +666,70 @@ def vmlinux_btf() -> bytes:
         except OSError as exc:
             raise kernel_error(f"read {VMLINUX_BTF}", exc.errno or 0) from None
     return _vmlinux_btf_cache[0]
+
+
+KERNEL_BTF_DIR = "/sys/kernel/btf"
+
+
+def module_btf_names() -> list[str]:
+    """Kernel modules that expose BTF (/sys/kernel/btf/<module>, CONFIG_DEBUG_INFO_BTF_MODULES,
+    5.11+), sorted; empty when there are none or no kernel BTF at all."""
+    try:
+        return sorted(name for name in os.listdir(KERNEL_BTF_DIR) if name != "vmlinux")
+    except OSError:
+        return []
+
+
+def module_btf(name: str) -> bytes:
+    """The split BTF blob of kernel module ``name`` (its ids continue vmlinux's)."""
+    path = os.path.join(KERNEL_BTF_DIR, name)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        from ..errors import NotFoundError
+
+        raise NotFoundError(f"kernel module {name!r} has no BTF ({path} is missing: not loaded?)") from None
+    except OSError as exc:
+        raise kernel_error(f"read {path}", exc.errno or 0) from None
+
+
+def btf_info(fd: FD | int) -> tuple[int, str, bool]:
+    """(id, name, is kernel BTF) of a BTF object: ``vmlinux``, a module's name, or '' for a
+    program's BTF. The name fields came in 5.11; older kernels give ('', False)."""
+    info = ffi.new("struct bpf_btf_info *")
+    name = ffi.new("char[]", 64)
+    info.name = addr(name)
+    info.name_len = 64
+    try:
+        obj_info_into(fd, info, ffi.sizeof("struct bpf_btf_info"))
+    except Exception as exc:
+        if getattr(exc, "errno", None) != errno.E2BIG:
+            raise
+        info = ffi.new("struct bpf_btf_info *")
+        obj_info_into(fd, info, 16)  # btf, btf_size, id: what 5.10 knows
+        return int(info.id), "", False
+    return int(info.id), ffi.string(name).decode(errors="replace"), bool(info.kernel_btf)
+
+
+def kernel_btf_fd(module: str) -> FD:
+    """A new fd for the kernel BTF object of ``module`` (what kfunc calls and typed __ksym
+    variables in modules name through fd_array / the ld_imm64's second half)."""
+    for btf_id in iter_ids("btf"):
+        try:
+            fd = fd_by_id("btf", btf_id)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOENT:
+                continue  # went away meanwhile
+            raise
+        try:
+            _, name, is_kernel = btf_info(fd)
+        except BaseException:
+            fd.close()
+            raise
+        if is_kernel and name == module:
+            return fd
+        fd.close()
+    from ..errors import NotFoundError
+
+    raise NotFoundError(f"no kernel BTF object named {module!r} (BPF_BTF_GET_NEXT_ID found none)")

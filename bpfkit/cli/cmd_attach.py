@@ -3,6 +3,8 @@
     bpfkit attach prog.bpf.o                                   # every program whose section names a target
     bpfkit attach prog.bpf.o tracepoint:syscalls:sys_enter_openat --program handle_openat
     bpfkit attach prog.bpf.o uprobe:/bin/bash:readline --mode ioctl
+    bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
+    bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
 
 SIGTERM is turned into the same clean exit as Ctrl-C: links are closed and tracefs probes
 removed before the process ends.
@@ -27,13 +29,22 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="compiled BPF object (.bpf.o)")
-    parser.add_argument("spec", metavar="SPEC", nargs="?",
-                        help="where to attach (tracepoint:syscalls:sys_enter_openat, kprobe:FN, uprobe:/path:FN); "
+    parser.add_argument("spec", metavar="SPEC", nargs="*",
+                        help="where to attach, in bpftrace's grammar (tracepoint:syscalls:sys_enter_openat, kprobe:FN, "
+                             "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress); several allowed; "
                              "default: from the programs' section names")
     parser.add_argument("--program", "-p", metavar="NAME", help="the program to attach (needed with SPEC when the object has several)")
     parser.add_argument("--mode", choices=("auto", "link", "ioctl"), default="auto",
                         help="perf event attach: bpf_link (5.15+), PERF_EVENT_IOC_SET_BPF, or auto (default)")
     parser.add_argument("--pid", type=int, default=None, help="uprobes fire only in this process")
+    parser.add_argument("--cookie", type=lambda v: int(v, 0), default=0, help="bpf_get_attach_cookie() value (5.15+)")
+    parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
+    parser.add_argument("--events", metavar="MAP", action="append", default=[],
+                        help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
+    parser.add_argument("--event-type", metavar="STRUCT", default="event",
+                        help="BTF struct that decodes --events records (default: event; else hex)")
+    parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
+    parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
 
 
 def _describe(lk: Any) -> str:
@@ -82,10 +93,166 @@ class _Stop:
             signal.signal(sig, prev)
 
 
+class _Progress:
+    """``attaching 12/40`` on stderr, only when it is a terminal and there are several."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.on = total > 1 and sys.stderr.isatty()
+
+    def step(self, done: int, what: str = "") -> None:
+        if self.on:
+            sys.stderr.write(f"\rattaching {done}/{self.total} {what[:50]}\033[K")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.on:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _hinted(exc: Any, spec: Any) -> Any:
+    """A NotFoundError for a missing symbol, reworded with a did-you-mean (the original
+    message stays in the --verbose cause chain)."""
+    from ..errors import NotFoundError, NotSupportedError
+    from . import hints
+
+    if isinstance(exc, NotSupportedError) and exc.feature == "kprobes":
+        new: Any = NotSupportedError("kprobes", "")
+        new.message = ("kprobes are not available: this kernel was built without CONFIG_KPROBES "
+                       f"(no kprobe PMU, no kprobe_events); cannot attach {spec.text}")
+        new.args = (new.message,)
+        new.__cause__ = exc
+        return new
+    if not isinstance(exc, NotFoundError) or spec.is_wildcard:
+        return exc
+    if spec.kind in ("kprobe", "kretprobe") and "not found" in str(exc):
+        new = NotFoundError(f"attach {spec.text}: {hints.kernel_symbol_hint(spec.function)}")
+    elif spec.kind in ("uprobe", "uretprobe") and spec.function and "not found in" in str(exc):
+        from .. import link
+
+        try:
+            exe = link.Executable(spec.binary)
+            new = NotFoundError(f"attach {spec.text}: {hints.binary_symbol_hint(spec.function, exe.path, exe.symbols())}")
+        except Exception:
+            return exc
+    else:
+        return exc
+    new.__cause__ = exc
+    return new
+
+
+def _expand(spec: Any) -> list[Any]:
+    """A wildcard uprobe spec as one spec per matching function of the binary (one link each);
+    other specs as themselves."""
+    import dataclasses
+    import fnmatch
+
+    from .. import link
+    from ..errors import NotFoundError
+
+    if not spec.is_wildcard or spec.kind not in ("uprobe", "uretprobe"):
+        return [spec]
+    names = sorted(n for n in link.Executable(spec.binary).symbols() if fnmatch.fnmatchcase(n, spec.function))
+    if not names:
+        raise NotFoundError(f"attach {spec.text}: no function of {spec.binary} matches {spec.function!r}")
+    return [dataclasses.replace(spec, function=n, text=f"{spec.kind}:{spec.binary}:{n}") for n in names]
+
+
+def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> None:
+    from .. import link
+    from ..errors import BPFKitError
+    from ..probespec import parse_probe
+
+    name, prog = _pick_program(coll, args.program)
+    specs = [s for text in args.spec for s in _expand(parse_probe(text))]
+    progress = _Progress(len(specs))
+    try:
+        for i, spec in enumerate(specs, 1):
+            progress.step(i, spec.text)
+            key = name if len(specs) == 1 else f"{name}@{spec.text}"
+            try:
+                if spec.kind in ("xdp", "tc"):
+                    attached[key] = link.attach_network(prog, spec.text)
+                else:
+                    attached[key] = link.attach_probe(spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
+            except BPFKitError as exc:
+                raise _hinted(exc, spec)
+    finally:
+        progress.done()
+
+
+def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> dict[str, str]:
+    from .. import link
+    from ..errors import BPFKitError, UsageError
+
+    skipped: dict[str, str] = {}
+    programs = dict(coll.programs)
+    if args.program and args.program not in programs:
+        raise UsageError(f"no program {args.program!r} in the object (it has: {', '.join(programs) or 'none'})")
+    todo = []
+    for name, prog in programs.items():
+        if args.program and name != args.program:
+            continue
+        section = getattr(prog, "section", "") or ""
+        target = link.parse_section(section)
+        if target is None:
+            skipped[name] = f"section {section!r} is not a kind attach handles"
+        elif not target.target:
+            skipped[name] = f"section {section!r} names no target"
+        else:
+            todo.append((name, prog))
+    progress = _Progress(len(todo))
+    try:
+        for i, (name, prog) in enumerate(todo, 1):
+            progress.step(i, name)
+            try:
+                attached[name] = link.attach_section(prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
+            except BPFKitError as exc:
+                raise exc.wrap(f"auto-attach program {name!r}")
+    finally:
+        progress.done()
+    return skipped
+
+
+def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> None:
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    for name, lk in attached.items():
+        path = os.path.join(directory, name.replace("/", "_").replace(":", "_").replace("@", "_"))
+        lk.pin(path)
+        say(f"pinned link {name} at {path}")
+    for name, m in coll.maps.items():
+        path = os.path.join(directory, name.lstrip("."))
+        if getattr(m, "pinned_path", None):
+            continue
+        m.pin(path)
+        say(f"pinned map {name} at {path}")
+
+
+def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
+    from ..errors import UsageError
+    from .cmd_events import EventStream
+    from .output import record_format
+
+    fmt = record_format(spec.btf, args.event_type)
+    maps = []
+    for name in args.events:
+        if name not in coll.maps:
+            raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
+        maps.append((coll.maps[name], fmt))
+    return EventStream(maps, json_lines=args.json)
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
-    from .. import link
     from ..errors import UsageError
+
+    status = sys.stderr if args.json else sys.stdout
+
+    def say(msg: str) -> None:
+        print(msg, file=status, flush=True)
 
     # SIGTERM before the links exist must also unwind through the finally blocks below.
     def early_term(signum: int, frame: Any) -> None:
@@ -96,29 +263,46 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = bpfkit.load_spec(args.object)
         with bpfkit.Collection(spec) as coll:
-            if args.spec:
-                name, prog = _pick_program(coll, args.program)
-                attached: dict[str, Any] = {name: link.attach_probe(args.spec, prog, mode=args.mode, pid=args.pid)}
-                skipped: dict[str, str] = {}
-            else:
-                links = link.attach_all(coll, mode=args.mode, pid=args.pid,
-                                        programs=[args.program] if args.program else None)
-                attached, skipped = dict(links), links.skipped
+            attached: dict[str, Any] = {}
+            stream = pipe = None
             try:
+                if args.spec:
+                    skipped: dict[str, str] = {}
+                    _attach_specs(args, coll, attached)
+                else:
+                    skipped = _attach_sections(args, coll, attached)
                 for name, reason in skipped.items():
                     print(f"bpfkit: note: skipped program {name}: {reason}", file=sys.stderr)
                 if not attached:
                     raise UsageError(f"nothing to attach in {args.object}: give a SPEC and --program")
                 for name, lk in attached.items():
-                    print(f"attached {name}: {_describe(lk)}")
+                    say(f"attached {name}: {_describe(lk)}")
+                if args.pin:
+                    _pin_all(args.pin, coll, attached, say)
+                    say(f"{len(attached)} link(s) pinned under {args.pin}; remove the pins to detach")
+                    return 0
+                if args.events:
+                    stream = _event_stream(args, spec, coll)
+                if args.trace_pipe:
+                    from .cmd_events import TracePipe
+
+                    pipe = TracePipe()
                 with _Stop() as stop:  # installed before the line that says we are ready
-                    print(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach", flush=True)
-                    stop.wait()
+                    say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
+                    if stream is not None:
+                        stream.run(stop.event)
+                    else:
+                        stop.wait()
             finally:
                 # A second Ctrl-C must not cut detaching short and leave tracefs probes behind.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 errors = []
+                for closer in ([pipe.close] if pipe else []) + ([stream.close] if stream else []):
+                    try:
+                        closer()
+                    except Exception as exc:
+                        errors.append(exc)
                 for name in reversed(list(attached)):
                     try:
                         attached[name].close()
@@ -126,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
                         errors.append(exc)
                 if errors:
                     raise errors[0]
-        print("detached", flush=True)
+        say("detached")
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -68,7 +68,9 @@ def report(exc: BaseException, verbose: bool) -> None:
     text = str(exc)
     if isinstance(exc, VerifierError) and verbose:
         text = f"{text}\n--- verifier log ---\n{exc.log.rstrip()}"
-    print(f"bpfkit: error: {text}", file=sys.stderr)
+    # Continuation lines (a probe spec's caret line, a log tail) line up under the message.
+    prefix = "bpfkit: error: "
+    print(prefix + text.replace("\n", "\n" + " " * len(prefix)), file=sys.stderr)
     if verbose:
         cause = exc.__cause__ or exc.__context__
         while cause is not None:

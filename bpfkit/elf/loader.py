@@ -30,6 +30,7 @@ from ..errors import NotSupportedError, ParseError
 from ..maps import MapSpec
 from ..program import ProgramSpec, Reference, RefKind
 from ..sections import match_section
+from .externs import ExternKind, ExternSpec, collect_externs, kconfig_size
 from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
 from .reader import (
     SHF_EXECINSTR, SHN_ABS, SHN_COMMON, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, STB_GLOBAL, STB_LOCAL,
@@ -126,6 +127,7 @@ class _ObjectParser:
         self.data_maps: dict[int, str] = {}  # section index -> data map name
         self._maps(spec)
         self._data(spec)
+        self._externs(spec)
         self._programs(spec)
         self._map_values(spec)
         return spec
@@ -302,6 +304,26 @@ class _ObjectParser:
                 raise ParseError(f"variable {name!r} is defined in both {other.section!r} and {sec.name!r}")
             spec.variables[name] = VariableSpec(name, sec.name, offset, size, type_id, self.btf, m, static)
 
+    # --------------------------------------------------------------------- externs
+    def _externs(self, spec) -> None:
+        """__kconfig/__ksym externs (bpfkit.elf.externs); .kconfig values get their own
+        read-only data map, filled when a Collection loads."""
+        undefined = [(s.name, s.bind == STB_WEAK) for s in self.elf.symbols
+                     if s.shndx == SHN_UNDEF and s.name and s.bind in (STB_GLOBAL, STB_WEAK)]
+        self.externs: dict[str, ExternSpec] = collect_externs(self.btf, undefined)
+        spec.externs = self.externs
+        size = kconfig_size(self.externs)
+        if not size:
+            return
+        assert self.btf is not None
+        datasec = next((t for t in self.btf.find(".kconfig") if isinstance(t, Datasec)), None)
+        self._add_map(spec, MapSpec(
+            ".kconfig", MapType.ARRAY, key_size=4, value_size=size, max_entries=1,
+            flags=int(MapFlag.RDONLY_PROG | MapFlag.MMAPABLE), data=bytes(size), freeze=True,
+            btf_value_type_id=datasec.id if datasec is not None else 0,
+            kernel_name=internal_map_name(self.name, ".kconfig"),
+        ))
+
     # -------------------------------------------------------------------- programs
     def _programs(self, spec) -> None:
         self.program_at: dict[tuple[int, int], str] = {}  # (section, byte offset) -> program
@@ -330,6 +352,7 @@ class _ObjectParser:
         total = entry.end - entry.start
         fixups: list[tuple[int, tuple[int, int], int]] = []  # (site, callee key, src_reg to set)
         references: list[Reference] = []
+        extern_refs: list[tuple[int, str]] = []
 
         def place(callee: _Function) -> None:
             nonlocal total
@@ -351,7 +374,13 @@ class _ObjectParser:
                 sym = rel.symbol
                 if code == _CODE_CALL:
                     src = regs >> 4
-                    if src == _PSEUDO_CALL:
+                    if sym.shndx == SHN_UNDEF:
+                        ext = self.externs.get(sym.name)
+                        if ext is None or not ext.is_func:
+                            raise ParseError(f"{where}: call to {sym.name!r} (instruction {idx}), which is "
+                                             "undefined and not a __ksym kernel function")
+                        extern_refs.append((site, ext.name))
+                    elif src == _PSEUDO_CALL:
                         target_sec = self.elf.section(sym.shndx, f"{where}: call target section")
                         if not target_sec.executable:
                             raise ParseError(f"{where}: call to {sym.name!r}, which is not in an executable section")
@@ -359,17 +388,12 @@ class _ObjectParser:
                         callee = self._function_at(sym.shndx, target, f"{where}: call to {sym.name!r}")
                         place(callee)
                         fixups.append((site, callee.key, _PSEUDO_CALL))
-                    elif sym.shndx == SHN_UNDEF:
-                        raise NotSupportedError(
-                            f"kfunc call to extern {sym.name!r} in {where}",
-                            "calls to kernel functions (__ksym externs) need BTF resolution bpfkit does not do yet",
-                        )
                     else:
                         raise ParseError(f"{where}: relocation against {sym.name!r} on a helper call (instruction {idx})")
                 elif code == _CODE_LDDW:
                     if idx + 1 >= fn.end:
                         raise ParseError(f"{where}: ld_imm64 at instruction {idx} is cut off by the end of the function")
-                    self._ld_imm64(where, fn, idx, site, imm, sym, references, fixups, place)
+                    self._ld_imm64(where, fn, idx, site, imm, sym, references, fixups, place, extern_refs)
                 else:
                     raise ParseError(
                         f"{where}: relocation against {sym.name!r} at instruction {idx} applies to opcode "
@@ -410,16 +434,21 @@ class _ObjectParser:
             autoload=info.autoload,
             references=references,
             functions=[(f.name, placed[f.key]) for f in order],
+            extern_refs=extern_refs,
         )
         self._ext_info(prog, order, placed)
         return prog
 
-    def _ld_imm64(self, where, fn, idx, site, imm, sym, references, fixups, place) -> None:
+    def _ld_imm64(self, where, fn, idx, site, imm, sym, references, fixups, place, extern_refs) -> None:
         if sym.shndx == SHN_UNDEF:
-            raise NotSupportedError(
-                f"extern {sym.name!r} used by {where}",
-                "__kconfig/__ksym externs need resolution bpfkit does not do yet",
-            )
+            ext = self.externs.get(sym.name)
+            if ext is None:
+                raise ParseError(f"{where}: ld_imm64 at instruction {idx} refers to undefined symbol {sym.name!r}")
+            if ext.kind == ExternKind.KCONFIG:
+                references.append(Reference(site, ".kconfig", RefKind.MAP_VALUE, ext.offset + imm))
+            else:
+                extern_refs.append((site, ext.name))
+            return
         if sym.shndx in (SHN_ABS, SHN_COMMON) or sym.shndx >= len(self.elf.sections):
             raise ParseError(f"{where}: ld_imm64 at instruction {idx} refers to {sym.name!r}, which has no section")
         target = self.elf.sections[sym.shndx]

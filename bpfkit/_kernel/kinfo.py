@@ -1,0 +1,78 @@
+"""What the running kernel says about itself outside bpf(): its build configuration and its
+symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf does.
+
+* Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), plain
+  or gzip-compressed (libbpf reads both through gzopen). Debian kernels ship only the first.
+* Symbols: ``/proc/kallsyms``. Addresses read as 0 unless the reader may see them
+  (kptr_restrict, CAP_SYSLOG); callers treat an all-zero table as "hidden".
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+from ..errors import NotFoundError, kernel_error
+
+__all__ = ["kconfig_candidates", "read_kconfig", "read_kallsyms", "has_syscall_wrapper", "KALLSYMS"]
+
+KALLSYMS = "/proc/kallsyms"
+PROC_CONFIG = "/proc/config.gz"
+
+
+def kconfig_candidates() -> list[str]:
+    """Where the running kernel's configuration is looked for, in order (libbpf's order)."""
+    return [f"/boot/config-{os.uname().release}", PROC_CONFIG]
+
+
+def read_kconfig(path: str | None = None) -> tuple[str, str]:
+    """(text of the kernel configuration, the file it came from). ``path`` overrides the
+    search; NotFoundError names every place looked at."""
+    paths = [path] if path else kconfig_candidates()
+    for candidate in paths:
+        try:
+            with open(candidate, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise kernel_error(f"read kernel config {candidate}", exc.errno or 0) from None
+        if raw[:2] == b"\x1f\x8b":
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError) as exc:
+                raise NotFoundError(f"kernel config {candidate} is not valid gzip: {exc}") from None
+        return raw.decode("utf-8", errors="replace"), candidate
+    raise NotFoundError(f"no kernel configuration found (looked at {', '.join(paths)})")
+
+
+def read_kallsyms() -> dict[str, int]:
+    """{symbol: address} from /proc/kallsyms; for a name defined more than once (static
+    functions in several files) the first address. Module symbols (``name [module]``) are
+    included."""
+    table: dict[str, int] = {}
+    try:
+        with open(KALLSYMS, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise kernel_error(f"read {KALLSYMS}", exc.errno or 0) from None
+    for line in data.split(b"\n"):
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        name = parts[2].decode(errors="replace")
+        if name not in table:
+            table[name] = int(parts[0], 16)
+    return table
+
+
+def has_syscall_wrapper(kallsyms: dict[str, int] | None = None) -> bool:
+    """Whether syscalls enter through arch wrappers (``__x64_sys_bpf``, 4.17+ on x86-64 with
+    CONFIG_ARCH_HAS_SYSCALL_WRAPPER): what libbpf reports as LINUX_HAS_SYSCALL_WRAPPER.
+    libbpf asks by creating a kprobe on the wrapper; the symbol table answers the same
+    question without kprobes (absent on some kernels)."""
+    prefix = {"x86_64": "x64", "aarch64": "arm64", "s390x": "s390", "riscv64": "riscv"}.get(os.uname().machine)
+    if prefix is None:
+        return False
+    table = kallsyms if kallsyms is not None else read_kallsyms()
+    return f"__{prefix}_sys_bpf" in table

@@ -1,0 +1,113 @@
+"""The running kernel's BTF, parsed once per process and cached.
+
+    from bpfkit.btf import kernel
+    vmlinux = kernel.vmlinux()              # /sys/kernel/btf/vmlinux (5.4+), lazily decoded
+    nf = kernel.module("nf_conntrack")      # split BTF on top of vmlinux (5.11+)
+    kernel.modules()                        # every loaded module with BTF
+    custom = kernel.load_file("vmlinux-5.4.btf")   # for kernels without /sys/kernel/btf
+
+Parsing is lazy (BTF.from_bytes(lazy=True)): finding the ~130k types of vmlinux takes about a
+tenth of a second, and a type is decoded when something asks for it. The bytes come from
+bpfkit._kernel.bpf, the only place that reads /sys.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ..errors import NotFoundError, ParseError
+from .spec import BTF, BTF_MAGIC
+
+__all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache"]
+
+_lock = threading.RLock()
+_cache: dict[str, BTF] = {}
+
+
+def vmlinux() -> BTF:
+    """The running kernel's BTF (NotSupportedError when the kernel has none)."""
+    with _lock:
+        btf = _cache.get("vmlinux")
+        if btf is None:
+            from .._kernel import bpf as _bpf
+
+            btf = _cache["vmlinux"] = BTF.from_bytes(_bpf.vmlinux_btf(), lazy=True, name="vmlinux")
+        return btf
+
+
+def module(name: str) -> BTF:
+    """A loaded kernel module's BTF, split on top of :func:`vmlinux`."""
+    with _lock:
+        key = "module:" + name
+        btf = _cache.get(key)
+        if btf is None:
+            from .._kernel import bpf as _bpf
+
+            base = vmlinux()
+            btf = _cache[key] = BTF.from_bytes(_bpf.module_btf(name), base=base, lazy=True, name=name)
+        return btf
+
+
+def module_names() -> list[str]:
+    """Names of the loaded modules that have BTF."""
+    from .._kernel import bpf as _bpf
+
+    return _bpf.module_btf_names()
+
+
+def modules() -> list[BTF]:
+    """The BTF of every loaded module that has some (each parsed once)."""
+    found = []
+    for name in module_names():
+        try:
+            found.append(module(name))
+        except NotFoundError:
+            continue  # unloaded meanwhile
+    return found
+
+
+def load_file(path: str | os.PathLike[str], base: BTF | None = None) -> BTF:
+    """BTF from a file: a raw BTF blob (what /sys/kernel/btf/vmlinux holds, or ``bpftool btf
+    dump ... format raw`` output's source) or an ELF file with a .BTF section (a vmlinux
+    image, or the BTFHub-style ``.btf`` files). For kernels that do not expose their BTF."""
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.path.basename(os.fspath(path))
+    if data[:2] == BTF_MAGIC.to_bytes(2, "little"):
+        return BTF.from_bytes(data, base=base, lazy=True, name=name)
+    if data[:4] == b"\x7fELF":
+        blob = _elf_section(data, ".BTF")
+        if blob is None:
+            raise ParseError(f"{path}: ELF file without a .BTF section")
+        return BTF.from_bytes(blob, base=base, lazy=True, name=name)
+    raise ParseError(f"{path}: neither a BTF blob nor an ELF file with .BTF")
+
+
+def _elf_section(data: bytes, wanted: str) -> bytes | None:
+    """The contents of section ``wanted`` of a little-endian ELF64 file of any machine and
+    type (a vmlinux image is ET_EXEC x86-64, which the BPF object reader refuses)."""
+    import struct
+
+    if len(data) < 64 or data[4] != 2 or data[5] != 1:
+        raise ParseError("only little-endian ELF64 files are read for BTF")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shentsize != 64 or shoff + shnum * 64 > len(data) or shstrndx >= shnum:
+        raise ParseError("ELF section headers are malformed")
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * 64) for i in range(shnum)]
+    str_off, str_size = headers[shstrndx][4], headers[shstrndx][5]
+    names = data[str_off : str_off + str_size]
+    for name_off, _type, _flags, _addr, offset, size, *_ in headers:
+        end = names.find(b"\0", name_off)
+        if names[name_off:end].decode(errors="replace") == wanted:
+            if offset + size > len(data):
+                raise ParseError(f"ELF section {wanted} runs past the end of the file")
+            return data[offset : offset + size]
+    return None
+
+
+def clear_cache() -> None:
+    """Forget parsed kernel BTF (tests; after loading modules)."""
+    with _lock:
+        _cache.clear()

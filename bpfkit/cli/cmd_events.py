@@ -1,0 +1,166 @@
+"""``bpfkit events``: print what BPF programs send through a pinned ring buffer or perf array.
+
+    bpfkit events /sys/fs/bpf/opensnoop/events                       # hex records
+    bpfkit events /sys/fs/bpf/opensnoop/events --btf opensnoop.bpf.o --event-type event --json
+
+The same printing serves ``bpfkit attach --events MAP`` (:class:`EventStream`). Records print
+hex unless a BTF struct describes them; lost counts go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import sys
+import threading
+from typing import Any, Callable
+
+HELP = "print the records of a pinned ring buffer or perf event array"
+DESCRIPTION = (
+    "Read a BPF_MAP_TYPE_RINGBUF or PERF_EVENT_ARRAY map pinned in bpffs and print each record: "
+    "hex by default, decoded through a BTF struct with --btf OBJ --event-type NAME, one JSON "
+    "object a line with --json. Runs until Ctrl-C, --count records or --duration seconds."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pinned", metavar="PINNED_MAP", help="path of the map in bpffs")
+    parser.add_argument("--btf", metavar="OBJ", help="object file whose BTF describes the records")
+    parser.add_argument("--event-type", metavar="STRUCT", default="event",
+                        help="BTF struct of one record (default: event)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per record")
+    parser.add_argument("--count", type=int, default=0, help="stop after N records")
+    parser.add_argument("--duration", type=float, default=0.0, help="stop after S seconds")
+
+
+class EventStream:
+    """Readers for some ring buffer / perf array maps, each record printed by a RecordPrinter.
+
+    ``run(stop)`` polls until ``stop`` is set (or ``count`` records were printed)."""
+
+    def __init__(self, maps: list[tuple[Any, Any]], *, json_lines: bool = False, count: int = 0) -> None:
+        from ..errors import UsageError
+        from ..events import PerfBuffer, RingBuffer
+        from .output import RecordPrinter
+
+        self.readers: list[Any] = []
+        self.printers: list[RecordPrinter] = []
+        self.count = count
+        ring: Any = None
+        try:
+            for m, fmt in maps:
+                printer = RecordPrinter(m.name, fmt, json_lines=json_lines)
+                self.printers.append(printer)
+                tname = getattr(m.type, "name", str(m.type))
+                if tname == "RINGBUF":
+                    if ring is None:
+                        ring = RingBuffer()
+                        self.readers.append(ring)
+                    ring.add(m, printer)
+                elif tname == "PERF_EVENT_ARRAY":
+                    self.readers.append(PerfBuffer(m, lambda cpu, data, p=printer: p(data, cpu),
+                                                   lambda cpu, n, p=printer: p.lost(cpu, n)))
+                else:
+                    raise UsageError(f"map {m.name!r} is a {getattr(m.type, 'kernel_name', m.type)} map: "
+                                     "--events reads ringbuf and perf_event_array maps")
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def printed(self) -> int:
+        return sum(p.count for p in self.printers)
+
+    def run(self, stop: threading.Event, duration: float = 0.0) -> None:
+        import time
+
+        deadline = time.monotonic() + duration if duration else None
+        step = 0.1 if len(self.readers) == 1 else 0.02
+        while not stop.is_set():
+            for reader in self.readers:
+                reader.poll(timeout=step)
+            if self.count and self.printed >= self.count:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+        for reader in self.readers:  # what arrived before the stop
+            reader.consume()
+
+    def close(self) -> None:
+        for reader in reversed(self.readers):
+            reader.close()
+        self.readers = []
+
+
+class TracePipe:
+    """bpf_printk output: lines of tracefs ``trace_pipe`` copied to stdout by a thread.
+
+    trace_pipe is consumed by reading it: another reader (``cat trace_pipe``) takes lines away."""
+
+    def __init__(self, out: Callable[[str], None] | None = None) -> None:
+        from .._kernel import tracefs
+
+        self.path = os.path.join(tracefs.tracefs_root(), "trace_pipe")
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.out = out or (lambda line: (sys.stdout.write(line), sys.stdout.flush()))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trace_pipe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        pending = b""
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self.out(line.decode(errors="replace") + "\n")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+
+    from ..maps import Map
+    from .output import record_format
+
+    fmt = None
+    if args.btf:
+        import bpfkit
+
+        fmt = record_format(bpfkit.load_spec(args.btf).btf, args.event_type)
+        if fmt is None:
+            print(f"bpfkit: note: no struct {args.event_type!r} in {args.btf}: printing hex", file=sys.stderr)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    old = signal.signal(signal.SIGTERM, on_signal)
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    try:
+        with Map.load_pinned(args.pinned) as m:
+            stream = EventStream([(m, fmt)], json_lines=args.json, count=args.count)
+            try:
+                stream.run(stop, args.duration)
+            finally:
+                stream.close()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+    return 0

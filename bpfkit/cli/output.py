@@ -1,0 +1,141 @@
+"""Shared printing for the ``bpfkit`` sub-commands: tables, JSON lines, and event records.
+
+Text output is for people and may change; ``--json`` output is one JSON object per line with
+the shapes documented in docs/cli.md, and stays stable (new keys may be added, none removed).
+
+Records a program sends (ring buffer, perf event array) print as hex by default; when a BTF
+struct describes them (``RecordFormat.from_btf``) they print decoded, one record a line::
+
+    events: ts_ns=5103 pid=812 comm=cat filename=/etc/hostname
+    {"map": "events", "cpu": null, "size": 176, "fields": {"ts_ns": 5103, "pid": 812, ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable, Iterable, Sequence, TextIO
+
+__all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable"]
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON values: enums by name, bytes as text (NUL-terminated C strings) or hex."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return getattr(value, "kernel_name", None) or value.name.lower()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_text(bytes(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def print_json(obj: Any, out: TextIO | None = None) -> None:
+    """One object, one line (compact, keys in the order given)."""
+    (out or sys.stdout).write(json.dumps(jsonable(obj), separators=(",", ":")) + "\n")
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], out: TextIO | None = None) -> None:
+    """Left-aligned columns (``(key, header)`` pairs), the last one unpadded."""
+    out = out or sys.stdout
+    cells = [[h for _, h in columns]] + [[_cell(r.get(k)) for k, _ in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    for row in cells:
+        parts = [c.ljust(widths[i]) for i, c in enumerate(row[:-1])] + [row[-1]]
+        out.write("  ".join(parts).rstrip() + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) or "-"
+    v = jsonable(value)
+    return str(v)
+
+
+def _bytes_text(raw: bytes) -> str:
+    """A char array as text: up to the first NUL when that is printable UTF-8, else hex."""
+    text = raw.split(b"\0", 1)[0]
+    try:
+        s = text.decode()
+    except UnicodeDecodeError:
+        return raw.hex()
+    if s.isprintable() and (len(text) == len(raw) or not raw[len(text):].strip(b"\0") or text):
+        return s
+    return raw.hex()
+
+
+def hexdump(data: bytes) -> str:
+    """``0011aabb 2233ccdd ...``: 4-byte groups, as the bytes lie in memory."""
+    h = data.hex()
+    return " ".join(h[i:i + 8] for i in range(0, len(h), 8))
+
+
+def record_format(btf: Any, type_name: str) -> Any:
+    """The RecordFormat of BTF struct ``type_name`` (``struct event`` or ``event``), or None when
+    the object's BTF has no such struct or it cannot be decoded (bitfields)."""
+    from ..errors import BPFKitError
+
+    if btf is None or not type_name:
+        return None
+    name = type_name.removeprefix("struct ").strip()
+    try:
+        from ..events import RecordFormat
+
+        return RecordFormat.from_btf(btf, name)
+    except (BPFKitError, KeyError, LookupError):
+        return None
+
+
+class RecordPrinter:
+    """Prints the records of one map: decoded through ``fmt`` (a RecordFormat) when given and
+    the record is at least as long as the struct, else as hex. ``json``: one object a line."""
+
+    def __init__(self, map_name: str, fmt: Any = None, *, json_lines: bool = False, out: TextIO | None = None) -> None:
+        self.map_name = map_name
+        self.fmt = fmt
+        self.size = fmt.size if fmt is not None else 0
+        self.names: list[str] = list(fmt.names) if fmt is not None else []
+        self.json = json_lines
+        self.out = out or sys.stdout
+        self.count = 0
+
+    def decode(self, data: bytes) -> dict[str, Any] | None:
+        if self.fmt is None or len(data) < self.size:
+            return None
+        values = self.fmt.unpack(data[: self.size])
+        return {n: (_bytes_text(v) if isinstance(v, bytes) else v) for n, v in zip(self.names, values)}
+
+    def __call__(self, data: Any, cpu: int | None = None) -> None:
+        raw = bytes(data)
+        fields = self.decode(raw)
+        self.count += 1
+        if self.json:
+            obj: dict[str, Any] = {"map": self.map_name, "cpu": cpu, "size": len(raw)}
+            if fields is not None:
+                obj["fields"] = fields
+            else:
+                obj["hex"] = raw.hex()
+            print_json(obj, self.out)
+        elif fields is not None:
+            body = " ".join(f"{k}={v}" for k, v in fields.items())
+            self.out.write(f"{self.map_name}: {body}\n")
+        else:
+            where = f" cpu {cpu}" if cpu is not None else ""
+            self.out.write(f"{self.map_name}{where} [{len(raw)} bytes]: {hexdump(raw)}\n")
+        self.out.flush()
+
+    def lost(self, cpu: int | None, count: int) -> None:
+        """Lost records go to stderr (text) so stdout stays parseable."""
+        where = f" on cpu {cpu}" if cpu is not None else ""
+        sys.stderr.write(f"bpfkit: lost {count} record(s) from {self.map_name}{where}\n")
+        sys.stderr.flush()
+
+
+def rows_of(items: Iterable[Any], fields: Sequence[str], getter: Callable[[Any, str], Any] = getattr) -> list[dict[str, Any]]:
+    return [{f: getter(item, f) for f in fields} for item in items]
