@@ -3,8 +3,10 @@
 //   __kconfig  LINUX_KERNEL_VERSION and LINUX_HAS_SYSCALL_WRAPPER (computed by the loader),
 //              CONFIG_* from the kernel's configuration (bool, tristate, int, string), and a
 //              __weak option no kernel has (0);
-//   __ksym     a typed per-CPU variable (runqueues, through kernel BTF), an untyped symbol
-//              (init_task, through /proc/kallsyms) and __weak ones no kernel has (NULL);
+//   __ksym     an untyped symbol (schedule, through /proc/kallsyms), __weak ones no kernel
+//              has (NULL), and in a second program (not auto-loaded) a typed per-CPU variable
+//              (runqueues, through kernel BTF: the kernel then needs its address from
+//              kallsyms, so CONFIG_KALLSYMS_ALL);
 //   kfuncs     bpf_rcu_read_lock/unlock (6.2+), __weak and called only when
 //              bpf_ksym_exists() says the kernel has them; and one no kernel has.
 #include "vmlinux.h"
@@ -24,7 +26,8 @@ extern char CONFIG_DEFAULT_HOSTNAME[16] __kconfig __weak;
 extern int CONFIG_BPFKIT_NO_SUCH_OPTION __kconfig __weak;
 
 extern const struct rq runqueues __ksym;             /* typed: per-CPU, kernel BTF VAR */
-extern const void init_task __ksym;                  /* untyped: /proc/kallsyms */
+extern const void schedule __ksym;                   /* untyped: /proc/kallsyms (a function: data
+                                                      * symbols need CONFIG_KALLSYMS_ALL) */
 extern const void bpfkit_no_such_symbol __ksym __weak;
 extern const int bpfkit_no_such_var __ksym __weak;
 
@@ -41,9 +44,7 @@ struct extern_result {
 	__u32 debug_info_btf;
 	__s32 no_such_option;
 	char default_hostname[16];
-	__s32 cpu0;                 /* bpf_per_cpu_ptr(&runqueues, 0)->cpu */
-	__u32 pad;
-	__u64 init_task_addr;
+	__u64 schedule_addr;
 	__u64 no_such_symbol_addr;
 	__u64 no_such_var_addr;
 	__u32 has_rcu_kfunc;
@@ -58,7 +59,6 @@ SEC("tracepoint/syscalls/sys_enter_getppid")
 int core_externs(void *ctx)
 {
 	struct extern_result *r = &result;
-	struct rq *rq;
 
 	if (bpf_get_current_pid_tgid() >> 32 != target_tgid)
 		return 0;
@@ -71,12 +71,7 @@ int core_externs(void *ctx)
 	r->no_such_option = CONFIG_BPFKIT_NO_SUCH_OPTION;
 	__builtin_memcpy(r->default_hostname, CONFIG_DEFAULT_HOSTNAME, sizeof(r->default_hostname));
 
-	rq = bpf_per_cpu_ptr(&runqueues, 0);
-	if (rq)
-		r->cpu0 = BPF_CORE_READ(rq, cpu);
-	else
-		r->cpu0 = -1;
-	r->init_task_addr = (__u64)&init_task;
+	r->schedule_addr = (__u64)&schedule;
 	r->no_such_symbol_addr = (__u64)&bpfkit_no_such_symbol;
 	r->no_such_var_addr = (__u64)&bpfkit_no_such_var;
 
@@ -89,6 +84,26 @@ int core_externs(void *ctx)
 	r->has_no_such_kfunc = bpf_ksym_exists(bpfkit_no_such_kfunc);
 	if (bpf_ksym_exists(bpfkit_no_such_kfunc))
 		bpfkit_no_such_kfunc();
+	return 0;
+}
+
+__s32 percpu_cpu[2] = {-1, -1};  /* bpf_per_cpu_ptr(&runqueues, cpu)->cpu */
+__u64 percpu_hits;
+
+SEC("?tracepoint/syscalls/sys_enter_getppid")
+int core_percpu(void *ctx)
+{
+	struct rq *rq;
+
+	if (bpf_get_current_pid_tgid() >> 32 != target_tgid)
+		return 0;
+	percpu_hits++;
+	rq = bpf_per_cpu_ptr(&runqueues, 0);
+	if (rq)
+		percpu_cpu[0] = BPF_CORE_READ(rq, cpu);
+	rq = bpf_per_cpu_ptr(&runqueues, 1);
+	if (rq)
+		percpu_cpu[1] = BPF_CORE_READ(rq, cpu);
 	return 0;
 }
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from .btf import BTF
 from .btf.types import Enum, Int, Pointer
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, VerifierError
 from .maps import Map, MapSpec, PinType
 from .program import LoadOptions, Program, ProgramSpec, RefKind
 
@@ -134,6 +134,13 @@ class CollectionSpec:
     # __kconfig/__ksym externs by name (bpfkit.elf.externs.ExternSpec), resolved at load.
     externs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    def resolve_core(self, kernel_btf: "BTF | str | os.PathLike[str] | None" = None) -> dict[str, list[Any]]:
+        """How every program's CO-RE relocations resolve on the running kernel (or against
+        ``kernel_btf``), without loading: {program: [bpfkit.btf.core.Resolution]}."""
+        from .kernelfit import resolve_core
+
+        return resolve_core(self, kernel_btf)
+
     def copy(self) -> "CollectionSpec":
         maps = {name: m.copy() for name, m in self.maps.items()}
         variables = {
@@ -200,26 +207,6 @@ def _adjust_ringbuf_size(size: int) -> int:
     return mul * page
 
 
-def _kernel_btf(btf: BTF) -> bytes:
-    """The object's BTF in the form the kernel accepts: extern VARs/FUNCs (left behind by
-    __ksym/__kconfig declarations) get global linkage, as libbpf's sanitising does."""
-    from .btf.types import Func, Linkage, Var, VarLinkage
-
-    needs = any(
-        (isinstance(t, Var) and t.linkage == VarLinkage.EXTERN) or (isinstance(t, Func) and t.linkage == Linkage.EXTERN)
-        for t in btf.types
-    )
-    if not needs:
-        return btf.to_bytes()
-    clean = btf.copy()
-    for t in clean.types:
-        if isinstance(t, Var) and t.linkage == VarLinkage.EXTERN:
-            t.linkage = VarLinkage.GLOBAL
-        elif isinstance(t, Func) and t.linkage == Linkage.EXTERN:
-            t.linkage = Linkage.GLOBAL
-    return clean.to_bytes()
-
-
 class Collection:
     """The maps and programs of a CollectionSpec, loaded into the kernel.
 
@@ -232,6 +219,12 @@ class Collection:
       map_replacements  {name: Map} used instead of creating those maps
       programs          names of the programs to load (default: every auto-loaded program)
       options           LoadOptions (verifier log level, whole-log errors)
+      kernel_btf        BTF (or a path to a BTF/ELF file) to resolve CO-RE relocations against
+                        instead of the running kernel's /sys/kernel/btf (docs/core.md)
+      kconfig           kernel configuration for __kconfig externs: a path (default
+                        /boot/config-$(uname -r), then /proc/config.gz) or {CONFIG_X: value}
+
+    ``core_resolutions`` says how each program's CO-RE relocations resolved.
     """
 
     def __init__(
@@ -242,7 +235,11 @@ class Collection:
         map_replacements: Mapping[str, Map] | None = None,
         programs: Iterable[str] | None = None,
         options: LoadOptions | None = None,
+        kernel_btf: BTF | str | os.PathLike[str] | None = None,
+        kconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
     ) -> None:
+        from .kernelfit import KernelFit
+
         self.spec = spec
         self.programs: dict[str, Program] = {}
         self.maps: dict[str, Map] = {}
@@ -254,7 +251,9 @@ class Collection:
         self._made_dirs: list[str] = []
         self.btf_error: BPFKitError | None = None
         self._closed = False
+        self._fit: KernelFit | None = None
         try:
+            self._fit = KernelFit(spec, kernel_btf, kconfig)
             self._load(map_replacements or {}, programs, options or LoadOptions())
         except BaseException:
             self._abort()
@@ -277,7 +276,11 @@ class Collection:
         if any(m.pinning == PinType.BY_NAME and n not in replacements for n, m in spec.maps.items()):
             self._prepare_pin_dir()
         self._load_btf()
+        assert self._fit is not None
+        kconfig_data = self._fit.resolve_externs()
         for name, mspec in spec.maps.items():
+            if name == ".kconfig" and kconfig_data is not None:
+                mspec = dataclasses.replace(mspec, data=kconfig_data)
             if name in replacements:
                 self._use_replacement(name, mspec, replacements[name])
             else:
@@ -289,10 +292,13 @@ class Collection:
                 kversion = _kernel_version_code()
             if self._needs_attach_btf_id(pspec):
                 pspec = dataclasses.replace(pspec, attach_btf_id=self._attach_btf_id(pspec))
+            relocated = self._relocate(pspec, kversion)
             try:
-                self.programs[name] = Program(self._relocate(pspec, kversion), options,
+                self.programs[name] = Program(relocated, options,
                                               btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
             except BPFKitError as exc:
+                if isinstance(exc, VerifierError):
+                    self._fit.explain(exc, name)
                 if self.btf_error is not None and pspec.func_info:
                     # Global functions and callbacks need func_info, hence BTF.
                     first = str(self.btf_error).splitlines()[0]
@@ -303,6 +309,17 @@ class Collection:
                 self._fill_contents(name, mspec)
         for m in self._new_pins:
             self._pin(m)
+        self._fit.close()  # module BTF fds: the kernel holds its own references now
+
+    @property
+    def core_resolutions(self) -> dict[str, list[Any]]:
+        """{program: [bpfkit.btf.core.Resolution]} for the loaded programs with CO-RE relocations."""
+        return self._fit.core_resolutions if self._fit is not None else {}
+
+    @property
+    def btf_rewrites(self) -> list[str]:
+        """What was rewritten in the object's BTF for this kernel (bpfkit.btf.sanitize)."""
+        return self._fit.btf_rewrites if self._fit is not None else []
 
     def _select(self, selected: Iterable[str] | None) -> list[str]:
         progs = self.spec.programs
@@ -317,13 +334,6 @@ class Collection:
         return names
 
     def _check_loadable(self, pspec: ProgramSpec) -> None:
-        if pspec.core_relos:
-            insn, relo = pspec.core_relos[0]
-            raise NotSupportedError(
-                f"program {pspec.name!r}",
-                f"needs CO-RE relocation support ({len(pspec.core_relos)} CO-RE relocations, the first "
-                f"{relo.kind_name} at instruction {insn}), which bpfkit does not have yet",
-            )
         if int(pspec.type) == 0:
             raise UsageError(
                 f"program {pspec.name!r}: section {pspec.section!r} is not one libbpf knows, so its program "
@@ -377,8 +387,11 @@ class Collection:
             return
         from ._kernel import bpf as _bpf
 
+        assert self._fit is not None
         try:
-            self.btf_fd = _bpf.btf_load(_kernel_btf(btf))
+            blob = self._fit.object_btf()
+            assert blob is not None
+            self.btf_fd = _bpf.btf_load(blob)
         except BPFKitError as exc:
             # libbpf carries on without BTF too: programs lose func/line info, maps their
             # key/value types, but still load.
@@ -455,8 +468,11 @@ class Collection:
         self._borrowed.add(name)
 
     def _relocate(self, pspec: ProgramSpec, kversion: int) -> ProgramSpec:
-        """A copy of ``pspec`` whose ld_imm64 instructions hold this collection's map fds."""
+        """A copy of ``pspec`` fitted to this kernel (CO-RE relocations, externs; see
+        bpfkit.kernelfit) whose ld_imm64 instructions hold this collection's map fds."""
         code = bytearray(pspec.instructions)
+        assert self._fit is not None
+        fd_array = self._fit.fit(pspec, code)
         pack_imm = struct.Struct("<i").pack_into
         for ref in pspec.references:
             m = self.maps.get(ref.map)
@@ -469,6 +485,8 @@ class Collection:
             pack_imm(code, at + 4, m.fd.raw)
             pack_imm(code, at + 12, ref.offset if ref.kind == RefKind.MAP_VALUE else 0)
         changes: dict[str, Any] = {"instructions": bytes(code)}
+        if fd_array:
+            changes["fd_array"] = fd_array
         if pspec.needs_kernel_version:
             changes["kernel_version"] = kversion
         return dataclasses.replace(pspec, **changes)
@@ -546,6 +564,8 @@ class Collection:
                 m.close()
         if self.btf_fd is not None:
             self.btf_fd.close()
+        if self._fit is not None:
+            self._fit.close()
 
     def __enter__(self) -> "Collection":
         return self

@@ -12,6 +12,7 @@ which keeps the original class, errno and log so callers can still match on them
     ├── NotSupportedError      this kernel cannot (names the feature and the version that can)
     ├── NotFoundError          symbol, map, program, tracefs event, pin ... does not exist
     ├── ParseError             malformed input: ELF, BTF, probe spec, map definition
+    ├── CORERelocationError    a CO-RE relocation that can be neither applied nor poisoned
     └── UsageError             the caller asked for something inconsistent
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "NotSupportedError",
     "NotFoundError",
     "ParseError",
+    "CORERelocationError",
     "UsageError",
     "errno_name",
     "kernel_error",
@@ -136,6 +138,12 @@ class NotFoundError(BPFKitError):
 
 class ParseError(BPFKitError):
     """Malformed input: an ELF object, BTF, a probe spec, a map definition."""
+
+
+class CORERelocationError(BPFKitError):
+    """A CO-RE relocation can be neither applied nor poisoned: a malformed record, an
+    instruction that does not hold what the compiler computed, or target candidates that
+    disagree (ambiguity). A relocation the kernel merely cannot satisfy is poisoned instead."""
 
 
 class UsageError(BPFKitError):

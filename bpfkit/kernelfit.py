@@ -264,6 +264,10 @@ class KernelFit:
                             f"({self._ksyms[ext.name].why}); guard its calls with bpf_ksym_exists()")
                     if note not in notes:
                         notes.append(note)
+        missing = re.search(r"failed to find the address for kernel symbol '([^']+)'", log)
+        if missing:
+            notes.append(f"the kernel looks __ksym variables up in kallsyms, which lacks {missing.group(1)!r}: "
+                         "typed __ksym variables need CONFIG_KALLSYMS_ALL=y")
         if notes:
             exc.message = exc.message.rstrip("\n") + "\n" + "\n".join(notes)
             exc.args = (exc.message,)

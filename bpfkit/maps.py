@@ -424,3 +424,9 @@ class Map:
 
     def __repr__(self) -> str:
         return f"Map({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"
+
+
+def map_ids() -> Iterator[int]:
+    """The ids of every map in the system, ascending (BPF_MAP_GET_NEXT_ID, 4.13; needs
+    CAP_SYS_ADMIN). Open one with :meth:`Map.from_id` (it may be gone by then: ENOENT)."""
+    return _bpf.iter_ids("map")

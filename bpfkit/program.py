@@ -135,10 +135,12 @@ class Program:
                 try:
                     fd = _bpf.prog_load(name=spec.name, **kwargs)
                 except KernelError as exc:
-                    if exc.errno not in (errno.EACCES, errno.EINVAL, errno.EPERM, errno.E2BIG, errno.ENOSPC):
+                    if exc.errno not in (errno.EACCES, errno.EINVAL, errno.EPERM, errno.E2BIG, errno.ENOSPC,
+                                         errno.ENOENT):
                         raise
-                    # Load again with a log: the verifier explains EACCES/EINVAL there. A
-                    # refusal before verification (EPERM, no log) raises VerifierError too.
+                    # Load again with a log: the verifier explains EACCES/EINVAL there (and
+                    # ENOENT: a __ksym whose address kallsyms lacks). A refusal before
+                    # verification (EPERM, no log) raises VerifierError too.
                     fd = _bpf.prog_load_with_log(spec.name, log_level=1, **kwargs)
         except VerifierError as exc:
             if options.log_whole:
@@ -251,3 +253,9 @@ class Program:
 
     def __repr__(self) -> str:
         return f"Program({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"
+
+
+def program_ids() -> Any:
+    """The ids of every program loaded in the system, ascending (BPF_PROG_GET_NEXT_ID, 4.13;
+    needs CAP_SYS_ADMIN). Open one with :meth:`Program.from_id` (it may be gone by then: ENOENT)."""
+    return _bpf.iter_ids("prog")

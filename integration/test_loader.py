@@ -21,7 +21,7 @@ import bpfkit
 from bpfkit import Collection, LoadOptions, load_spec
 from bpfkit._kernel.consts import MapFlag, MapType
 from bpfkit.errors import (
-    BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, VerifierError,
+    BPFKitError, KernelError, NotFoundError, UsageError, VerifierError,
 )
 from bpfkit.maps import Map, MapSpec, PinType
 
@@ -233,10 +233,15 @@ def test_verifier_log_on_request(bpf_obj):
         assert "processed" in log and "insns" in log
 
 
-def test_core_objects_are_refused_clearly(bpf_obj):
-    spec = load_spec(bpf_obj("loader_core"))
-    with pytest.raises(NotSupportedError, match="needs CO-RE relocation support"):
-        Collection(spec)
+def test_core_object_loads_and_reads_the_parent(bpf_obj):
+    # CO-RE relocations are resolved against the running kernel's BTF (docs/core.md; the
+    # relocation kinds and other kernels are tested in tests/test_core*.py, integration/test_core*.py).
+    link = pytest.importorskip("bpfkit.link")
+    with Collection(load_spec(bpf_obj("loader_core"))) as coll:
+        assert [r.kind.label for r in coll.core_resolutions["core_getppid"]][:2] == ["field_byte_offset"] * 2
+        with link.tracepoint("syscalls", "sys_enter_getppid", coll.programs["core_getppid"]):
+            os.getppid()
+        assert struct.unpack("<I", coll.maps[".bss"][0][:4])[0] > 0  # some process's parent
 
 
 def test_unknown_section_type_is_refused(bpf_obj):
@@ -294,12 +299,12 @@ def test_pin_dir_must_be_bpffs(bpf_obj, tmp_path):
 # -------------------------------------------------------------------- BTF attach ids
 def test_btf_targets_are_resolved_in_vmlinux(bpf_obj):
     from bpfkit._kernel import bpf as _bpf
-    from bpfkit.btf import BTF
+    from bpfkit.btf import kernel as kernel_btf
 
     spec = load_spec(bpf_obj("loader_btf"))
     with Collection(spec) as coll:
         tp = coll.programs["on_sys_enter"]
-        kernel = BTF.from_bytes(_bpf.vmlinux_btf())
+        kernel = kernel_btf.vmlinux()  # parsed lazily, once per process
         assert kernel.type_by_id(tp.spec.attach_btf_id).name == "btf_trace_sys_enter"
         assert kernel.type_by_id(coll.programs["each_task"].spec.attach_btf_id).name == "bpf_iter_task"
         # A tp_btf program runs once attached (BPF_RAW_TRACEPOINT_OPEN with no name).

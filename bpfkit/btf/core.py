@@ -37,7 +37,7 @@ import enum
 import struct
 from typing import Callable, Iterable, Sequence
 
-from ..errors import BPFKitError, ParseError
+from ..errors import CORERelocationError, ParseError
 from .ext import CORERelo
 from .spec import BTF, essential_name
 from .types import (
@@ -59,11 +59,6 @@ _I32 = struct.Struct("<i")
 _CLASS_LD, _CLASS_LDX, _CLASS_ST, _CLASS_STX, _CLASS_ALU, _CLASS_ALU64 = 0x00, 0x01, 0x02, 0x03, 0x04, 0x07
 _SIZE_BYTES = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}  # BPF_W, BPF_H, BPF_B, BPF_DW
 _BYTES_SIZE = {v: k for k, v in _SIZE_BYTES.items()}
-
-
-class CORERelocationError(BPFKitError):
-    """A CO-RE relocation can be neither applied nor poisoned: a malformed record, an
-    instruction that does not hold what the compiler said, or an ambiguous target."""
 
 
 class ReloKind(enum.IntEnum):

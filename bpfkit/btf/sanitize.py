@@ -87,10 +87,11 @@ def sanitize(btf: BTF, has: Callable[[str], bool]) -> tuple[BTF, list[str]]:
                 note("extern VAR linkage -> global")
             if not ok("btf_datasec"):
                 new = _int(i)
+                new.name = t.name  # as libbpf's in-place rewrite, which keeps name_off
                 note("VAR -> INT")
         elif isinstance(t, Datasec):
             if not ok("btf_datasec"):
-                members = [Member(out.types[v.type].name, v.type, v.offset * 8) for v in t.vars]
+                members = [Member(btf.types[v.type].name, v.type, v.offset * 8) for v in t.vars]
                 name = t.name.replace(".", "_").replace("?", "_")
                 new = Struct(i, name, t.size, members)
                 note("DATASEC -> STRUCT")

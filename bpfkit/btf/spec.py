@@ -238,7 +238,7 @@ class BTF:
         # and (built on first name lookup) each own type's name offset.
         self._words: array.array | None = None
         self._starts: array.array | None = None
-        self._name_offs: array.array | None = None
+        self._name_offs: bytes | None = None
 
     # ------------------------------------------------------------------------- parsing
     @classmethod
@@ -410,23 +410,25 @@ class BTF:
         return t.id
 
     def _ids_with_name_offsets(self, offsets: Iterable[int]) -> list[int]:
-        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), ascending."""
+        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), ascending.
+        The name offsets are kept as bytes, searched with bytes.find (C speed, ~1 ms for
+        vmlinux) for each 4-byte value, keeping word-aligned hits."""
         assert self._words is not None and self._starts is not None
         if self._name_offs is None:
             words = self._words
-            self._name_offs = array.array("I", [words[i] for i in self._starts])
-        names = self._name_offs
+            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()  # type: ignore[assignment]
+        names: bytes = self._name_offs  # type: ignore[assignment]
+        pack = _U32.pack
         ids: list[int] = []
         for off in set(offsets):
             if not off:
                 continue
-            at = -1
-            while True:
-                try:
-                    at = names.index(off, at + 1)
-                except ValueError:
-                    break
-                ids.append(self.first_id + at)
+            needle = pack(off)
+            at = names.find(needle)
+            while at >= 0:
+                if not at & 3:
+                    ids.append(self.first_id + (at >> 2))
+                at = names.find(needle, at + 1)
         ids.sort()
         return ids
 

@@ -93,6 +93,9 @@ class _Stop:
             signal.signal(sig, prev)
 
 
+MAX_EXPANDED = 1000  # wildcard matches attached one probe each
+
+
 class _Progress:
     """``attaching 12/40`` on stderr, only when it is a terminal and there are several."""
 
@@ -143,20 +146,34 @@ def _hinted(exc: Any, spec: Any) -> Any:
 
 
 def _expand(spec: Any) -> list[Any]:
-    """A wildcard uprobe spec as one spec per matching function of the binary (one link each);
-    other specs as themselves."""
+    """A wildcard k/uprobe spec as one spec per matching function (of /proc/kallsyms, of the
+    binary), one link each (multi links are not used yet); other specs as themselves."""
     import dataclasses
     import fnmatch
 
     from .. import link
-    from ..errors import NotFoundError
+    from ..errors import NotFoundError, UsageError
 
-    if not spec.is_wildcard or spec.kind not in ("uprobe", "uretprobe"):
+    if not spec.is_wildcard:
         return [spec]
-    names = sorted(n for n in link.Executable(spec.binary).symbols() if fnmatch.fnmatchcase(n, spec.function))
+    if spec.kind in ("uprobe", "uretprobe"):
+        names = sorted(n for n in link.Executable(spec.binary).symbols() if fnmatch.fnmatchcase(n, spec.function))
+        where = spec.binary
+    elif spec.kind in ("kprobe", "kretprobe"):
+        from .hints import kernel_functions
+
+        names = sorted(n for n in kernel_functions() if fnmatch.fnmatchcase(n, spec.function))
+        where = "/proc/kallsyms"
+    else:
+        return [spec]
     if not names:
-        raise NotFoundError(f"attach {spec.text}: no function of {spec.binary} matches {spec.function!r}")
-    return [dataclasses.replace(spec, function=n, text=f"{spec.kind}:{spec.binary}:{n}") for n in names]
+        raise NotFoundError(f"attach {spec.text}: no function in {where} matches {spec.function!r}")
+    if len(names) > MAX_EXPANDED:
+        raise UsageError(f"attach {spec.text}: {len(names)} functions match (more than {MAX_EXPANDED}, one probe "
+                         "each): narrow the pattern")
+    if spec.kind in ("uprobe", "uretprobe"):
+        return [dataclasses.replace(spec, function=n, text=f"{spec.kind}:{spec.binary}:{n}") for n in names]
+    return [dataclasses.replace(spec, function=n, module="", text=f"{spec.kind}:{n}") for n in names]
 
 
 def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> None:

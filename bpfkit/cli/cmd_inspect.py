@@ -7,11 +7,14 @@ import json
 import sys
 from typing import Any
 
-HELP = "list the programs, maps and variables of a BPF object file"
+HELP = "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"
 DESCRIPTION = (
     "Parse a BPF ELF object (no kernel access, no root needed) and list its programs (section, "
     "type, attach type and target, instruction count), maps (type, sizes, flags) and global "
-    "variables (section, offset, size, type, initial value)."
+    "variables (section, offset, size, type, initial value). With --core, also each CO-RE "
+    "relocation and how it resolves against this kernel's BTF (read from /sys/kernel/btf/vmlinux, "
+    "which needs no root) or --kernel-btf FILE: the value the instruction gets, or why it is "
+    "poisoned."
 )
 
 
@@ -19,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="a BPF object file (clang -target bpf -c)")
     parser.add_argument("--json", action="store_true",
                         help='print one JSON object: {"programs": [...], "maps": [...], "variables": [...]}')
+    parser.add_argument("--core", action="store_true",
+                        help="also list the CO-RE relocations and how each resolves on this kernel "
+                             '(JSON: a "core" list)')
+    parser.add_argument("--kernel-btf", metavar="FILE",
+                        help="resolve CO-RE relocations against this BTF (raw or in an ELF file) "
+                             "instead of /sys/kernel/btf/vmlinux")
 
 
 def describe(spec: Any) -> dict[str, list[dict[str, Any]]]:
@@ -64,6 +73,27 @@ def describe(spec: Any) -> dict[str, list[dict[str, Any]]]:
     return {"programs": programs, "maps": maps, "variables": variables}
 
 
+def describe_core(spec: Any, kernel_btf: str | None = None) -> list[dict[str, Any]]:
+    """The JSON-ready CO-RE relocations ``inspect --core`` prints: one entry per relocation,
+    with the local spec, the kernel's match and the value change (or why it is poisoned)."""
+    out = []
+    for program, resolutions in spec.resolve_core(kernel_btf).items():
+        for r in resolutions:
+            out.append({
+                "program": program,
+                "insn": r.insn,
+                "kind": r.kind.label,
+                "local": r.local.describe(),
+                "target": r.target.describe() if r.target is not None else None,
+                "orig": r.result.orig,
+                "new": r.result.new,
+                "poisoned": r.poisoned,
+                "why": r.why,
+                "candidates": r.candidates,
+            })
+    return out
+
+
 def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -73,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     import bpfkit
 
     spec = bpfkit.load_spec(args.object)
-    info = describe(spec)
+    info: dict[str, Any] = dict(describe(spec))
+    if args.core or args.kernel_btf:
+        info["core"] = describe_core(spec, args.kernel_btf)
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -102,5 +134,18 @@ def run(args: argparse.Namespace) -> int:
             text = str(value) if isinstance(value, int) else (value[:32] + "..." if len(value) > 32 else value or "-")
             rows.append([v["name"], v["section"], str(v["offset"]), str(v["size"]), v["type"] or "-", text])
         out += _table(rows)
+    if "core" in info:
+        out.append(f"CO-RE relocations ({len(info['core'])}), against {args.kernel_btf or 'this kernel'}:")
+        if info["core"]:
+            rows = [["PROGRAM", "INSN", "KIND", "LOCAL", "KERNEL", "VALUE"]]
+            for r in info["core"]:
+                if r["poisoned"]:
+                    value = "poisoned: " + (r["why"] or "cannot be satisfied")
+                elif r["target"] is None and r["kind"] != "type_id_local":
+                    value = f"{r['orig']} -> {r['new']} ({r['why'] or 'not in the kernel'})"
+                else:
+                    value = f"{r['orig']} -> {r['new']}"
+                rows.append([r["program"], str(r["insn"]), r["kind"], r["local"], r["target"] or "-", value])
+            out += _table(rows)
     print("\n".join(out))
     return 0

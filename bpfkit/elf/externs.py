@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import NotFoundError, ParseError, UsageError
 from ..btf.spec import BTF, essential_name
@@ -42,7 +42,7 @@ from ..btf.types import (
 
 __all__ = [
     "ExternKind", "KconfigType", "ExternSpec", "KsymTarget", "collect_externs", "parse_kconfig",
-    "kconfig_data", "VIRTUAL_KCONFIG", "POISON_KFUNC_BASE",
+    "kconfig_data", "kconfig_size", "resolve_ksym", "VIRTUAL_KCONFIG", "POISON_KFUNC_BASE",
 ]
 
 KCONFIG_SEC = ".kconfig"
@@ -287,10 +287,11 @@ def _encode_kconfig(ext: ExternSpec, raw: str) -> bytes:
         return bytes([number])
     if kind not in (KconfigType.INT, KconfigType.CHAR):
         raise UsageError(f"{what}: value {number} needs an integer, char or bool")
-    try:
-        return number.to_bytes(ext.size, "little", signed=number < 0)
-    except OverflowError:
-        raise UsageError(f"{what}: value {number} does not fit in {ext.size} bytes") from None
+    bits = ext.size * 8
+    low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if ext.signed else (0, 1 << bits)
+    if ext.size < 8 and not low <= number < high:
+        raise UsageError(f"{what}: value {number} does not fit in {ext.size} {'signed' if ext.signed else 'unsigned'} bytes")
+    return (number & ((1 << bits) - 1)).to_bytes(ext.size, "little")
 
 
 def kconfig_data(externs: Mapping[str, ExternSpec], config: Mapping[str, str] | None,
@@ -323,3 +324,61 @@ def kconfig_data(externs: Mapping[str, ExternSpec], config: Mapping[str, str] | 
                                     "to get 0 when the option is off")
         data[ext.offset : ext.offset + ext.size] = _encode_kconfig(ext, raw)
     return bytes(data)
+
+
+# ------------------------------------------------------------------------------- ksyms
+def resolve_ksym(ext: ExternSpec, local: BTF, kernel: list[BTF], modules: Callable[[], list[BTF]] | None,
+                 kallsyms: Mapping[str, int] | None) -> KsymTarget:
+    """Find a __ksym extern in the kernel: typed variables and functions in kernel BTF
+    (``kernel`` first, then ``modules()``), untyped variables in ``kallsyms``. A __weak one the
+    kernel lacks resolves to "not found"; a strong one raises NotFoundError, and a type that
+    does not fit the kernel's raises UsageError (a __weak kfunc with the wrong prototype is
+    treated as missing, as libbpf does)."""
+    from ..btf.core import types_compat
+    from ..btf.types import Kind
+
+    name = ext.essential_name
+    what = "function" if ext.is_func else "variable"
+    if not ext.is_func and not ext.typed:
+        table = kallsyms or {}
+        address = table.get(name)
+        if address is None or address == -1:
+            if address == -1:
+                raise UsageError(f"__ksym {ext.name!r}: /proc/kallsyms has several addresses for {name!r}")
+            if ext.weak:
+                return KsymTarget(ext.name, False, why="not in /proc/kallsyms")
+            raise NotFoundError(f"__ksym variable {ext.name!r}: {name!r} is not in /proc/kallsyms")
+        if address == 0 and not any(table.values()):
+            raise UsageError(f"__ksym {ext.name!r}: /proc/kallsyms shows every address as 0 "
+                             "(kptr_restrict): reading them needs CAP_SYSLOG")
+        return KsymTarget(ext.name, True, address=address)
+    kind = Kind.FUNC if ext.is_func else Kind.VAR
+    found = None
+    for group in (kernel, None):
+        btfs = group if group is not None else (modules() if modules is not None else [])
+        for btf in btfs:
+            hits = btf.find(name, kind, own_only=True)
+            if hits:
+                found = (btf, hits[0])
+                break
+        if found is not None:
+            break
+    if found is None:
+        if ext.weak:
+            return KsymTarget(ext.name, False, why="not in the kernel's BTF")
+        raise NotFoundError(f"__ksym {what} {ext.name!r}: the kernel's BTF (vmlinux and modules) has no "
+                            f"{kind.name} named {name!r}")
+    btf, target = found
+    module = btf.name if btf.base is not None else ""
+    if ext.is_func:
+        local_proto, kernel_proto = ext.type_id, target.type  # type: ignore[attr-defined]
+    else:
+        local_proto, kernel_proto = ext.type_id, btf.resolve(target.type).id  # type: ignore[attr-defined]
+    if not types_compat(local, local_proto, btf, kernel_proto):
+        if ext.weak and ext.is_func:
+            return KsymTarget(ext.name, False, why="its prototype differs from the kernel's")
+        raise UsageError(
+            f"__ksym {what} {ext.name!r}: declared as {local.type_name(local_proto)}, but the kernel has "
+            f"{btf.type_name(kernel_proto)} ([{target.id}] in {btf.name or 'kernel BTF'})"
+        )
+    return KsymTarget(ext.name, True, btf_id=target.id, module=module)

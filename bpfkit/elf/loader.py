@@ -308,8 +308,10 @@ class _ObjectParser:
     def _externs(self, spec) -> None:
         """__kconfig/__ksym externs (bpfkit.elf.externs); .kconfig values get their own
         read-only data map, filled when a Collection loads."""
+        referenced = {rel.symbol.name for index, rels in self.relocs.items()
+                      if self.elf.sections[index].executable for rel in rels if rel.symbol.shndx == SHN_UNDEF}
         undefined = [(s.name, s.bind == STB_WEAK) for s in self.elf.symbols
-                     if s.shndx == SHN_UNDEF and s.name and s.bind in (STB_GLOBAL, STB_WEAK)]
+                     if s.shndx == SHN_UNDEF and s.name in referenced and s.bind in (STB_GLOBAL, STB_WEAK)]
         self.externs: dict[str, ExternSpec] = collect_externs(self.btf, undefined)
         spec.externs = self.externs
         size = kconfig_size(self.externs)

@@ -91,13 +91,15 @@ int handle_fopen(struct x86_regs *ctx)
 /*
  * A kprobe on the kernel's open path, for kernels with kprobes: its section names no target,
  * so `bpfkit attach` without a SPEC skips it; attach it with
- *     bpfkit attach cli_opensnoop.bpf.o kprobe:do_sys_open --program handle_kprobe --events events
- * do_sys_open(int dfd, const char __user *filename, int flags, umode_t mode): rsi, rdx.
+ *     bpfkit attach cli_opensnoop.bpf.o kprobe:do_sys_openat2 --program handle_kprobe --events events
+ * The file name is the second argument (rsi) of both do_sys_openat2(dfd, filename, how) and
+ * do_sys_open(dfd, filename, flags, mode). (On 6.1 the openat syscall reaches do_sys_openat2
+ * through an inlined do_sys_open, so a kprobe on do_sys_open attaches but sees no openat.)
  */
 SEC("kprobe")
 int handle_kprobe(struct x86_regs *ctx)
 {
-	return emit((const char *)ctx->si, (__s32)ctx->dx, SOURCE_KPROBE);
+	return emit((const char *)ctx->si, 0, SOURCE_KPROBE);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,128 @@
+"""``bpfkit link list|show|pin|detach``: the bpf_links in the system, like ``bpftool link``.
+
+    bpfkit link list [--json]
+    bpfkit link show ID|PINNED_PATH [--json]
+    bpfkit link pin ID PATH           # keep a link alive past its owner
+    bpfkit link detach ID|PATH        # BPF_LINK_DETACH (5.9): the program stops running
+
+JSON: {"id", "type", "prog_id", "prog_name", "detail": {...} or null, "pinned"}; ``detail``
+holds the kind's typed info (a perf_event link: {"event_type", "function"|"path"|"name", ...}).
+Documented in docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = "list, show, pin or detach the system's BPF links"
+DESCRIPTION = "List every bpf_link in the system, show one, pin one, or detach one (like bpftool link)."
+
+COLUMNS = [("id", "ID"), ("type", "TYPE"), ("prog_id", "PROG"), ("prog_name", "NAME"), ("target", "TARGET")]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lst = sub.add_parser("list", help="every link")
+    lst.add_argument("--json", action="store_true", help="one JSON object a line")
+    show = sub.add_parser("show", help="one link by id or pinned path")
+    show.add_argument("target", metavar="ID|PATH")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    pin = sub.add_parser("pin", help="pin a link (by id) in bpffs")
+    pin.add_argument("target", metavar="ID")
+    pin.add_argument("path", metavar="PATH")
+    det = sub.add_parser("detach", help="detach a link's program (BPF_LINK_DETACH)")
+    det.add_argument("target", metavar="ID|PATH")
+
+
+def _detail(detail: Any) -> Any:
+    import dataclasses
+
+    if detail is None:
+        return None
+    if dataclasses.is_dataclass(detail):
+        out = {}
+        for f in dataclasses.fields(detail):
+            value = getattr(detail, f.name)
+            out[f.name] = _detail(value) if dataclasses.is_dataclass(value) else value
+        return out
+    return str(detail)
+
+
+def _target(detail: Any) -> str:
+    """A short text of where the link is attached, from its typed info."""
+    if detail is None:
+        return ""
+    d = _detail(detail)
+    inner = d.get("detail") if isinstance(d, dict) and isinstance(d.get("detail"), dict) else d
+    if not isinstance(inner, dict):
+        return str(inner)
+    for key in ("function", "path", "name", "ifname", "ifindex"):
+        if inner.get(key):
+            text = str(inner[key])
+            if inner.get("offset"):
+                text += f"+{inner['offset']:#x}"
+            if inner.get("retprobe"):
+                text += " (return)"
+            return text
+    return ""
+
+
+def describe(info: Any, pinned: str | None = None) -> dict[str, Any]:
+    from .output import jsonable
+    from ..program import Program
+
+    try:
+        with Program.from_id(info.program_id) as prog:
+            prog_name = prog.name
+    except Exception:
+        prog_name = None
+    detail = jsonable(_detail(info.detail))
+    return {
+        "id": int(info.id),
+        "type": info.type_name,
+        "prog_id": int(info.program_id),
+        "prog_name": prog_name,
+        "detail": detail,
+        "target": _target(info.detail),
+        "pinned": pinned,
+    }
+
+
+def open_link(target: str) -> Any:
+    from .. import link
+
+    if target.isdigit():
+        return link.link_from_id(int(target))
+    return link.load_pinned_link(target)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import link
+    from .output import print_json, print_table
+
+    if args.action == "list":
+        rows = [describe(info) for info in link.iter_links()]
+        if args.json:
+            for row in rows:
+                print_json(row)
+        else:
+            print_table(rows, COLUMNS)
+        return 0
+    if args.action == "pin":
+        with open_link(args.target) as lk:
+            lk.pin(args.path)
+        print(f"pinned link {args.target} at {args.path}")
+        return 0
+    with open_link(args.target) as lk:
+        if args.action == "detach":
+            lk.detach()
+            print(f"detached link {args.target}")
+            return 0
+        row = describe(lk.info(), lk.pinned_path)
+    if args.json:
+        print_json(row)
+    else:
+        for key, value in row.items():
+            print(f"{key + ':':<10} {'-' if value in (None, '') else value}")
+    return 0

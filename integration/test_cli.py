@@ -1,0 +1,298 @@
+"""The `bpfkit` command end to end: real subprocesses, real probes, real signals.
+
+The bundled example (bpfkit/examples/opensnoop.bpf.c, built as bpf/.output/cli_opensnoop.bpf.o)
+has a tracepoint (sys_enter_openat) and a uprobe (libc fopen) feeding one ring buffer. Tests
+attach it, trigger both from a child process with a unique file name, read the printed events,
+send SIGINT and check that nothing stays attached (the system's links, tracefs uprobe_events).
+(`bpfkit gc` after SIGKILL is tested in integration/test_link_cli.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from bpfkit import link
+from bpfkit._kernel import pmu, tracefs as _tracefs
+from bpfkit.program import Program
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+TIMEOUT = 900 if os.environ.get("BPFKIT_VM_KERNEL") else 60
+PROGRAMS = {"handle_openat", "handle_fopen", "handle_kprobe"}
+
+
+def bpfkit_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bpfkit.cli", *args]
+
+
+def trigger(path: str) -> None:
+    """openat(2) and libc fopen() of ``path`` in a fresh process (it need not exist)."""
+    code = f"import ctypes, os\ntry: os.close(os.open({path!r}, os.O_RDONLY))\nexcept OSError: pass\n" \
+           f"ctypes.CDLL(None).fopen({path!r}.encode(), b'r')\n"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
+
+
+def our_links() -> list[tuple[str, Any]]:
+    """(program name, LinkInfo) of the system's links running one of the example's programs."""
+    found = []
+    for info in link.iter_links():
+        try:
+            with Program.from_id(info.program_id) as prog:
+                name = prog.name
+        except Exception:
+            continue
+        if name in PROGRAMS:
+            found.append((name, info))
+    return found
+
+
+def bpftool_prog_names_with_links() -> set[str]:
+    """Program names behind `bpftool link list` (a second opinion on our_links)."""
+    tool = shutil.which("bpftool") or "/usr/sbin/bpftool"
+    if not os.path.exists(tool):
+        return set()
+    out = subprocess.run([tool, "-j", "link", "list"], capture_output=True, text=True, timeout=TIMEOUT)
+    ids = {entry.get("prog_id") for entry in json.loads(out.stdout or "[]")}
+    names = set()
+    for pid in ids:
+        try:
+            with Program.from_id(pid) as prog:
+                names.add(prog.name)
+        except Exception:
+            continue
+    return names
+
+
+def uprobe_groups_of(pid: int) -> set[str]:
+    if not _tracefs.has_probe_events("uprobe"):
+        return set()
+    return {e.group for e in _tracefs.list_probe_events("uprobe") if e.group.startswith(f"bpfkit_{pid}_")}
+
+
+class Running:
+    """`bpfkit attach ...` in the background; stdout lines arrive on a queue (a reader thread
+    keeps the pipe drained: the openat tracepoint sees the whole machine)."""
+
+    def __init__(self, *args: str, ready_on: str = "stdout") -> None:
+        self.proc = subprocess.Popen(bpfkit_cmd("attach", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=ENV)
+        self.out: queue.Queue[str | None] = queue.Queue()
+        self.err: list[str] = []
+        self.status: list[str] = []
+        self._ready = threading.Event()
+        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stdout, ready_on == "stdout"), daemon=True),
+                         threading.Thread(target=self._pump_err, args=(ready_on == "stderr",), daemon=True)]
+        for t in self._threads:
+            t.start()
+        if not self._ready.wait(TIMEOUT) or self.proc.poll() is not None:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"bpfkit attach did not get ready (rc {self.proc.returncode}): {self.err}")
+
+    def _pump(self, stream: Any, ready_here: bool) -> None:
+        for line in stream:
+            line = line.rstrip("\n")
+            if ready_here and "to detach" in line:
+                self.status.append(line)
+                self._ready.set()
+                continue
+            if ready_here and not self._ready.is_set():
+                self.status.append(line)
+                continue
+            self.out.put(line)
+        self.out.put(None)
+        self._ready.set()
+
+    def _pump_err(self, ready_here: bool) -> None:
+        assert self.proc.stderr
+        for line in self.proc.stderr:
+            self.err.append(line)
+            if ready_here and "to detach" in line:
+                self._ready.set()
+        self._ready.set()
+
+    def wait_for(self, pred: Callable[[str], bool], deadline: float = 10.0) -> list[str]:
+        """Lines until one satisfies ``pred`` (all lines read, for the caller to look at)."""
+        seen = []
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            try:
+                line = self.out.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            seen.append(line)
+            if pred(line):
+                return seen
+        raise AssertionError(f"no matching line in {len(seen)} lines; stderr: {''.join(self.err)}")
+
+    def stop(self, sig: int = signal.SIGINT) -> int:
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=TIMEOUT)
+        for t in self._threads:
+            t.join(TIMEOUT)
+        return rc
+
+
+@pytest.fixture
+def example(bpf_obj: Any) -> str:
+    return str(bpf_obj("cli_opensnoop"))
+
+
+def test_attach_tracepoint_and_uprobe_prints_events_then_detaches(example: str) -> None:
+    token = f"/tmp/bpfkit-cli-{uuid.uuid4().hex[:12]}"
+    run = Running(example, "--events", "events", "--json", ready_on="stderr")
+    try:
+        assert sorted(n for n, _ in our_links()) == ["handle_fopen", "handle_openat"]
+        got: dict[int, dict[str, Any]] = {}
+
+        def ours(line: str) -> bool:
+            rec = json.loads(line)
+            if rec["fields"]["filename"] == token:
+                got[rec["fields"]["source"]] = rec
+            return set(got) == {0, 1}
+
+        trigger(token)
+        run.wait_for(ours)
+    finally:
+        rc = run.stop(signal.SIGINT)
+    assert rc == 0, run.err
+    opened, fopened = got[0], got[1]
+    assert opened["map"] == "events" and opened["size"] >= 168 and opened["cpu"] is None
+    assert fopened["fields"]["comm"].startswith("python")
+    assert opened["fields"]["pid"] == fopened["fields"]["pid"] > 0
+    assert "detached" in "".join(run.err)
+    # Nothing stays attached: not in the kernel's link list, not in bpftool's, not in tracefs.
+    assert our_links() == []
+    assert not (bpftool_prog_names_with_links() & PROGRAMS)
+    assert uprobe_groups_of(run.proc.pid) == set()
+
+
+def test_attach_uprobe_spec_prints_hex_without_a_btf_struct(example: str) -> None:
+    token = f"/tmp/bpfkit-cli-{uuid.uuid4().hex[:12]}"
+    run = Running(example, "uprobe:libc:fopen", "--program", "handle_fopen", "--events", "events",
+                  "--event-type", "no_such_struct", "--mode", "ioctl")
+    try:
+        assert any(line.startswith("attached handle_fopen:") and line.endswith("(ioctl)") for line in run.status)
+        trigger(token)
+        needle = token.encode().hex()
+        lines = run.wait_for(lambda line: needle in line.replace(" ", ""))
+    finally:
+        rc = run.stop(signal.SIGTERM)
+    assert rc == 0, run.err
+    assert lines[-1].startswith("events [168 bytes]: ")
+    assert uprobe_groups_of(run.proc.pid) == set()
+    assert our_links() == []
+
+
+def test_wildcard_uprobe_attaches_every_match(example: str) -> None:
+    run = Running(example, "uprobe:libc:fopen*", "--program", "handle_fopen")
+    try:
+        attached = [line for line in run.status if line.startswith("attached ")]
+        names = {line.split("@", 1)[1].split(":", 1)[0] for line in attached}
+        assert any("uprobe:libc:fopen64" in line for line in attached) and len(attached) >= 2, run.status
+        assert names == {"uprobe"}
+    finally:
+        rc = run.stop()
+    assert rc == 0, run.err
+    assert our_links() == []
+
+
+@pytest.mark.skipif(pmu.has_pmu("kprobe") or _tracefs.has_probe_events("kprobe"), reason="this kernel has kprobes")
+def test_kprobe_on_a_kernel_without_kprobes_says_so(example: str) -> None:
+    proc = subprocess.run(bpfkit_cmd("attach", example, "kprobe:do_sys_open", "--program", "handle_kprobe"),
+                          capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 3, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("bpfkit: error: kprobes are not available: this kernel was built without CONFIG_KPROBES")
+    assert len(proc.stderr.splitlines()) <= 2 and proc.stdout == ""
+
+
+def test_missing_uprobe_symbol_suggests_the_close_ones(example: str) -> None:
+    proc = subprocess.run(bpfkit_cmd("attach", example, "uprobe:libc:fopne", "-p", "handle_fopen"),
+                          capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 1
+    assert "symbol fopne not found in" in proc.stderr and "did you mean fopen" in proc.stderr
+
+
+def test_bad_spec_points_at_the_bad_part(example: str) -> None:
+    proc = subprocess.run(bpfkit_cmd("attach", example, "uprobe:libc:fopen+x", "-p", "handle_fopen"),
+                          capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert proc.returncode == 2
+    spec_line, caret_line = proc.stderr.splitlines()[:2]
+    assert caret_line.index("^") == spec_line.index("+x") + 1
+
+
+def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
+    from bpfkit._kernel.bpf import bpffs_mount_of
+
+    pin_dir = f"/sys/fs/bpf/bpfkit_cli_test_{os.getpid()}"
+    try:
+        bpffs_mount_of("/sys/fs/bpf")
+    except Exception:
+        pytest.skip("no bpffs at /sys/fs/bpf")
+    try:
+        proc = subprocess.run(bpfkit_cmd("attach", example, "--pin", pin_dir), capture_output=True, text=True,
+                              env=ENV, timeout=TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(os.listdir(pin_dir)) == sorted(["handle_openat", "handle_fopen", "events", "rodata", "bss"])
+        assert sorted(n for n, _ in our_links()) == ["handle_fopen", "handle_openat"]  # outlived the command
+        listed = subprocess.run(bpfkit_cmd("link", "list", "--json"), capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+        assert listed.returncode == 0, listed.stderr
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        mine = [r for r in rows if r["prog_name"] in PROGRAMS]
+        assert len(mine) == 2 and all(r["type"] == "perf_event" for r in mine)
+        shown = subprocess.run(bpfkit_cmd("link", "show", f"{pin_dir}/handle_openat", "--json"), capture_output=True,
+                               text=True, env=ENV, timeout=TIMEOUT)
+        link_row = json.loads(shown.stdout)
+        assert link_row["prog_name"] == "handle_openat" and link_row["pinned"] == f"{pin_dir}/handle_openat"
+        prog = subprocess.run(bpfkit_cmd("prog", "show", str(link_row["prog_id"]), "--json"), capture_output=True,
+                              text=True, env=ENV, timeout=TIMEOUT)
+        prog_row = json.loads(prog.stdout)
+        assert prog_row["name"] == "handle_openat" and prog_row["type"] == "tracepoint" and prog_row["gpl"] is True
+        dump = subprocess.run(bpfkit_cmd("map", "dump", f"{pin_dir}/rodata", "--json"), capture_output=True,
+                              text=True, env=ENV, timeout=TIMEOUT)
+        assert [json.loads(line) for line in dump.stdout.splitlines()] == [{"key": "00000000", "value": "00000000"}]
+        shown_map = subprocess.run(bpfkit_cmd("map", "show", f"{pin_dir}/events", "--json"), capture_output=True,
+                                   text=True, env=ENV, timeout=TIMEOUT)
+        map_row = json.loads(shown_map.stdout)
+        assert map_row["type"] == "ringbuf" and map_row["max_entries"] == 256 * 1024
+        ring_dump = subprocess.run(bpfkit_cmd("map", "dump", f"{pin_dir}/events"), capture_output=True, text=True,
+                                   env=ENV, timeout=TIMEOUT)
+        assert ring_dump.returncode == 2 and "bpfkit events" in ring_dump.stderr
+        # The pinned programs keep sending: `bpfkit events` reads the pinned ring buffer.
+        reader = subprocess.Popen(bpfkit_cmd("events", f"{pin_dir}/events", "--btf", example, "--count", "1", "--json"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        for _ in range(50):
+            trigger(f"/tmp/bpfkit-cli-{uuid.uuid4().hex[:12]}")
+            try:
+                out, err = reader.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            reader.kill()
+            raise AssertionError("bpfkit events printed nothing")
+        assert reader.returncode == 0, err
+        record = json.loads(out.splitlines()[0])
+        assert record["map"] == "events" and {"pid", "comm", "filename"} <= set(record["fields"])
+    finally:
+        if os.path.isdir(pin_dir):
+            for name in os.listdir(pin_dir):
+                os.unlink(os.path.join(pin_dir, name))
+            os.rmdir(pin_dir)
+    assert our_links() == []

@@ -1,0 +1,117 @@
+"""Lazy BTF parsing (kernel BTF), name and flavor lookups, split BTF on a lazy base, and
+reading BTF from files (bpfkit.btf.spec, bpfkit.btf.kernel). Pure: the vmlinux tests read
+/sys/kernel/btf/vmlinux as a file and skip without it."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from bpfkit.btf import BTF, Int, IntEncoding, Kind, Member, Pointer, Struct
+from bpfkit.btf import kernel as kernel_btf
+from bpfkit.btf.spec import essential_name
+from bpfkit.elf import ElfFile
+from bpfkit.errors import ParseError
+
+VMLINUX = "/sys/kernel/btf/vmlinux"
+needs_vmlinux = pytest.mark.skipif(not os.path.exists(VMLINUX), reason="no kernel BTF")
+
+
+def object_btf_bytes(path) -> bytes:
+    return bytes(ElfFile(open(path, "rb").read()).by_name[".BTF"].data)
+
+
+@pytest.mark.parametrize("name, essential", [
+    ("task_struct", "task_struct"), ("task_struct___old", "task_struct"), ("a___b___c", "a___b"),
+    ("x____y", "x____y"), ("__x___y", "__x"), ("___", "___"), ("a___", "a___"), ("", ""),
+])
+def test_essential_name(name, essential):
+    assert essential_name(name) == essential
+
+
+def test_lazy_and_eager_parses_agree(bpf_obj):
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    eager, lazy = BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)
+    assert lazy.lazy and not eager.lazy and len(lazy) == len(eager)
+    assert [repr(t) for t in lazy.types] == [repr(t) for t in eager.types]
+    for name in ("task_struct", "core_result", "bpf_func_id"):
+        assert [t.id for t in lazy.find(name)] == [t.id for t in eager.find(name)]
+    assert lazy.to_bytes() == raw
+    flavors = sorted(t.name for t in lazy.find_flavors("task_struct"))
+    assert flavors == sorted(t.name for t in eager.find_flavors("task_struct"))
+    assert flavors == ["task_struct", "task_struct___fake", "task_struct___n", "task_struct___o"]
+
+
+@needs_vmlinux
+def test_vmlinux_lazy_lookups():
+    data = open(VMLINUX, "rb").read()
+    btf = BTF.from_bytes(data, lazy=True, name="vmlinux")
+    task = btf.lookup("task_struct", Kind.STRUCT)
+    assert isinstance(task, Struct) and task.member("pid") is not None
+    assert btf.size_of(task.member("pid").type) == 4
+    assert [t.id for t in btf.find_flavors("task_struct")] == [task.id]
+    # A decoded type is decoded once.
+    assert btf.types[task.id] is task
+    assert btf.find("no_such_type_anywhere") == []
+    assert "vmlinux" in repr(btf)
+
+
+@needs_vmlinux
+def test_kernel_btf_is_cached_and_files_load():
+    first = kernel_btf.vmlinux()
+    assert kernel_btf.vmlinux() is first and first.lazy and first.name == "vmlinux"
+    again = kernel_btf.load_file(VMLINUX)
+    assert again is not first and len(again) == len(first)
+
+
+def test_btf_from_elf_file(bpf_obj):
+    btf = kernel_btf.load_file(bpf_obj("core_task"))
+    assert btf.lookup("core_result").size > 0
+
+
+def test_load_file_refuses_other_files(tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"hello world")
+    with pytest.raises(ParseError, match="neither a BTF blob nor an ELF"):
+        kernel_btf.load_file(junk)
+
+
+def _base() -> BTF:
+    base = BTF()
+    u32 = base.add(Int(0, "u32", 4, IntEncoding.NONE, 0, 32))
+    base.add(Struct(0, "shared", 4, [Member("x", u32, 0)]))
+    return BTF.from_bytes(base.to_bytes(), lazy=True, name="base")
+
+
+def test_split_btf_on_a_lazy_base():
+    base = _base()
+    split = BTF(base=base, name="mod")
+    u32 = base.lookup("u32").id
+    mine = split.add(Struct(0, "mod_thing", 8, [Member("a", u32, 0), Member("b", u32, 32)]))
+    split.add(Struct(0, "shared___mod", 4, [Member("x", u32, 0)]))
+    parsed = BTF.from_bytes(split.to_bytes(), base=base, lazy=True, name="mod")
+    assert parsed.first_id == len(base) and parsed.lookup("mod_thing").id == mine
+    # own_only: only the module's own types (what CO-RE and ksym lookups search).
+    assert [t.name for t in parsed.find_flavors("shared")] == ["shared___mod"]
+    assert [t.name for t in parsed.find_flavors("shared", own_only=False)] == ["shared", "shared___mod"]
+    assert parsed.find("u32", own_only=True) == [] and parsed.find("u32")[0].id == u32
+    assert parsed.types[u32] is base.types[u32]
+
+
+def test_lazy_parse_reports_bad_types_when_used():
+    btf = BTF()
+    btf.add(Int(0, "int", 4, IntEncoding.SIGNED, 0, 32))
+    btf.add(Pointer(0, "", 1))
+    blob = bytearray(btf.to_bytes())
+    struct.pack_into("<I", blob, 24 + 16 + 8, 77)  # the pointer now points at type 77
+    lazy = BTF.from_bytes(bytes(blob), lazy=True)
+    assert lazy.types[1].name == "int"
+    with pytest.raises(ParseError, match="refers to type 77"):
+        lazy.types[2]
+    with pytest.raises(ParseError, match="refers to type 77"):
+        BTF.from_bytes(bytes(blob))
+    with pytest.raises(ParseError, match="unknown kind 31"):
+        struct.pack_into("<I", blob, 24 + 4, 31 << 24)
+        BTF.from_bytes(bytes(blob), lazy=True)
