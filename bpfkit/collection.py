@@ -277,7 +277,7 @@ class Collection:
             self._prepare_pin_dir()
         self._load_btf()
         assert self._fit is not None
-        kconfig_data = self._fit.resolve_externs()
+        kconfig_data = self._fit.resolve_externs([spec.programs[n] for n in names])
         for name, mspec in spec.maps.items():
             if name == ".kconfig" and kconfig_data is not None:
                 mspec = dataclasses.replace(mspec, data=kconfig_data)

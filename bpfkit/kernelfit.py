@@ -109,15 +109,18 @@ class KernelFit:
         return clean.to_bytes()
 
     # --------------------------------------------------------------------- externs
-    def resolve_externs(self) -> bytes | None:
-        """Resolve every extern; returns the .kconfig map's value (None without __kconfig)."""
+    def resolve_externs(self, programs: list[Any]) -> bytes | None:
+        """Resolve the __ksym externs ``programs`` use and every __kconfig one; returns the
+        .kconfig map's value (None without __kconfig). (libbpf resolves every extern of the
+        object; a kernel symbol only an unloaded program needs does not stop the others here.)"""
         from .elf.externs import ExternKind
 
         externs = self.spec.externs
         if not externs:
             return None
+        used = {name for p in programs for _, name in p.extern_refs}
         try:
-            ksyms = [e for e in externs.values() if e.kind == ExternKind.KSYM]
+            ksyms = [e for e in externs.values() if e.kind == ExternKind.KSYM and e.name in used]
             if ksyms:
                 self._resolve_ksyms(ksyms)
             if any(e.kind == ExternKind.KCONFIG for e in externs.values()):

@@ -20,9 +20,8 @@ import threading
 
 import pytest
 
-import bpfkit
 from bpfkit import Collection, load_spec
-from bpfkit.btf import Array, Enum, Int, Kind, Pointer, Struct
+from bpfkit.btf import Array, Enum, Int, Kind, Pointer
 from bpfkit.btf import kernel as kernel_btf
 from bpfkit.errors import NotFoundError, VerifierError
 
@@ -108,7 +107,11 @@ def task_result():
         trigger(coll, "core_task")
         raw = coll.maps[".bss"][0]
         resolutions = coll.core_resolutions["core_task"]
+        TASK_LOAD.update(btf_error=coll.btf_error, btf_rewrites=coll.btf_rewrites)
     return spec, decode(spec.btf, "core_result", raw), resolutions
+
+
+TASK_LOAD: dict = {}  # how core_task's own BTF fared (set by the fixture)
 
 
 def test_core_read_chains(task_result):
@@ -175,6 +178,14 @@ def test_offsets_moved_on_other_kernels(task_result):
     # The branch for the flavor this kernel lacks is poisoned (and dead code).
     assert [x.local.describe().split()[2] for x in poisoned] == [
         "task_struct___o.state" if KERNEL >= (5, 14) else "task_struct___n.__state"]
+
+
+def test_object_btf_is_sanitised_for_this_kernel(task_result):
+    # Built against a 6.18 vmlinux.h, the object's BTF has a signed enum (the kind_flag came
+    # with ENUM64 in 6.0): older kernels get it rewritten instead of refusing the whole blob.
+    assert TASK_LOAD["btf_error"] is None
+    rewritten = any(r.startswith("signed ENUM -> unsigned") for r in TASK_LOAD["btf_rewrites"])
+    assert rewritten == (KERNEL < (6, 0))
 
 
 def test_poisoned_relocation_is_explained(bpf_obj):
@@ -248,17 +259,23 @@ def test_weak_kfuncs(extern_result):
 
 
 def test_typed_percpu_ksym(bpf_obj):
-    """runqueues is found in kernel BTF; the kernel then asks kallsyms for its address, which
-    only has data symbols with CONFIG_KALLSYMS_ALL (Debian: yes; the host kernel: no)."""
+    """runqueues is looked up in kernel BTF, which has per-CPU VARs only when pahole made
+    them (Debian 6.1: yes; Debian 5.10: no); the kernel then asks kallsyms for its address,
+    which has data symbols only with CONFIG_KALLSYMS_ALL (Debian: yes; the host kernel: no)."""
     from bpfkit._kernel.cpus import num_possible_cpus
 
     spec = load_spec(bpf_obj("core_externs"))
     spec.variables["target_tgid"].value = os.getpid()
+    if not kernel_btf.vmlinux().find("runqueues", Kind.VAR):
+        with pytest.raises(NotFoundError, match="has no VAR named 'runqueues'"):
+            Collection(spec, programs=["core_percpu"], kconfig=kernel_config_path())
+        assert VM != "6.1"
+        return
     if "runqueues" not in kallsyms():
         with pytest.raises(VerifierError, match="typed __ksym variables need CONFIG_KALLSYMS_ALL"):
-            Collection(spec, programs=["core_percpu"])
+            Collection(spec, programs=["core_percpu"], kconfig=kernel_config_path())
         return
-    with Collection(spec, programs=["core_percpu"]) as coll:
+    with Collection(spec, programs=["core_percpu"], kconfig=kernel_config_path()) as coll:
         trigger(coll, "core_percpu")
         raw = coll.maps[".data"][0]
     cpus = [int.from_bytes(raw[i : i + 4], "little", signed=True) for i in (0, 4)]

@@ -115,3 +115,12 @@ def test_lazy_parse_reports_bad_types_when_used():
     with pytest.raises(ParseError, match="unknown kind 31"):
         struct.pack_into("<I", blob, 24 + 4, 31 << 24)
         BTF.from_bytes(bytes(blob), lazy=True)
+
+
+def test_adding_to_a_lazy_btf_keeps_lookups_and_decoding(bpf_obj):
+    btf = BTF.from_bytes(object_btf_bytes(bpf_obj("core_task")), lazy=True)
+    u32 = btf.lookup("__u32").id
+    new = btf.add(Struct(0, "added_later", 4, [Member("x", u32, 0)]))
+    assert btf.lookup("added_later").id == new
+    assert btf.lookup("core_result").size > 0  # still decodes untouched types
+    assert [t.name for t in btf.find_flavors("added_later")] == ["added_later"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bpfkit.btf import (
-    BTF, Const, Datasec, DeclTag, Enum, Enum64, EnumValue, Float, Func, FuncProto, Int, IntEncoding,
-    Kind, Linkage, Member, Param, Pointer, Struct, TypeTag, Union, Var, VarLinkage, VarSecinfo,
+    BTF, Datasec, DeclTag, Enum, Enum64, EnumValue, Float, Func, FuncProto, Int, IntEncoding,
+    Kind, Linkage, Member, Param, Struct, TypeTag, Union, Var, VarLinkage, VarSecinfo,
 )
 from bpfkit.btf.sanitize import needed_features, sanitize
 

@@ -8,7 +8,7 @@ import pytest
 
 import bpfkit
 from bpfkit.btf import (
-    BTF, Datasec, Func, FuncProto, Int, IntEncoding, Kind, Linkage, Member, Param, Pointer, Struct, Var,
+    BTF, Func, FuncProto, Int, IntEncoding, Kind, Linkage, Member, Param, Pointer, Struct, Var,
     VarLinkage,
 )
 from bpfkit.elf.externs import (

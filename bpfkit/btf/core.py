@@ -40,9 +40,7 @@ from typing import Callable, Iterable, Sequence
 from ..errors import CORERelocationError, ParseError
 from .ext import CORERelo
 from .spec import BTF, essential_name
-from .types import (
-    Array, Enum, Enum64, Float, FuncProto, Fwd, Int, Kind, Pointer, Struct, Type, Union, Void,
-)
+from .types import Array, Enum, Float, FuncProto, Fwd, Int, Kind, Pointer, Struct, Type, Void
 
 __all__ = [
     "ReloKind", "Accessor", "AccessSpec", "Result", "Resolution", "CORERelocator", "CORERelocationError",
@@ -602,18 +600,6 @@ class Resolution:
     @property
     def poisoned(self) -> bool:
         return self.result.poison
-
-    def summary(self) -> str:
-        """One line: the value change, or why the instruction is poisoned."""
-        r = self.result
-        if r.poison:
-            return f"poisoned: {self.why or 'cannot be satisfied on this kernel'}"
-        text = f"{r.orig} -> {r.new}"
-        if r.orig_size != r.new_size and r.new_size:
-            text += f" (access size {r.orig_size} -> {r.new_size})"
-        if self.target is None and not self.kind == ReloKind.TYPE_ID_LOCAL:
-            text += f" ({self.why})" if self.why else " (not in the kernel)"
-        return text
 
     def explain(self) -> str:
         """For error messages: which relocation, on what, and why it failed."""

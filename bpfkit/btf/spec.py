@@ -239,6 +239,7 @@ class BTF:
         self._words: array.array | None = None
         self._starts: array.array | None = None
         self._name_offs: bytes | None = None
+        self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
     # ------------------------------------------------------------------------- parsing
     @classmethod
@@ -282,6 +283,7 @@ class BTF:
         if lazy:
             self.types = TypeTable(self.base.types if self.base is not None else [Void(0, "")],
                                    [None] * len(starts), self._decode_own)
+            self._search_names = True
             return
         names: dict[int, str] = {}
         table = self.strings.offsets()
@@ -399,10 +401,11 @@ class BTF:
         """Append ``t`` (its ``id`` is set) and return the new id."""
         t.id = len(self.types)
         self.types.append(t)
-        if self._starts is not None:
-            self._starts = None  # no longer a pure lazy parse: name lookups fall back to an index
-            self._name_offs = None
-            self._by_name = None
+        if self._search_names:
+            # Types added after a lazy parse are not in the scanned name offsets: from now on
+            # names are looked up in an index of the (decoded) types.
+            self._search_names = False
+            self._by_name = self._by_essential = None
         if self._by_name is not None and t.name:
             self._by_name.setdefault(t.name, []).append(t)
         if self._by_essential is not None and t.name:
@@ -433,7 +436,7 @@ class BTF:
         return ids
 
     def _own_named(self, name: str) -> list[Type]:
-        if self._starts is not None:
+        if self._search_names:
             offsets = self.strings.find(name)
             if self.base is not None:
                 offsets += self.base.strings.find(name)
@@ -458,7 +461,7 @@ class BTF:
     def find_flavors(self, essential: str, *, own_only: bool = True) -> list[Type]:
         """Every own type whose name without its ``___flavor`` suffix is ``essential`` (what
         CO-RE takes as candidates for a local type), in id order."""
-        if self._starts is not None:
+        if self._search_names:
             offsets = self.strings.find_flavors(essential)
             if self.base is not None:
                 offsets += self.base.strings.find_flavors(essential)

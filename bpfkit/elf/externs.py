@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 from ..errors import NotFoundError, ParseError, UsageError
 from ..btf.spec import BTF, essential_name
 from ..btf.types import (
-    Array, Datasec, Enum, Func, FuncProto, Int, IntEncoding, Linkage, Var, VarLinkage, VarSecinfo, Void,
+    Array, Datasec, Enum, Func, FuncProto, Int, IntEncoding, Linkage, Var, VarLinkage, Void,
 )
 
 __all__ = [

@@ -26,7 +26,7 @@ import struct
 from .._kernel.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
 from ..btf import BTF, BTFExt
 from ..btf.types import Datasec, Func, Linkage, Var, VarLinkage
-from ..errors import NotSupportedError, ParseError
+from ..errors import ParseError
 from ..maps import MapSpec
 from ..program import ProgramSpec, Reference, RefKind
 from ..sections import match_section
