@@ -600,6 +600,19 @@ CHECKED_TYPES = {
     "struct perf_event_query_bpf": "struct perf_event_query_bpf",
 }
 
-ffi = cffi.FFI()
-ffi.cdef(CDEF, packed=False)
+
+def build_ffi() -> cffi.FFI:
+    """Parse CDEF (about 0.15-0.3 s): what scripts/gen_abi.py pre-computes into _abi_ffi.py."""
+    fresh = cffi.FFI()
+    fresh.cdef(CDEF, packed=False)
+    return fresh
+
+
+# cffi's out-of-line ABI mode: the parsed declarations are stored as a generated module that
+# imports in ~10 ms, which keeps `bpfkit attach` start-up short. tests/test_abi_generated.py
+# fails when the generated module no longer matches CDEF (regenerate: scripts/gen_abi.py).
+try:
+    from ._abi_ffi import ffi  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - a tree without the generated module still works
+    ffi = build_ffi()
 libc = ffi.dlopen(None)

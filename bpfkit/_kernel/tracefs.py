@@ -88,12 +88,9 @@ def tracefs_root() -> str:
 
 def _mount(source: str, target: str, fstype: str) -> None:
     """mount(2) through libc (no util-linux needed)."""
-    from .abi import ffi
+    from .abi import ffi, libc
 
-    if not hasattr(_mount, "fn"):
-        ffi.cdef("int mount(const char *, const char *, const char *, unsigned long, const void *);", override=True)
-        _mount.fn = ffi.dlopen(None).mount  # type: ignore[attr-defined]
-    ret = _mount.fn(source.encode(), target.encode(), fstype.encode(), 0, ffi.NULL)  # type: ignore[attr-defined]
+    ret = libc.mount(source.encode(), target.encode(), fstype.encode(), 0, ffi.NULL)
     if ret != 0:
         raise OSError(ffi.errno, os.strerror(ffi.errno))
 
