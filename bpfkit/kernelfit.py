@@ -67,15 +67,9 @@ def resolve_core(spec: Any, kernel_btf: BTF | str | os.PathLike[str] | None = No
     relocator = _relocator(spec.btf, kernel_btf_arg(kernel_btf))
     out = {}
     for name, pspec in spec.programs.items():
-        resolutions = []
-        for index, (insn, relo) in enumerate(pspec.core_relos):
-            res = relocator.resolve(relo, name, insn, index)
-            if not res.poisoned and res.kind.field_based:
-                # What patching would decide about resizing the load (it can still poison).
-                scratch = bytearray(pspec.instructions)
-                core.patch_insn(scratch, res)
-            resolutions.append(res)
-        out[name] = resolutions
+        # Patched as a load would (a copy): that is where loads that cannot be resized are
+        # poisoned and instructions that do not hold what the compiler said are refused.
+        _, out[name] = core.relocate(name, pspec.instructions, pspec.core_relos, relocator)
     return out
 
 
