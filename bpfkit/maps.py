@@ -21,6 +21,7 @@ from ._kernel.abi import ffi
 from ._kernel.consts import BPF_ANY, Cmd, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD
+from ._kernel.rlimit import bump_memlock
 from .errors import BPFKitError, KernelError, NotFoundError, UsageError
 
 __all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]
@@ -107,6 +108,7 @@ class Map:
     ``with``."""
 
     def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0) -> None:
+        bump_memlock()  # kernels before 5.11 charge maps to RLIMIT_MEMLOCK
         if spec.type in _MAP_IN_MAP and not inner_map_fd:
             raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
         if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id):

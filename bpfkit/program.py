@@ -12,6 +12,7 @@ from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
+from ._kernel.rlimit import bump_memlock
 from .errors import BPFKitError, KernelError, NotFoundError, VerifierError
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
@@ -102,6 +103,7 @@ class Program:
     """A loaded BPF program. Close with :meth:`close` or ``with``; a pinned program stays."""
 
     def __init__(self, spec: ProgramSpec, options: LoadOptions | None = None, btf_fd: int = 0) -> None:
+        bump_memlock()  # kernels before 5.11 charge programs to RLIMIT_MEMLOCK
         options = options or LoadOptions()
         kwargs: dict[str, Any] = dict(
             prog_type=int(spec.type),

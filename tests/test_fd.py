@@ -124,3 +124,20 @@ def test_never_fd_zero() -> None:
     assert proc.returncode == 0, proc.stderr
     words = proc.stdout.split()
     assert words[0] == "ok" and int(words[1]) > 0, proc.stdout
+
+
+def test_memlock_is_raised_only_before_5_11(monkeypatch):
+    """Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; newer ones must be left alone.
+    The kernel release is faked (the host's is 6.18); setrlimit is observed, not called."""
+    import resource
+
+    from bpfkit._kernel import rlimit
+
+    calls = []
+    monkeypatch.setattr(resource, "setrlimit", lambda *a: calls.append(a))
+    for release, raised in (("5.10.0-46-amd64", True), ("5.11.0", False), ("6.18.44-fc", False)):
+        rlimit.bump_memlock.cache_clear()
+        monkeypatch.setattr(rlimit.os, "uname", lambda r=release: type("U", (), {"release": r})())
+        assert rlimit.bump_memlock() is raised
+    assert len(calls) == 1
+    rlimit.bump_memlock.cache_clear()
