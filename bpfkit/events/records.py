@@ -639,3 +639,18 @@ class Decoder:
 def decode_all(decoder: Decoder, records: Iterable[tuple[int, Any]]) -> list[Record]:
     """Decode (cpu, whole record) pairs."""
     return [decoder.decode(buf, cpu) for cpu, buf in records]
+
+
+def collect_batches(consume_batch: Any, fmt: "RecordFormat", limit: Any) -> Any:
+    """Drain through a reader's ``consume_batch`` into owned data: one numpy structured array
+    (copied out of the ring, so it outlives the reader) or, without numpy, a list of tuples."""
+    parts: list[Any] = []
+    np = numpy_module()
+    if np is not None:
+        packed = fmt.dtype
+        consume_batch(lambda a: parts.append(a.astype(packed)), fmt, limit, True)
+        if not parts:
+            return np.empty(0, fmt.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    consume_batch(parts.extend, fmt, limit, False)
+    return parts

@@ -29,7 +29,7 @@ from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from ..errors import BPFKitError, ParseError, UsageError
 from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
-from .records import HAVE_NUMPY, RecordFormat, as_format, numpy_module
+from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
@@ -428,17 +428,7 @@ class RingBuffer:
             out: list[bytes] = []
             self.consume(lambda rec: out.append(bytes(rec)), limit)
             return out
-        fmt = as_format(format)
-        parts: list[Any] = []
-        np = numpy_module()
-        if np is not None:
-            packed = fmt.dtype
-            self.consume_batch(lambda a: parts.append(a.astype(packed)), fmt, limit, True)
-            if not parts:
-                return np.empty(0, fmt.dtype)
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
-        self.consume_batch(parts.extend, fmt, limit, False)
-        return parts
+        return collect_batches(self.consume_batch, as_format(format), limit)
 
     # ---------------------------------------------------------------------- async
     async def poll_async(self, timeout: float | None = None, callback: Callable[..., Any] | None = None) -> int:
