@@ -115,3 +115,44 @@ def as_callable(obj: Any, what: str) -> Any:
 
         raise UsageError(f"{what} must be callable, not {obj!r}")
     return obj
+
+
+class PolledReader:
+    """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
+    their rings, ``consume``/``poll`` of their own, and this lifecycle and asyncio face."""
+
+    _poller: Any
+
+    def _check_readable(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def consume(self, callback: Any = None, limit: int | None = None, format: Any = None) -> int:  # pragma: no cover
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def poll_async(self, timeout: float | None = None, callback: Any = None) -> int:
+        """``poll`` for asyncio: waits in the event loop, never blocks it."""
+        self._check_readable()
+        n = self.consume(callback)
+        if n:
+            return n
+        if not await wait_readable(self._poller.fileno(), timeout):
+            return 0
+        self._poller.wait(0)
+        return self.consume(callback)
+
+    def fileno(self) -> int:
+        """The epoll fd: readable when a ring woke us (for select/asyncio loops)."""
+        return self._poller.fileno()
+
+    @property
+    def closed(self) -> bool:
+        return self._poller.closed
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -47,7 +47,7 @@ from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable, warn_lost
+from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable, warn_lost
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
 
 __all__ = ["PerfBuffer", "PerfRing"]
@@ -388,7 +388,7 @@ class PerfRing:
             self.fd.close()
 
 
-class PerfBuffer:
+class PerfBuffer(PolledReader):
     """Reader of a BPF_MAP_TYPE_PERF_EVENT_ARRAY: one ring per online CPU.
 
     ::
@@ -572,16 +572,6 @@ class PerfBuffer:
         return collect_batches(self.consume_batch, as_format(format), limit)
 
     # ---------------------------------------------------------------------- async
-    async def poll_async(self, timeout: float | None = None, callback: Callable[..., Any] | None = None) -> int:
-        """:meth:`poll` for asyncio: waits in the event loop, never blocks it."""
-        self._check_readable()
-        n = self.consume(callback)
-        if n:
-            return n
-        if not await wait_readable(self._poller.fileno(), timeout):
-            return 0
-        self._poller.wait(0)
-        return self.consume(callback)
 
     async def aread(self, timeout: float | None = None) -> AsyncIterator[tuple[int, memoryview]]:
         """``async for cpu, rec in pb.aread(timeout)``: :meth:`read` for asyncio."""
@@ -643,9 +633,6 @@ class PerfBuffer:
             raise UsageError("reader is closed")
         return bool(self._poller.wait(timeout))
 
-    def fileno(self) -> int:
-        """The epoll fd: readable when a CPU's ring woke us (for select/asyncio loops)."""
-        return self._poller.fileno()
 
     def _check_readable(self) -> None:
         if self._poller.closed:
@@ -666,15 +653,7 @@ class PerfBuffer:
         self._by_fd.clear()
         self._poller.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._poller.closed
 
-    def __enter__(self) -> "PerfBuffer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PerfBuffer({self.map.name!r}, cpus={self.cpus}, pages={self.pages})"

@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
+from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
@@ -302,7 +302,7 @@ class _Ring:
             self._prod.close()
 
 
-class RingBuffer:
+class RingBuffer(PolledReader):
     """Reader of one or more BPF_MAP_TYPE_RINGBUF maps, all waited for in one epoll set.
 
     ::
@@ -356,7 +356,7 @@ class RingBuffer:
         ``format`` (a struct format, RecordFormat): decode each record and call
         ``callback(*fields)`` instead of passing the view.
         """
-        self._check_open()
+        self._check_readable()
         fmt = as_format(format)
         n = 0
         lim = -1 if limit is None else limit
@@ -371,7 +371,7 @@ class RingBuffer:
     def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
         """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings that
         have records (after a timeout, any ring with records). Returns the number processed."""
-        self._check_open()
+        self._check_readable()
         ready = self._poller.wait(timeout)
         fmt = as_format(format)
         if ready:
@@ -391,7 +391,7 @@ class RingBuffer:
         """Iterate records as they arrive; stops after ``timeout`` s without any (None: never).
 
         Each record is valid until the next one is requested."""
-        self._check_open()
+        self._check_readable()
         while True:
             got = False
             for ring in self._rings:
@@ -407,7 +407,7 @@ class RingBuffer:
 
         ``batch`` is a numpy structured array viewing the ring (valid during the call) when
         numpy is installed, else a list of tuples. Returns the number of records."""
-        self._check_open()
+        self._check_readable()
         fmt = as_format(format)
         use_arrays = HAVE_NUMPY if arrays is None else arrays
         n = 0
@@ -423,7 +423,7 @@ class RingBuffer:
         """Drain everything available now in one call and return it as owned data: a numpy
         structured array for ``format`` (a list of tuples without numpy), or a list of
         ``bytes`` without a format."""
-        self._check_open()
+        self._check_readable()
         if format is None:
             out: list[bytes] = []
             self.consume(lambda rec: out.append(bytes(rec)), limit)
@@ -431,20 +431,10 @@ class RingBuffer:
         return collect_batches(self.consume_batch, as_format(format), limit)
 
     # ---------------------------------------------------------------------- async
-    async def poll_async(self, timeout: float | None = None, callback: Callable[..., Any] | None = None) -> int:
-        """:meth:`poll` for asyncio: waits in the event loop, never blocks it."""
-        self._check_open()
-        n = self.consume(callback)
-        if n:
-            return n
-        if not await wait_readable(self._poller.fileno(), timeout):
-            return 0
-        self._poller.wait(0)
-        return self.consume(callback)
 
     async def aread(self, timeout: float | None = None) -> AsyncIterator[memoryview]:
         """``async for rec in rb.aread(timeout)``: :meth:`read` for asyncio."""
-        self._check_open()
+        self._check_readable()
         while True:
             got = False
             for ring in self._rings:
@@ -473,11 +463,8 @@ class RingBuffer:
             raise UsageError("reader is closed")
         return bool(self._poller.wait(timeout))
 
-    def fileno(self) -> int:
-        """The epoll fd: readable when some ring has records (for select/asyncio loops)."""
-        return self._poller.fileno()
 
-    def _check_open(self) -> None:
+    def _check_readable(self) -> None:
         if self._poller.closed:
             raise UsageError("ring buffer reader is closed")
 
@@ -489,15 +476,7 @@ class RingBuffer:
         self._by_fd.clear()
         self._poller.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._poller.closed
 
-    def __enter__(self) -> "RingBuffer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         names = ", ".join(repr(r.map.name) for r in self._rings)
