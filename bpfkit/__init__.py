@@ -36,7 +36,7 @@ __all__ = sorted(_LAZY) + ["errors", "__version__"]
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events"):
+        if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events", "usdt"):
             return importlib.import_module(f"bpfkit.{name}")
         raise AttributeError(f"module 'bpfkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from .btf import BTF
 from .btf.types import Enum, Int, Pointer
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, VerifierError
+from .errors import BPFKitError, KernelError, NotFoundError, UsageError, VerifierError
 from .maps import Map, MapSpec, PinType
 from .program import LoadOptions, Program, ProgramSpec, RefKind
 
@@ -290,8 +290,13 @@ class Collection:
             pspec = spec.programs[name]
             if pspec.needs_kernel_version and not kversion:
                 kversion = _kernel_version_code()
+            target_btf = None  # a module's BTF fd (attach_btf_obj_fd), held until the load is done
             if self._needs_attach_btf_id(pspec):
-                pspec = dataclasses.replace(pspec, attach_btf_id=self._attach_btf_id(pspec))
+                type_id, module = self._attach_btf_id(pspec)
+                if module:
+                    target_btf = self._module_btf_fd(pspec, module)
+                pspec = dataclasses.replace(pspec, attach_btf_id=type_id,
+                                            attach_btf_obj_fd=int(target_btf) if target_btf is not None else 0)
             relocated = self._relocate(pspec, kversion)
             try:
                 self.programs[name] = Program(relocated, options,
@@ -304,6 +309,9 @@ class Collection:
                     first = str(self.btf_error).splitlines()[0]
                     raise exc.wrap(f"loaded without BTF because the kernel refused the object's BTF ({first})")
                 raise
+            finally:
+                if target_btf is not None:
+                    target_btf.close()
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
@@ -350,9 +358,11 @@ class Collection:
         definition = match_section(pspec.section).definition
         return definition is not None and bool(definition.flags & SecFlag.ATTACH_BTF)
 
-    def _attach_btf_id(self, pspec: ProgramSpec) -> int:
-        """The vmlinux BTF id a tp_btf/fentry/fexit/fmod_ret/lsm/iter program attaches to,
-        named as libbpf names it (btf_trace_<tp>, bpf_lsm_<hook>, bpf_iter_<target>)."""
+    def _attach_btf_id(self, pspec: ProgramSpec) -> tuple[int, str]:
+        """(BTF id, module or '' for vmlinux) of what a tp_btf/fentry/fexit/fmod_ret/lsm/iter
+        program attaches to, named as libbpf names it (btf_trace_<tp>, bpf_lsm_<hook>,
+        bpf_iter_<target>). ``MODULE:NAME`` looks in that module's BTF only; a bare name in
+        vmlinux, then in every module with BTF (as libbpf does)."""
         from ._kernel import bpf as _bpf
         from ._kernel.consts import AttachType
         from .btf.spec import scan_type_id
@@ -360,26 +370,46 @@ class Collection:
 
         target = pspec.attach_to
         if not target:
-            raise UsageError(f"program {pspec.name!r}: section {pspec.section!r} names no attach target")
-        if ":" in target:
-            raise NotSupportedError(f"program {pspec.name!r}: attach target {target!r} in a kernel module",
-                                    "bpfkit looks targets up in vmlinux BTF only")
+            raise UsageError(f"program {pspec.name!r}: section {pspec.section!r} names no attach target; "
+                             f"name one before loading: spec.programs[{pspec.name!r}].set_attach_target(NAME)")
+        module, _, func = target.rpartition(":")
         prefix, kind = {
             AttachType.TRACE_RAW_TP: ("btf_trace_", Kind.TYPEDEF),
             AttachType.LSM_MAC: ("bpf_lsm_", Kind.FUNC),
             AttachType.LSM_CGROUP: ("bpf_lsm_", Kind.FUNC),
             AttachType.TRACE_ITER: ("bpf_iter_", Kind.FUNC),
         }.get(pspec.attach_type, ("", Kind.FUNC))  # type: ignore[arg-type]
+        wanted = prefix + func
         try:
-            type_id = scan_type_id(_bpf.vmlinux_btf(), prefix + target, kind)
+            if not module:
+                type_id = scan_type_id(_bpf.vmlinux_btf(), wanted, kind)
+                if type_id:
+                    return type_id, ""
+            # Module BTF is split BTF: its names continue vmlinux's string table, so it is
+            # searched parsed (a module's BTF is small) rather than scanned.
+            from .btf import kernel as _kernel_btf
+
+            for mod in [module] if module else _bpf.module_btf_names():
+                found = _kernel_btf.module(mod).find(wanted, kind, own_only=True)
+                if found:
+                    return found[0].id, mod
         except BPFKitError as exc:
             raise exc.wrap(f"program {pspec.name!r}: find attach target {target!r}")
-        if not type_id:
-            raise NotFoundError(
-                f"program {pspec.name!r}: the kernel's BTF has no {kind.name} {prefix + target!r} "
-                f"(attach target of section {pspec.section!r})"
-            )
-        return type_id
+        where = f"kernel module {module!r}'s BTF" if module else "the kernel's BTF (vmlinux and modules)"
+        raise NotFoundError(
+            f"program {pspec.name!r}: {where} has no {kind.name} {wanted!r} (attach target of section {pspec.section!r})"
+        )
+
+    @staticmethod
+    def _module_btf_fd(pspec: ProgramSpec, module: str) -> Any:
+        """An fd of kernel module ``module``'s BTF object for attach_btf_obj_fd (5.11,
+        290248a5b7d8: targets in modules)."""
+        from ._kernel import bpf as _bpf
+
+        try:
+            return _bpf.kernel_btf_fd(module)
+        except BPFKitError as exc:
+            raise exc.wrap(f"program {pspec.name!r}: open the BTF of kernel module {module!r} (needs Linux 5.11+)")
 
     def _load_btf(self) -> None:
         btf = self.spec.btf

@@ -17,7 +17,8 @@ Grammar (bpftrace's, with its short aliases):
     tracepoint:CATEGORY:NAME                          t
     rawtracepoint:[MODULE:]NAME                       rt
     fentry:[MODULE:]FN  fexit:[MODULE:]FN             f, fr
-    profile:UNIT:N      (UNIT hz, s, ms, us)          p
+    profile:UNIT:N      (UNIT hz, s, ms, us)          p      (every CPU)
+    interval:UNIT:N     (UNIT hz, s, ms, us)                 (one CPU)
     software:EVENT[:COUNT]  hardware:EVENT[:COUNT]    s, h
     xdp:IFACE  tc:IFACE:ingress|egress                (network attach points)
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ._kernel.consts import HARDWARE_EVENT_NAMES, SOFTWARE_EVENT_NAMES
 from .errors import ParseError
 
 __all__ = ["ProbeSpec", "parse_probe", "ALIASES", "KINDS"]
@@ -48,19 +50,10 @@ ALIASES = {
     "s": "software",
     "h": "hardware",
 }
-KINDS = frozenset(ALIASES.values()) | {"xdp", "tc"}
+KINDS = frozenset(ALIASES.values()) | {"xdp", "tc", "interval"}  # interval: no short alias here
 
-SOFTWARE_EVENTS = {
-    "cpu-clock": 0, "cpu": 0, "task-clock": 1, "page-faults": 2, "faults": 2,
-    "context-switches": 3, "cs": 3, "cpu-migrations": 4, "migrations": 4,
-    "minor-faults": 5, "major-faults": 6, "alignment-faults": 7, "emulation-faults": 8,
-    "dummy": 9, "bpf-output": 10, "cgroup-switches": 11,
-}
-HARDWARE_EVENTS = {
-    "cpu-cycles": 0, "cycles": 0, "instructions": 1, "cache-references": 2, "cache-misses": 3,
-    "branch-instructions": 4, "branches": 4, "branch-misses": 5, "bus-cycles": 6,
-    "frontend-stalls": 7, "backend-stalls": 8, "ref-cycles": 9,
-}
+SOFTWARE_EVENTS = SOFTWARE_EVENT_NAMES  # name -> PERF_COUNT_SW_* (bpfkit._kernel.consts)
+HARDWARE_EVENTS = HARDWARE_EVENT_NAMES  # name -> PERF_COUNT_HW_*
 PROFILE_UNITS = ("hz", "s", "ms", "us")
 
 _IDENT = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_.*?]*$")  # function names: dots for .isra.0 clones
@@ -74,7 +67,7 @@ class ProbeSpec:
 
     kprobe/kretprobe: function, offset, module; uprobe/uretprobe: binary, function or address,
     offset; usdt: binary, provider, function (the probe name); tracepoint: category, function
-    (the event name); rawtracepoint/fentry/fexit: function, module; profile: unit, count;
+    (the event name); rawtracepoint/fentry/fexit: function, module; profile/interval: unit, count;
     software/hardware: event, config, count; xdp: iface; tc: iface, direction.
     """
 
@@ -221,7 +214,7 @@ def _btf_func(kind: str, text: str, args: list[str], starts: list[int]) -> Probe
 
 
 def _profile(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
-    _arity(text, args, starts, 2, 2, "profile:UNIT:N with UNIT one of hz, s, ms, us")
+    _arity(text, args, starts, 2, 2, f"{kind}:UNIT:N with UNIT one of hz, s, ms, us")
     if args[0] not in PROFILE_UNITS:
         raise _fail(text, starts[0], f"unknown unit {args[0]!r} (hz, s, ms or us)")
     count = _number(text, args[1], starts[1], "rate")
@@ -267,6 +260,7 @@ _PARSERS = {
     "fentry": _btf_func,
     "fexit": _btf_func,
     "profile": _profile,
+    "interval": _profile,
     "software": _counter,
     "hardware": _counter,
     "xdp": _xdp,

@@ -13,7 +13,7 @@ from ._kernel.abi import ffi
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, VerifierError
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 
@@ -57,6 +57,16 @@ class ProgramSpec:
     # BPF_PROG_LOAD's fd_array: module BTF fds that kfunc calls index with their offset
     # (slot 0 unused); set by the Collection while it loads.
     fd_array: list[int] = dataclasses.field(default_factory=list, repr=False)
+
+    def set_attach_target(self, target: str) -> None:
+        """Name what a BTF-enabled program (fentry/fexit/fmod_ret, tp_btf, lsm, iter) attaches
+        to, before loading, as libbpf's bpf_program__set_attach_target does: a function
+        (``do_unlinkat``, ``MODULE:function``), tracepoint, LSM hook or iterator target. It
+        replaces what the section names (``SEC("fentry")`` may name nothing); the BTF id is
+        resolved when a Collection loads the program."""
+        self.attach_to = target
+        self.attach_btf_id = 0
+        self.attach_btf_obj_fd = 0
 
     def copy(self) -> "ProgramSpec":
         return dataclasses.replace(
@@ -149,6 +159,8 @@ class Program:
                 # Rebuild the message around the whole log instead of its tail.
                 exc.TAIL_LINES = 1 << 30
                 exc.__init__(exc.op, exc.errno, exc.name, exc.log, exc.truncated)  # type: ignore[misc]
+            _explain_trampoline_refusal(exc, spec)
+            _refuse_unknown_callbacks(exc, spec)
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
         except BPFKitError as exc:
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
@@ -255,6 +267,44 @@ class Program:
 
     def __repr__(self) -> str:
         return f"Program({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"
+
+
+def _takes_callback_address(instructions: bytes) -> bool:
+    """Whether some ld_imm64 loads a sub-program's address (src_reg BPF_PSEUDO_FUNC)."""
+    for at in range(0, len(instructions) - 7, 8):
+        if instructions[at] == 0x18 and instructions[at + 1] >> 4 == 4:  # BPF_LD|BPF_DW|BPF_IMM
+            return True
+    return False
+
+
+def _refuse_unknown_callbacks(exc: VerifierError, spec: ProgramSpec) -> None:
+    """EINVAL for a program passing a callback (bpf_loop, bpf_for_each_map_elem, timers) on a
+    kernel older than 5.13, which rejects it with an unrelated-looking func_info complaint."""
+    if exc.errno != errno.EINVAL or not _takes_callback_address(spec.instructions):
+        return
+    from .features import probe
+
+    result = probe("callbacks")
+    if not result.supported:
+        raise NotSupportedError(
+            f"load program {spec.name!r} ({spec.type.kernel_name}): it passes a callback "
+            "(BPF_PSEUDO_FUNC: bpf_loop, bpf_for_each_map_elem, timers)", result.reason, result.min_version
+        ) from exc
+
+
+def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
+    """EPERM with an empty log for an fentry/fexit/fmod_ret/lsm program: the kernel refused
+    the BPF trampoline before the verifier ran; say so (seen on kernels that forbid them)."""
+    if exc.errno != errno.EPERM or exc.log.strip() or spec.type not in (ProgType.TRACING, ProgType.LSM):
+        return
+    if spec.attach_type in (AttachType.TRACE_ITER, AttachType.TRACE_RAW_TP):
+        return
+    exc.message += (
+        "; this kernel refuses BPF trampoline programs (fentry/fexit/fmod_ret/lsm) before verification: "
+        "missing CAP_BPF+CAP_PERFMON, a lockdown or LSM policy, or no trampoline support "
+        "(bpfkit.features.probe('tracing_programs') tells whether any fentry program loads here)"
+    )
+    exc.args = (exc.message,)
 
 
 def program_ids() -> Any:

@@ -199,17 +199,32 @@ def test_attach_uprobe_spec_prints_hex_without_a_btf_struct(example: str) -> Non
     assert our_links() == []
 
 
-def test_wildcard_uprobe_attaches_every_match(example: str) -> None:
+def test_wildcard_uprobe_is_one_multi_link(example: str) -> None:
+    # uprobe_multi (6.6) on this host: every match of the pattern through one link.
     run = Running(example, "uprobe:libc:fopen*", "--program", "handle_fopen")
     try:
         attached = [line for line in run.status if line.startswith("attached ")]
-        names = {line.split("@", 1)[1].split(":", 1)[0] for line in attached}
-        assert any("uprobe:libc:fopen64" in line for line in attached) and len(attached) >= 2, run.status
-        assert names == {"uprobe"}
+        assert len(attached) == 1, run.status
+        assert "uprobe_multi" in attached[0] and ":fopen* (" in attached[0] and attached[0].endswith("(link)")
+        kinds = [info.type_name for _, info in our_links()]
+        assert kinds == ["uprobe_multi"], kinds
     finally:
         rc = run.stop()
     assert rc == 0, run.err
     assert our_links() == []
+
+
+def test_wildcard_uprobe_with_ioctl_is_one_perf_event_per_match(example: str) -> None:
+    run = Running(example, "uprobe:libc:fopen*", "--program", "handle_fopen", "--mode", "ioctl")
+    try:
+        attached = [line for line in run.status if line.startswith("attached ")]
+        assert len(attached) == 1 and "perf events, ioctl)" in attached[0], run.status
+        count = int(attached[0].rsplit("(", 1)[1].split()[0])
+        assert count >= 2
+    finally:
+        rc = run.stop()
+    assert rc == 0, run.err
+    assert uprobe_groups_of(run.proc.pid) == set()
 
 
 @pytest.mark.skipif(pmu.has_pmu("kprobe") or _tracefs.has_probe_events("kprobe"), reason="this kernel has kprobes")

@@ -395,6 +395,19 @@ def _terminate(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def _build_bpf_on_host() -> bool:
+    """Build bpf/ before booting: the guest sees the tree read-only, so an object older than
+    its source could not be rebuilt there and every test using it would fail."""
+    makefile = Path.cwd() / "bpf" / "Makefile"
+    if not makefile.exists():
+        return True
+    proc = subprocess.run(["make", "-s", "-C", str(makefile.parent)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"vm.py: building bpf/ on the host failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -402,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(k != "host" for k in args.kernel) and not _vm_tools_present():
         print("vm.py: qemu-system-x86_64 or virtme-ng missing: run scripts/vm-setup.sh "
               f"{sys.executable}", file=sys.stderr)
+        return 2
+    if any(k != "host" for k in args.kernel) and not _build_bpf_on_host():
         return 2
     results = []
     for name in dict.fromkeys(args.kernel):  # each kernel once, in the given order

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Iterator
+import struct
+from typing import Any, Iterator, Sequence
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc
@@ -85,6 +86,21 @@ def obj_info_into(fd: FD | int, info: Any, size: int) -> Any:
     attr.info.info = addr(info)
     bpf(Cmd.OBJ_GET_INFO_BY_FD, attr)
     return info
+
+
+def prog_map_ids(fd: FD | int) -> list[int]:
+    """The ids of the maps a loaded program uses (bpf_prog_info.map_ids, asked for twice:
+    once for the count, once with a buffer that large)."""
+    info = obj_info(fd, "struct bpf_prog_info")
+    count = int(info.nr_map_ids)
+    if not count:
+        return []
+    ids = ffi.new("uint32_t[]", count)
+    info = ffi.new("struct bpf_prog_info *")
+    info.nr_map_ids = count
+    info.map_ids = addr(ids)
+    obj_info_into(fd, info, ffi.sizeof("struct bpf_prog_info"))
+    return [int(ids[i]) for i in range(min(count, int(info.nr_map_ids)))]
 
 
 _NEXT_ID = {
@@ -478,10 +494,119 @@ def link_create_perf_event(prog_fd: FD | int, perf_fd: FD | int, cookie: int = 0
     return bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
 
 
+def _u64_array(values: Sequence[int] | None) -> Any:
+    return ffi.new("uint64_t[]", list(values)) if values else None
+
+
+def link_create_kprobe_multi(
+    prog_fd: FD | int,
+    *,
+    syms: Sequence[str] | None = None,
+    addrs: Sequence[int] | None = None,
+    cookies: Sequence[int] | None = None,
+    flags: int = 0,
+    detail: str = "",
+) -> FD:
+    """BPF_LINK_CREATE with attach_type BPF_TRACE_KPROBE_MULTI (5.18, 0dcac2725406): one
+    bpf_link (fprobe) on many kernel functions, given by name or address. The kernel sorts the
+    symbols itself, carrying the cookies along (bpf_kprobe_multi_link_attach, sort_r), and
+    fails the whole attach with ESRCH when one symbol is unknown."""
+    count = len(syms) if syms else len(addrs or ())
+    names = [ffi.new("char[]", s.encode()) for s in syms or ()]
+    sym_arr = ffi.new("uint64_t[]", [addr(n) for n in names]) if names else None
+    addr_arr = _u64_array(addrs)
+    cookie_arr = _u64_array(cookies)
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.attach_type = int(AttachType.TRACE_KPROBE_MULTI)
+    attr.link_create.kprobe_multi.flags = flags
+    attr.link_create.kprobe_multi.cnt = count
+    attr.link_create.kprobe_multi.syms = addr(sym_arr) if sym_arr is not None else 0
+    attr.link_create.kprobe_multi.addrs = addr(addr_arr) if addr_arr is not None else 0
+    attr.link_create.kprobe_multi.cookies = addr(cookie_arr) if cookie_arr is not None else 0
+    fd = bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+    del names, sym_arr, addr_arr, cookie_arr
+    return fd
+
+
+def link_create_uprobe_multi(
+    prog_fd: FD | int,
+    path: str,
+    offsets: Sequence[int],
+    *,
+    ref_ctr_offsets: Sequence[int] | None = None,
+    cookies: Sequence[int] | None = None,
+    flags: int = 0,
+    pid: int = 0,
+    detail: str = "",
+) -> FD:
+    """BPF_LINK_CREATE with attach_type BPF_TRACE_UPROBE_MULTI (6.6, 89ae89f53d20): one bpf_link
+    holding a uprobe at each file offset of ``path``, each with its own cookie and USDT
+    semaphore offset, firing only in process ``pid`` when it is not 0."""
+    cpath = ffi.new("char[]", os.fsencode(path))
+    off_arr = _u64_array(offsets)
+    ref_arr = _u64_array(ref_ctr_offsets)
+    cookie_arr = _u64_array(cookies)
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.attach_type = int(AttachType.TRACE_UPROBE_MULTI)
+    attr.link_create.uprobe_multi.path = addr(cpath)
+    attr.link_create.uprobe_multi.offsets = addr(off_arr) if off_arr is not None else 0
+    attr.link_create.uprobe_multi.ref_ctr_offsets = addr(ref_arr) if ref_arr is not None else 0
+    attr.link_create.uprobe_multi.cookies = addr(cookie_arr) if cookie_arr is not None else 0
+    attr.link_create.uprobe_multi.cnt = len(offsets)
+    attr.link_create.uprobe_multi.flags = flags
+    attr.link_create.uprobe_multi.pid = pid
+    fd = bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+    del cpath, off_arr, ref_arr, cookie_arr
+    return fd
+
+
+def link_info_multi(fd: FD | int, first: Any) -> dict[str, Any]:
+    """The arrays of a kprobe_multi (info since 6.6, 7ac8d0d2616e; cookies since 6.9) or
+    uprobe_multi link (info since 6.9), asked for with buffers sized from ``first`` (the info
+    :func:`link_info` returned): {"addrs"|"offsets", "ref_ctr_offsets", "cookies": [int],
+    "path": str}. Kernels that do not fill a field leave it zeroed."""
+    size = ffi.sizeof("struct bpf_link_info")
+    info = ffi.new("struct bpf_link_info *")
+    out: dict[str, Any] = {}
+    if first.type == _LINK_KPROBE_MULTI:
+        n = int(first.kprobe_multi.count)
+        if not n:
+            return {"addrs": [], "cookies": []}
+        addrs, cookies = ffi.new("uint64_t[]", n), ffi.new("uint64_t[]", n)
+        info.kprobe_multi.addrs = addr(addrs)
+        info.kprobe_multi.cookies = addr(cookies)
+        info.kprobe_multi.count = n
+        obj_info_into(fd, info, size)
+        out = {"addrs": list(addrs), "cookies": list(cookies)}
+    elif first.type == _LINK_UPROBE_MULTI:
+        n = int(first.uprobe_multi.count)
+        if not n:
+            # Before 6.9 nothing is filled, and the fields past the kernel's shorter
+            # bpf_link_info must stay zero (E2BIG otherwise).
+            return {}
+        plen = max(int(first.uprobe_multi.path_size), 1)
+        path = ffi.new("char[]", plen)
+        offsets, refs, cookies = (ffi.new("uint64_t[]", n) for _ in range(3))
+        info.uprobe_multi.path = addr(path)
+        info.uprobe_multi.path_size = plen
+        info.uprobe_multi.offsets = addr(offsets)
+        info.uprobe_multi.ref_ctr_offsets = addr(refs)
+        info.uprobe_multi.cookies = addr(cookies)
+        info.uprobe_multi.count = n
+        obj_info_into(fd, info, size)
+        out = {"path": ffi.string(path).decode(errors="replace"), "offsets": list(offsets)[:n],
+               "ref_ctr_offsets": list(refs)[:n], "cookies": list(cookies)[:n]}
+    return out
+
+
 # bpf_link_info.type values whose info carries a name the caller must give a buffer for:
 # BPF_LINK_TYPE_RAW_TRACEPOINT (tp_name) and BPF_LINK_TYPE_PERF_EVENT of kprobe/uprobe/
 # tracepoint kind (func_name/file_name/tp_name, 6.6, 1b715e1b0ec5).
 _LINK_RAW_TRACEPOINT, _LINK_PERF_EVENT = 1, 7
+_LINK_ITER = 4  # iter.target_name (5.10, 6b0a249a301e)
+_LINK_KPROBE_MULTI, _LINK_UPROBE_MULTI = 8, 12
 _PERF_EVENT_NAMED = (1, 2, 3, 4, 5)  # BPF_PERF_EVENT_{UPROBE,URETPROBE,KPROBE,KRETPROBE,TRACEPOINT}
 
 
@@ -501,6 +626,14 @@ def link_info(fd: FD | int) -> tuple[Any, str]:
         info = ffi.new("struct bpf_link_info *")
         info.raw_tracepoint.tp_name = addr(buf)
         info.raw_tracepoint.tp_name_len = need + 1
+    elif info.type == _LINK_ITER:
+        need = int(info.iter.target_name_len)
+        if not need:
+            return info, ""
+        buf = ffi.new("char[]", need + 1)
+        info = ffi.new("struct bpf_link_info *")
+        info.iter.target_name = addr(buf)
+        info.iter.target_name_len = need + 1
     elif info.type == _LINK_PERF_EVENT and info.perf_event.type in _PERF_EVENT_NAMED:
         # kprobe.func_name, uprobe.file_name and tracepoint.tp_name share offsets, as do
         # their name_len fields.
@@ -539,6 +672,48 @@ def raw_tracepoint_open(name: str | None, prog_fd: FD | int, cookie: int = 0) ->
     attr.raw_tracepoint.prog_fd = int(prog_fd)
     attr.raw_tracepoint.cookie = cookie
     return bpf_fd(Cmd.RAW_TRACEPOINT_OPEN, attr, detail=name or "")
+
+
+def link_create_tracing(prog_fd: FD | int, attach_type: int, cookie: int = 0, target_fd: int = 0,
+                        target_btf_id: int = 0, detail: str = "") -> FD:
+    """BPF_LINK_CREATE of a tracing/LSM program at the target it was loaded for (5.19,
+    2fcc82411e74 added tracing.cookie; before, only freplace and iterators took this path)."""
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.target_fd = target_fd
+    attr.link_create.attach_type = attach_type
+    attr.link_create.tracing.target_btf_id = target_btf_id
+    attr.link_create.tracing.cookie = cookie
+    return bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+
+
+def pack_iter_link_info(map_fd: int = 0, tid: int = 0, pid: int = 0, pid_fd: int = 0,
+                        cgroup_fd: int = 0, cgroup_id: int = 0, order: int = 0) -> bytes:
+    """union bpf_iter_link_info, cut to the member in use: map (map_fd, 5.9), task (tid, pid,
+    pid_fd, 6.1) or cgroup (order, cgroup_fd, cgroup_id, 6.1). The kernel copies what it is
+    given and requires the rest of its own size to be zero, so shorter is more portable."""
+    if cgroup_fd or cgroup_id or order:
+        return struct.pack("<IIQ", order, cgroup_fd, cgroup_id)
+    if tid or pid or pid_fd:
+        return struct.pack("<III", tid, pid, pid_fd)
+    if map_fd:
+        return struct.pack("<I", map_fd)
+    return b""
+
+
+def link_create_iter(prog_fd: FD | int, iter_info: bytes = b"", detail: str = "") -> FD:
+    """BPF_LINK_CREATE(BPF_TRACE_ITER): a bpf_link of an iterator program (5.8, de4e05cac46d),
+    parametrised by a union bpf_iter_link_info (5.9)."""
+    attr = new_attr()
+    attr.link_create.prog_fd = int(prog_fd)
+    attr.link_create.attach_type = int(AttachType.TRACE_ITER)
+    cinfo = ffi.from_buffer(iter_info) if iter_info else None
+    if cinfo is not None:
+        attr.link_create.iter_info = addr(cinfo)
+        attr.link_create.iter_info_len = len(iter_info)
+    fd = bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+    del cinfo
+    return fd
 
 
 def prog_attach(

@@ -384,6 +384,27 @@ class PerfHwId(_CEnum):
     REF_CPU_CYCLES = 9
 
 
+# perf's event names (``perf list``, bpftrace's software:/hardware: probes) with aliases:
+# the one table the probe-spec parser and bpfkit.link.sampling share.
+SOFTWARE_EVENT_NAMES: dict[str, PerfSwId] = {
+    "cpu-clock": PerfSwId.CPU_CLOCK, "cpu": PerfSwId.CPU_CLOCK, "task-clock": PerfSwId.TASK_CLOCK,
+    "page-faults": PerfSwId.PAGE_FAULTS, "faults": PerfSwId.PAGE_FAULTS,
+    "context-switches": PerfSwId.CONTEXT_SWITCHES, "cs": PerfSwId.CONTEXT_SWITCHES,
+    "cpu-migrations": PerfSwId.CPU_MIGRATIONS, "migrations": PerfSwId.CPU_MIGRATIONS,
+    "minor-faults": PerfSwId.PAGE_FAULTS_MIN, "major-faults": PerfSwId.PAGE_FAULTS_MAJ,
+    "alignment-faults": PerfSwId.ALIGNMENT_FAULTS, "emulation-faults": PerfSwId.EMULATION_FAULTS,
+    "dummy": PerfSwId.DUMMY, "bpf-output": PerfSwId.BPF_OUTPUT, "cgroup-switches": PerfSwId.CGROUP_SWITCHES,
+}
+HARDWARE_EVENT_NAMES: dict[str, PerfHwId] = {
+    "cpu-cycles": PerfHwId.CPU_CYCLES, "cycles": PerfHwId.CPU_CYCLES, "instructions": PerfHwId.INSTRUCTIONS,
+    "cache-references": PerfHwId.CACHE_REFERENCES, "cache-misses": PerfHwId.CACHE_MISSES,
+    "branch-instructions": PerfHwId.BRANCH_INSTRUCTIONS, "branches": PerfHwId.BRANCH_INSTRUCTIONS,
+    "branch-misses": PerfHwId.BRANCH_MISSES, "bus-cycles": PerfHwId.BUS_CYCLES,
+    "frontend-stalls": PerfHwId.STALLED_CYCLES_FRONTEND, "backend-stalls": PerfHwId.STALLED_CYCLES_BACKEND,
+    "ref-cycles": PerfHwId.REF_CPU_CYCLES,
+}
+
+
 class PerfRecord(_CEnum):
     """enum perf_event_type: PERF_RECORD_* in the mmap ring."""
 

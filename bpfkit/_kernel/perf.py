@@ -151,3 +151,29 @@ def query_bpf(fd: FD | int, max_ids: int = 64) -> list[int]:
 def modify_attributes(fd: FD | int, attr: Any) -> None:
     attr.size = needed_attr_size(attr)
     _ioctl(fd, PerfIoctl.MODIFY_ATTRIBUTES, attr)
+
+
+# ---------------------------------------------------------------------------- sysctls
+MAX_SAMPLE_RATE_PATH = "/proc/sys/kernel/perf_event_max_sample_rate"
+PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
+
+
+def _read_sysctl(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def max_sample_rate() -> int | None:
+    """kernel.perf_event_max_sample_rate: the highest attr.sample_freq perf_event_open accepts
+    (EINVAL above it). The kernel lowers it by itself when sampling interrupts take longer than
+    kernel.perf_cpu_time_max_percent allows ("perf: interrupt took too long"). None if unreadable."""
+    return _read_sysctl(MAX_SAMPLE_RATE_PATH)
+
+
+def paranoid() -> int | None:
+    """kernel.perf_event_paranoid: 2 (Debian: 3) keeps unprivileged users to their own user-space
+    events; CAP_PERFMON (5.8) or CAP_SYS_ADMIN bypasses it. None if unreadable."""
+    return _read_sysctl(PARANOID_PATH)

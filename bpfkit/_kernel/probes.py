@@ -325,6 +325,26 @@ def probe_bpf_cookie() -> Outcome:
     return False, "neither kprobe nor tracepoint programs load here"
 
 
+@_register("callbacks", "syscall", "5.13", "callbacks: a sub-program's address in a register (BPF_PSEUDO_FUNC), for bpf_loop() and friends",
+           "load 'r1 = &callback; r0 = 0; exit' without BTF and read the verifier's complaint")
+def probe_callbacks() -> Outcome:
+    # 5.13 (69c087ba6225, bpf_for_each_map_elem) taught the verifier ld_imm64 with
+    # src_reg BPF_PSEUDO_FUNC. Without func_info a kernel that knows it complains
+    # "missing btf func_info"; an older one stops earlier at "unrecognized bpf_ld_imm64 insn".
+    insns = asm.ld_imm64(1, 3, src=asm.PSEUDO_FUNC) + RET0 + RET0
+    try:
+        _load_logged(ProgType.SOCKET_FILTER, insns).close()
+    except VerifierError as exc:
+        if "missing btf func_info" in exc.log:
+            return True, "the verifier asked for BTF func_info for the callback: it knows BPF_PSEUDO_FUNC"
+        if "unrecognized bpf_ld_imm64" in exc.log:
+            return False, f"the verifier does not know BPF_PSEUDO_FUNC: {exc.tail(1).strip()}"
+        return _failure(exc)
+    except KernelError as exc:
+        return _failure(exc)
+    return True, "a program taking a callback's address loaded"
+
+
 @_register("log_true_size", "syscall", "6.4", "log_true_size: the kernel reports the verifier log size it needed",
            "load a program the verifier rejects, with a log, and read back log_true_size")
 def probe_log_true_size() -> Outcome:
@@ -502,7 +522,8 @@ def probe_kprobe_multi() -> Outcome:
         except KernelError as exc:
             if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
                 return False, (f"BPF_LINK_CREATE(kprobe_multi) gave {describe_errno(exc.errno)}: the kernel "
-                               "lacks CONFIG_FPROBE (and here CONFIG_KPROBES)")
+                               "lacks CONFIG_FPROBE" + ("" if os.path.exists("/sys/bus/event_source/devices/kprobe")
+                                                        else " (and CONFIG_KPROBES)"))
             if exc.errno == errno.EINVAL:
                 return False, "BPF_LINK_CREATE(kprobe_multi) gave EINVAL: the kernel has no kprobe_multi links"
             if exc.errno == errno.ESRCH:
@@ -577,6 +598,26 @@ def probe_uprobe_ref_ctr_pmu() -> Outcome:
     except (BPFKitError, OSError) as exc:
         return _failure(exc)
     return True, f"uprobe PMU format/ref_ctr_offset is {word}:{first}-{last}"
+
+
+@_register("hardware_pmu", "probes", "2.6.31", "hardware performance counters (a CPU PMU: cycles, instructions, cache misses)",
+           "perf_event_open a PERF_TYPE_HARDWARE cycles counter for this process (user space only) and close it")
+def probe_hardware_pmu() -> Outcome:
+    from . import perf as _perf
+    from .consts import PerfAttrFlag, PerfHwId, PerfType
+
+    attr = _perf.new_attr()
+    attr.type = PerfType.HARDWARE
+    attr.config = PerfHwId.CPU_CYCLES
+    attr.flags = PerfAttrFlag.DISABLED | PerfAttrFlag.EXCLUDE_KERNEL | PerfAttrFlag.EXCLUDE_HV
+    try:
+        _perf.perf_event_open(attr, 0, -1, what="hardware cycles").close()
+    except KernelError as exc:
+        if exc.errno in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
+            return False, (f"perf_event_open(PERF_TYPE_HARDWARE, cycles) gave {describe_errno(exc.errno)}: "
+                           "no hardware PMU (virtual machine?); software events (cpu-clock, ...) still work")
+        return _failure(exc)
+    return True, "opened a PERF_TYPE_HARDWARE cycles counter"
 
 
 _event_counter = itertools.count()

@@ -23,7 +23,9 @@ DESCRIPTION = (
     "Load a BPF object and attach its programs: every program whose section names its target "
     "(kprobe/SYM, tracepoint/GROUP/NAME, uprobe/BINARY:FUNC, ...) when no SPEC is given, else the "
     "one program (--program) at the probe SPEC (kprobe:FN, kretprobe:FN, tracepoint:GROUP:NAME, "
-    "uprobe:BINARY:FN, uretprobe:BINARY:FN). Stays until Ctrl-C or SIGTERM, then detaches cleanly."
+    "uprobe:BINARY:FN, uretprobe:BINARY:FN; a wildcard such as kprobe:vfs_* or uprobe:libc:str* is one "
+    "kprobe_multi/uprobe_multi link, or one perf event per match where the kernel has none). Stays until "
+    "Ctrl-C or SIGTERM, then detaches cleanly."
 )
 
 
@@ -49,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _describe(lk: Any) -> str:
     what = getattr(lk, "description", "") or repr(lk)
+    if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
+        ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
+        return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
     how = "ioctl" if type(lk).__name__ == "PerfEventIoctlLink" else "link"
     return f"{what} ({how})"
 
@@ -93,7 +98,7 @@ class _Stop:
             signal.signal(sig, prev)
 
 
-MAX_EXPANDED = 1000  # wildcard matches attached one probe each
+MAX_EXPANDED = 1000  # wildcard matches attached one perf event each (no multi links)
 
 
 class _Progress:
@@ -145,35 +150,26 @@ def _hinted(exc: Any, spec: Any) -> Any:
     return new
 
 
-def _expand(spec: Any) -> list[Any]:
-    """A wildcard k/uprobe spec as one spec per matching function (of /proc/kallsyms, of the
-    binary), one link each (multi links are not used yet); other specs as themselves."""
-    import dataclasses
-    import fnmatch
-
+def _attach_wildcard(args: argparse.Namespace, spec: Any, prog: Any) -> Any:
+    """A wildcard k/uprobe spec (``kprobe:vfs_*``, ``uprobe:libc:str*``): one kprobe_multi /
+    uprobe_multi link for every match, or, where the kernel has none (or with --mode ioctl),
+    one perf event per match (at most MAX_EXPANDED) with an ``attaching i/N`` line."""
     from .. import link
-    from ..errors import NotFoundError, UsageError
 
-    if not spec.is_wildcard:
-        return [spec]
-    if spec.kind in ("uprobe", "uretprobe"):
-        names = sorted(n for n in link.Executable(spec.binary).symbols() if fnmatch.fnmatchcase(n, spec.function))
-        where = spec.binary
-    elif spec.kind in ("kprobe", "kretprobe"):
-        from .hints import kernel_functions
+    progress: _Progress | None = None
 
-        names = sorted(n for n in kernel_functions() if fnmatch.fnmatchcase(n, spec.function))
-        where = "/proc/kallsyms"
-    else:
-        return [spec]
-    if not names:
-        raise NotFoundError(f"attach {spec.text}: no function in {where} matches {spec.function!r}")
-    if len(names) > MAX_EXPANDED:
-        raise UsageError(f"attach {spec.text}: {len(names)} functions match (more than {MAX_EXPANDED}, one probe "
-                         "each): narrow the pattern")
-    if spec.kind in ("uprobe", "uretprobe"):
-        return [dataclasses.replace(spec, function=n, text=f"{spec.kind}:{spec.binary}:{n}") for n in names]
-    return [dataclasses.replace(spec, function=n, module="", text=f"{spec.kind}:{n}") for n in names]
+    def step(done: int, total: int) -> None:
+        nonlocal progress
+        if progress is None:
+            progress = _Progress(total)
+        progress.step(done, spec.text)
+
+    try:
+        return link.attach_probe_multi(spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie,
+                                       progress=step, max_perf_targets=MAX_EXPANDED)
+    finally:
+        if progress is not None:
+            progress.done()
 
 
 def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> None:
@@ -182,7 +178,7 @@ def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any])
     from ..probespec import parse_probe
 
     name, prog = _pick_program(coll, args.program)
-    specs = [s for text in args.spec for s in _expand(parse_probe(text))]
+    specs = [parse_probe(text) for text in args.spec]
     progress = _Progress(len(specs))
     try:
         for i, spec in enumerate(specs, 1):
@@ -191,6 +187,8 @@ def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any])
             try:
                 if spec.kind in ("xdp", "tc"):
                     attached[key] = link.attach_network(prog, spec.text)
+                elif spec.is_wildcard and spec.kind in ("kprobe", "kretprobe", "uprobe", "uretprobe"):
+                    attached[key] = _attach_wildcard(args, spec, prog)
                 else:
                     attached[key] = link.attach_probe(spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
             except BPFKitError as exc:
@@ -201,7 +199,7 @@ def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any])
 
 def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> dict[str, str]:
     from .. import link
-    from ..errors import BPFKitError, UsageError
+    from ..errors import UsageError
 
     skipped: dict[str, str] = {}
     programs = dict(coll.programs)
@@ -211,22 +209,20 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
     for name, prog in programs.items():
         if args.program and name != args.program:
             continue
-        section = getattr(prog, "section", "") or ""
-        target = link.parse_section(section)
-        if target is None:
-            skipped[name] = f"section {section!r} is not a kind attach handles"
-        elif not target.target:
-            skipped[name] = f"section {section!r} names no target"
+        reason = link.skip_reason(getattr(prog, "section", "") or "")
+        if reason:
+            skipped[name] = reason
         else:
             todo.append((name, prog))
     progress = _Progress(len(todo))
     try:
         for i, (name, prog) in enumerate(todo, 1):
             progress.step(i, name)
-            try:
-                attached[name] = link.attach_section(prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
-            except BPFKitError as exc:
-                raise exc.wrap(f"auto-attach program {name!r}")
+            made = link.auto_attach(name, prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
+            if isinstance(made, str):
+                skipped[name] = made
+            else:
+                attached[name] = made
     finally:
         progress.done()
     return skipped

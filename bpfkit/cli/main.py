@@ -22,7 +22,7 @@ from typing import Sequence
 
 # Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
 # partially installed tree still runs the commands it has.
-COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc", "events", "user-event"]
+COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc", "events", "user-event", "usdt"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 

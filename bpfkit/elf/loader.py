@@ -25,7 +25,7 @@ import struct
 
 from .._kernel.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
 from ..btf import BTF, BTFExt
-from ..btf.types import Datasec, Func, Linkage, Var, VarLinkage
+from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
 from ..errors import ParseError
 from ..maps import MapSpec
 from ..program import ProgramSpec, Reference, RefKind
@@ -34,7 +34,7 @@ from .externs import ExternKind, ExternSpec, collect_externs, kconfig_size
 from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
 from .reader import (
     SHF_EXECINSTR, SHN_ABS, SHN_COMMON, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, STB_GLOBAL, STB_LOCAL,
-    STB_WEAK, STT_FUNC, STT_NOTYPE, STT_OBJECT, STT_SECTION, ElfFile, Relocation, Section, Symbol,
+    STB_WEAK, STT_FUNC, STT_NOTYPE, STT_OBJECT, STT_SECTION, STV_HIDDEN, ElfFile, Relocation, Section, Symbol,
 )
 
 __all__ = ["parse_object"]
@@ -43,6 +43,7 @@ INSN = 8
 _CODE_CALL = 0x85  # BPF_JMP | BPF_CALL
 _CODE_LDDW = 0x18  # BPF_LD | BPF_IMM | BPF_DW
 _PSEUDO_CALL = 1
+_STV_INTERNAL = 1
 _PSEUDO_KFUNC_CALL = 2
 _PSEUDO_FUNC = 4
 _INSN = struct.Struct("<BBhi")
@@ -117,6 +118,7 @@ class _ObjectParser:
         self.btf = BTF.from_bytes(btf_sec.data) if btf_sec is not None else None
         if self.btf is not None:
             self._fixup_datasecs()
+            self._hidden_funcs_static()
         ext_sec = elf.by_name.get(".BTF.ext")
         self.ext = BTFExt.from_bytes(ext_sec.data, self.btf) if ext_sec is not None and self.btf else None
         spec.btf = self.btf
@@ -131,6 +133,18 @@ class _ObjectParser:
         self._programs(spec)
         self._map_values(spec)
         return spec
+
+    def _hidden_funcs_static(self) -> None:
+        """Global functions with hidden visibility (``__hidden``, as libbpf's usdt.bpf.h
+        declares bpf_usdt_arg()) are static in BTF, as libbpf makes them: the verifier then
+        checks them in their caller's context instead of on their own with unknown arguments."""
+        assert self.btf is not None
+        hidden = {s.name for s in self.elf.symbols
+                  if s.type == STT_FUNC and s.bind in (STB_GLOBAL, STB_WEAK) and s.visibility in (_STV_INTERNAL, STV_HIDDEN)}
+        for name in hidden:
+            for t in self.btf.find(name, Kind.FUNC, own_only=True):
+                if isinstance(t, Func) and t.linkage == Linkage.GLOBAL:
+                    t.linkage = Linkage.STATIC
 
     def _license(self) -> str:
         sec = self.elf.by_name.get("license")

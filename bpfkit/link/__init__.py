@@ -14,6 +14,11 @@
     lk = link.xdp("eth0", prog, netns="blue")                    # XDP link, else netlink
     lk = link.tc("eth0", prog, "ingress")                        # tcx link, else cls_bpf
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
+    lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
+    lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
+    with link.iterate(prog) as it: text = it.read_all()         # SEC("iter/task")
+    lk = link.perf_event_sample(prog, "cpu-clock", freq=99)      # every CPU: a LinkGroup
+    group = link.attach_many(syms, lambda s: exe.uprobe(s, prog))  # LinkGroup; closes concurrently
 
 ``mode=link.AttachMode.IOCTL`` forces PERF_EVENT_IOC_SET_BPF (the pre-5.15 way),
 ``AttachMode.LINK`` a bpf_link; AUTO (the default) takes the link when the kernel has it.
@@ -23,7 +28,7 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
-from .auto import AttachedLinks, SectionTarget, attach_all, attach_probe, attach_section, parse_section
+from .auto import AttachedLinks, SectionTarget, attach_all, attach_probe, attach_section, auto_attach, parse_section, skip_reason
 from .base import (
     EventInfo,
     KprobeInfo,
@@ -44,13 +49,57 @@ from .kprobe import kprobe, kretprobe, ksyscall, syscall_prefix, syscall_wrapper
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, have_perf_link
 from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
 from .tracepoint import tracepoint
+from .sampling import HardwareEvent, SampleEvent, SoftwareEvent, perf_event_sample
 from ._net import NetAttachMode, have_tcx, have_xdp_link
 from .net_spec import attach_network
 from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
 from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
 from .uprobe import Executable, uprobe, uretprobe
+from .tracing import (
+    RawTracepointFd,
+    RawTracepointLink,
+    TracingInfo,
+    TracingLink,
+    attach_tracing,
+    fentry,
+    fexit,
+    fmod_ret,
+    lsm,
+    raw_tracepoint,
+    tp_btf,
+)
+from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
+from .group import LinkGroup, attach_many, close_links
+from .multi import (
+    KprobeMultiInfo,
+    KprobeMultiLink,
+    MultiMode,
+    MultiPerfGroup,
+    UprobeMultiInfo,
+    UprobeMultiLink,
+    attach_probe_multi,
+    kprobe_multi,
+    kretprobe_multi,
+    uprobe_multi,
+    uretprobe_multi,
+)
 
 __all__ = [
+    "raw_tracepoint",
+    "attach_tracing",
+    "fentry",
+    "fexit",
+    "fmod_ret",
+    "tp_btf",
+    "lsm",
+    "RawTracepointLink",
+    "RawTracepointFd",
+    "TracingLink",
+    "TracingInfo",
+    "iterate",
+    "IterLink",
+    "IterInfo",
+    "CgroupIterOrder",
     "Link",
     "RawLink",
     "LinkInfo",
@@ -67,6 +116,10 @@ __all__ = [
     "attach_perf_event",
     "have_perf_link",
     "tracepoint",
+    "perf_event_sample",
+    "SoftwareEvent",
+    "HardwareEvent",
+    "SampleEvent",
     "kprobe",
     "kretprobe",
     "ksyscall",
@@ -79,6 +132,8 @@ __all__ = [
     "attach_section",
     "attach_probe",
     "parse_section",
+    "skip_reason",
+    "auto_attach",
     "SectionTarget",
     "AttachedLinks",
     "load_pinned_link",
@@ -114,4 +169,18 @@ __all__ = [
     "TcQuery",
     "TcFilter",
     "attach_network",
+    "MultiMode",
+    "KprobeMultiLink",
+    "UprobeMultiLink",
+    "KprobeMultiInfo",
+    "UprobeMultiInfo",
+    "MultiPerfGroup",
+    "kprobe_multi",
+    "kretprobe_multi",
+    "uprobe_multi",
+    "uretprobe_multi",
+    "attach_probe_multi",
+    "LinkGroup",
+    "attach_many",
+    "close_links",
 ]

@@ -55,7 +55,33 @@ class Segment:
 
 
 class BinaryImage:
-    """The parts of an ELF executable or shared object that uprobes need."""
+    """The parts of an ELF executable or shared object that uprobes need.
+
+    :meth:`cached` shares one parsed image per file (attaching many probes in libc parses
+    its symbol tables once, not once per probe or per Executable)."""
+
+    _CACHE: "dict[str, tuple[tuple[int, int, int, int], BinaryImage]]" = {}
+    _CACHE_SIZE = 16
+
+    @classmethod
+    def cached(cls, path: str) -> "BinaryImage":
+        """The image of ``path``, parsed again only when the file changed (device, inode,
+        size or mtime differ) since it was last parsed."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"binary {path} does not exist") from None
+        except OSError:
+            return cls(path)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = cls._CACHE.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        image = cls(path)
+        if len(cls._CACHE) >= cls._CACHE_SIZE:
+            cls._CACHE.pop(next(iter(cls._CACHE)))
+        cls._CACHE[path] = (key, image)
+        return image
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -297,6 +323,11 @@ def _find_library(name: str) -> str | None:
     return None
 
 
+# Library names already resolved (libc -> its path): the ld.so cache scan costs milliseconds,
+# and attaching many probes resolves the same name each time. Checked to exist on every use.
+_RESOLVED: dict[str, str] = {}
+
+
 def resolve_binary(name: str) -> str:
     """An absolute, existing path for a binary named like bpftrace accepts it.
 
@@ -311,6 +342,9 @@ def resolve_binary(name: str) -> str:
         if not os.path.exists(path):
             raise NotFoundError(f"binary {name} does not exist")
         return os.path.realpath(path)
+    cached = _RESOLVED.get(name)
+    if cached is not None and os.path.exists(cached):
+        return cached
     looks_like_lib = name.startswith("lib") or ".so" in name
     if not looks_like_lib:
         found = shutil.which(name)
@@ -318,7 +352,8 @@ def resolve_binary(name: str) -> str:
             return os.path.realpath(found)
     lib = _find_library(name)
     if lib:
-        return os.path.realpath(lib)
+        _RESOLVED[name] = os.path.realpath(lib)
+        return _RESOLVED[name]
     where = "the ld.so cache and " + ", ".join(LIBRARY_DIRS)
     if not looks_like_lib:
         where = "$PATH, " + where

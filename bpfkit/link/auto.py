@@ -16,8 +16,9 @@ skipped with a note; attach such programs by hand.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import BPFKitError, NotSupportedError, ParseError, UsageError
 from .base import Link
@@ -26,7 +27,7 @@ from .perf_event import AttachMode
 from .tracepoint import split_tracepoint, tracepoint
 from .uprobe import Executable
 
-__all__ = ["SectionTarget", "parse_section", "attach_section", "attach_all", "AttachedLinks", "attach_probe"]
+__all__ = ["AttachOptions", "SectionTarget", "skip_reason", "auto_attach", "parse_section", "attach_section", "attach_all", "AttachedLinks", "attach_probe"]
 
 _KINDS = {
     "kprobe": "kprobe",
@@ -39,6 +40,50 @@ _KINDS = {
     "uprobe.s": "uprobe",
     "uretprobe": "uretprobe",
     "uretprobe.s": "uretprobe",
+}
+# Section kinds attached by other modules: prefix -> (kind, "module:function"), the module
+# relative to bpfkit.link and imported on first use. The function is called as
+# ``function(prog, target: SectionTarget, options: AttachOptions) -> Link``; ``target.target``
+# is the text after the first "/" (empty when the section names none).
+_PLUGGED_SECTIONS: dict[str, tuple[str, str]] = {
+    "uprobe.multi": ("uprobe_multi", "multi:attach_uprobe_multi_section"),
+    "uprobe.multi.s": ("uprobe_multi", "multi:attach_uprobe_multi_section"),
+    "uretprobe.multi": ("uretprobe_multi", "multi:attach_uprobe_multi_section"),
+    "uretprobe.multi.s": ("uretprobe_multi", "multi:attach_uprobe_multi_section"),
+    "kprobe.multi": ("kprobe_multi", "multi:attach_kprobe_multi_section"),
+    "kretprobe.multi": ("kretprobe_multi", "multi:attach_kprobe_multi_section"),
+    "usdt": ("usdt", "bpfkit.usdt.attach:attach_usdt_section"),
+    "raw_tp": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
+    "raw_tracepoint": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
+    "raw_tp.w": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
+    "raw_tracepoint.w": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
+    "tp_btf": ("tp_btf", "tracing:auto_tracing"),
+    "fentry": ("fentry", "tracing:auto_tracing"),
+    "fexit": ("fexit", "tracing:auto_tracing"),
+    "fmod_ret": ("fmod_ret", "tracing:auto_tracing"),
+    "fentry.s": ("fentry", "tracing:auto_tracing"),
+    "fexit.s": ("fexit", "tracing:auto_tracing"),
+    "fmod_ret.s": ("fmod_ret", "tracing:auto_tracing"),
+    "lsm": ("lsm", "tracing:auto_tracing"),
+    "lsm.s": ("lsm", "tracing:auto_tracing"),
+    "iter": ("iter", "iter:auto_iter"),
+    "iter.s": ("iter", "iter:auto_iter"),
+}
+# Probe-spec kinds (bpfkit.probespec) attached by other modules: kind -> "module:function",
+# called as ``function(spec: ProbeSpec, prog, options: AttachOptions) -> Link``.
+_PLUGGED_PROBES: dict[str, str] = {
+    "usdt": "bpfkit.usdt.attach:attach_usdt_probe",
+    "rawtracepoint": "tracing:probe_raw_tracepoint",
+    "fentry": "tracing:probe_tracing",
+    "fexit": "tracing:probe_tracing",
+    "profile": "sampling:attach_sampling_probe",
+    "interval": "sampling:attach_sampling_probe",
+    "software": "sampling:attach_sampling_probe",
+    "hardware": "sampling:attach_sampling_probe",
+}
+# Sections that are never auto-attached, with the reason attach_all reports.
+_NEVER_AUTO = {
+    "perf_event": "perf_event programs sample counters chosen at run time; attach with bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)",
 }
 _FUNC_OFF = re.compile(r"^(?P<func>[^+]+?)(?:\+(?P<off>(?:0x[0-9a-fA-F]+|\d+)))?$")
 
@@ -56,6 +101,22 @@ class SectionTarget:
     file_offset: int | None = None  # uprobe BINARY:0xOFFSET
 
 
+@dataclasses.dataclass(frozen=True)
+class AttachOptions:
+    """What the caller of attach_section / attach_all / attach_probe asked for."""
+
+    mode: AttachMode | str = AttachMode.AUTO
+    pid: int | None = None
+    cookie: int = 0
+
+
+def _plugged(ref: str) -> Callable[..., Link]:
+    module, _, func = ref.partition(":")
+    # "bpfkit.x.y:func" names a module outside bpfkit.link (bpfkit.usdt.attach).
+    name = module if module.startswith("bpfkit.") else f"{__package__}.{module}"
+    return getattr(importlib.import_module(name), func)
+
+
 def parse_section(section: str) -> SectionTarget | None:
     """The attach target a section names, or None when its kind is not attachable here.
 
@@ -63,6 +124,8 @@ def parse_section(section: str) -> SectionTarget | None:
     """
     name = section[1:] if section.startswith("?") else section
     prefix, _, target = name.partition("/")
+    if prefix in _PLUGGED_SECTIONS:
+        return SectionTarget(_PLUGGED_SECTIONS[prefix][0], target)
     kind = _KINDS.get(prefix)
     if kind is None:
         return None
@@ -114,6 +177,9 @@ def attach_section(
     target = parse_section(sec)
     if target is None:
         raise NotSupportedError(f"auto-attach of section {sec!r}", "bpfkit.link.attach_section handles k(ret)probe, ksyscall, tracepoint and u(ret)probe sections")
+    prefix = sec.lstrip("?").partition("/")[0]
+    if prefix in _PLUGGED_SECTIONS:
+        return _plugged(_PLUGGED_SECTIONS[prefix][1])(prog, target, AttachOptions(mode, pid, cookie))
     if not target.target:
         raise NotSupportedError(f"auto-attach of section {sec!r}", "the section names no target; attach it by hand")
     kw: dict[str, Any] = {"mode": mode, "cookie": cookie}
@@ -181,6 +247,38 @@ def _programs(source: Any) -> Iterable[tuple[str, Any]]:
     return [(getattr(p, "name", str(i)), p) for i, p in enumerate(progs)]
 
 
+def skip_reason(section: str) -> str | None:
+    """Why auto-attach passes over a program of ``section``, or None when it attaches it."""
+    prefix = section.lstrip("?").partition("/")[0]
+    never = _NEVER_AUTO.get(prefix)
+    if never:
+        return f"section {section!r} is never auto-attached: {never}"
+    target = parse_section(section)
+    if target is None:
+        return f"section {section!r} is not a kind auto-attach handles"
+    if not target.target and prefix not in _PLUGGED_SECTIONS:
+        return f"section {section!r} names no target"
+    return None
+
+
+def auto_attach(
+    name: str, prog: Any, *, mode: AttachMode | str = AttachMode.AUTO, pid: int | None = None, cookie: int = 0
+) -> Link | str:
+    """Attach program ``name`` where its section says (see :func:`skip_reason` first); a str is
+    the reason a section without a target was passed over. Errors name the program."""
+    section = _section_of(prog)
+    try:
+        return attach_section(prog, section, mode=mode, pid=pid, cookie=cookie)
+    except NotSupportedError as exc:
+        if parse_section(section).target:  # type: ignore[union-attr]
+            raise exc.wrap(f"auto-attach program {name!r}")
+        # A bare SEC("uprobe.multi"): some kinds find their target elsewhere (fentry's
+        # attach_btf_id), the others say they need one; skip those like bare kprobes.
+        return f"section {section!r} names no target: {exc}"
+    except BPFKitError as exc:
+        raise exc.wrap(f"auto-attach program {name!r}")
+
+
 def attach_all(
     collection: Any,
     *,
@@ -201,17 +299,15 @@ def attach_all(
             if wanted is not None and name not in wanted:
                 continue
             section = _section_of(prog)
-            target = parse_section(section)
-            if target is None:
-                result.skipped[name] = f"section {section!r} is not a kind attach_all handles"
+            reason = skip_reason(section)
+            if reason:
+                result.skipped[name] = reason
                 continue
-            if not target.target:
-                result.skipped[name] = f"section {section!r} names no target"
-                continue
-            try:
-                result.links[name] = attach_section(prog, section, mode=mode, pid=pid)
-            except BPFKitError as exc:
-                raise exc.wrap(f"auto-attach program {name!r}")
+            made = auto_attach(name, prog, mode=mode, pid=pid)
+            if isinstance(made, str):
+                result.skipped[name] = made
+            else:
+                result.links[name] = made
         if wanted is not None:
             missing = wanted - set(result.links) - set(result.skipped)
             if missing:
@@ -239,6 +335,8 @@ def attach_probe(
         spec = parse_probe(spec)
     kind = spec.kind
     kw: dict[str, Any] = {"mode": mode, "cookie": cookie}
+    if kind in _PLUGGED_PROBES:
+        return _plugged(_PLUGGED_PROBES[kind])(spec, prog, AttachOptions(mode, pid, cookie))
     if getattr(spec, "is_wildcard", False):
         raise NotSupportedError(f"wildcard probe {spec}", "attach_probe takes one target; wildcards need multi-attach")
     if kind in ("kprobe", "kretprobe"):

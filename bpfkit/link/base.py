@@ -163,6 +163,8 @@ def _decode_info(raw: Any, name: str) -> LinkInfo:
         detail = PerfEventInfo(etype, sub)
     elif ltype == LinkType.RAW_TRACEPOINT:
         detail = RawTracepointInfo(name)
+    elif int(ltype) in _NAMED_DECODERS:
+        detail = _NAMED_DECODERS[int(ltype)](raw, name)
     elif int(ltype) in _INFO_DECODERS:
         detail = _INFO_DECODERS[int(ltype)](raw)
     return LinkInfo(ltype, int(raw.id), int(raw.prog_id), detail)
@@ -175,6 +177,15 @@ _INFO_DECODERS: dict[int, Callable[[Any], Any]] = {}
 def register_info_decoder(link_type: LinkType, decode: Callable[[Any], Any]) -> None:
     """Make LinkInfo.detail of ``link_type`` links ``decode(struct bpf_link_info)``."""
     _INFO_DECODERS[int(link_type)] = decode
+
+
+# Decoders that also take the name string the kernel reported (iter target names).
+_NAMED_DECODERS: dict[int, Callable[[Any, str], Any]] = {}
+
+
+def register_named_info_decoder(link_type: LinkType, decode: Callable[[Any, str], Any]) -> None:
+    """Make LinkInfo.detail of ``link_type`` links ``decode(struct bpf_link_info, name)``."""
+    _NAMED_DECODERS[int(link_type)] = decode
 
 
 def query_info(fd: FD | int) -> LinkInfo:

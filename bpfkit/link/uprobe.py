@@ -50,7 +50,7 @@ class Executable:
     @property
     def image(self) -> BinaryImage:
         if self._image is None:
-            self._image = BinaryImage(self.path)
+            self._image = BinaryImage.cached(self.path)
         return self._image
 
     def symbols(self) -> dict[str, int]:
@@ -174,6 +174,27 @@ class Executable:
         address on entry)."""
         return self._attach(symbol, prog, True, 0, address, file_offset, pid, ref_ctr_offset, cookie, mode, tracefs)
 
+    def uprobe_multi(self, symbols: Any, prog: Any, **kw: Any) -> Any:
+        """One program at many functions of this binary (a list, a name or a glob pattern),
+        through one uprobe_multi link (6.6) or one uprobe per target: see
+        :func:`bpfkit.link.multi.uprobe_multi`."""
+        from .multi import uprobe_multi
+
+        return uprobe_multi(self, symbols, prog, **kw)
+
+    def uretprobe_multi(self, symbols: Any, prog: Any, **kw: Any) -> Any:
+        """:meth:`uprobe_multi` for return probes."""
+        from .multi import uprobe_multi
+
+        return uprobe_multi(self, symbols, prog, retprobe=True, **kw)
+
+    def usdt(self, provider: str | None, name: str, prog: Any, **kw: Any) -> Any:
+        """Attach ``prog`` to USDT probe ``provider:name`` of this binary (every site, with
+        its semaphore): ``bpfkit.usdt.attach_usdt(prog, self.path, provider, name, **kw)``."""
+        from ..usdt.attach import attach_usdt
+
+        return attach_usdt(prog, self.path, provider, name, **kw)
+
     def __repr__(self) -> str:
         return f"Executable({self.path!r})"
 
@@ -200,7 +221,8 @@ def _open_uprobe(path: str, offset: int, retprobe: bool, pid: int | None, ref_ct
                  force_tracefs: bool, hint: str, what: str) -> PerfEvent:
     pid_arg = pid if pid is not None and pid > 0 else -1
     has_pmu = _pmu.has_pmu("uprobe")
-    has_events = _tracefs.has_probe_events("uprobe")
+    # uprobe_events is looked for only when it may be used (a stat per probe otherwise).
+    has_events = (force_tracefs or not has_pmu or bool(ref_ctr_offset)) and _tracefs.has_probe_events("uprobe")
     if not has_pmu and not has_events:
         raise _no_uprobes()
     use_tracefs = force_tracefs or not has_pmu

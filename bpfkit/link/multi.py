@@ -1,0 +1,679 @@
+"""Multi-attach: one program on many kernel functions (kprobe_multi) or many offsets of one
+binary (uprobe_multi) through a single bpf_link, each target with its own cookie.
+
+* **kprobe_multi** (5.18, 0dcac2725406; needs CONFIG_FPROBE): BPF_LINK_CREATE with
+  BPF_TRACE_KPROBE_MULTI and arrays of symbols (or addresses) and cookies. The kernel sorts
+  the symbols itself, carrying the cookies along (``sort_r`` in bpf_kprobe_multi_link_attach),
+  so callers pass them in any order; one unknown symbol fails the whole link with ESRCH.
+  ``BPF_F_KPROBE_MULTI_RETURN`` makes every target a return probe.
+* **uprobe_multi** (6.6, 89ae89f53d20): BPF_LINK_CREATE with BPF_TRACE_UPROBE_MULTI, a path
+  and arrays of file offsets, USDT semaphore offsets and cookies, plus a pid filter
+  (``BPF_F_UPROBE_MULTI_RETURN`` for return probes).
+
+Link info (BPF_OBJ_GET_INFO_BY_FD) reports the targets of kprobe_multi links since 6.6
+(7ac8d0d2616e; ``missed`` since 6.7, cookies since 6.9) and of uprobe_multi links since 6.9.
+
+**Program type.** The kernel runs a multi link's program with its own context for
+bpf_get_attach_cookie()/bpf_get_func_ip(), chosen at load time from the program's
+expected_attach_type, so a multi link needs a program loaded with BPF_TRACE_KPROBE_MULTI /
+BPF_TRACE_UPROBE_MULTI (libbpf's ``kprobe.multi``/``uprobe.multi`` sections), and since
+db8eae6bc5c7 (6.5) such a program is refused on a perf event. libbpf and cilium/ebpf do not
+fall back for these sections (libbpf decides the attach type at load only for USDT, from a
+feature probe). bpfkit does: when the program on hand was loaded for the other path, it is
+*reloaded* from its spec (same instructions, same maps, the other expected_attach_type) for
+this attachment, and that copy is what the link runs (the link's program id differs from
+``prog.id``; maps are shared, so the results are the same). Programs opened from a pin or an
+id have no instructions to reload: they must already fit the path taken.
+
+:class:`MultiMode` AUTO takes the multi link when the kernel has it (cached feature probe),
+else falls back to one perf-event k/uprobe per target, with that target's cookie, pid and
+return flag, gathered in a :class:`MultiPerfGroup` (a LinkGroup, closed concurrently); MULTI
+refuses to fall back; PERF always does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+import fnmatch
+from typing import Any, Callable, Mapping, Sequence
+
+from .._kernel import bpf as _bpf
+from .._kernel import tracefs as _tracefs
+from .._kernel.consts import BPF_F_KPROBE_MULTI_RETURN, BPF_F_UPROBE_MULTI_RETURN, AttachType, LinkType, ProgType
+from .._kernel.fd import FD
+from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+from .base import LinkInfo, RawLink, _decode_info, _prog_fd, register_info_decoder, register_link_class
+from .group import LinkGroup, attach_many
+from .kprobe import kprobe, kretprobe, validate_kernel_symbol
+from .perf_event import AttachMode
+from .uprobe import Executable
+
+__all__ = [
+    "MultiMode",
+    "KprobeMultiInfo",
+    "UprobeMultiInfo",
+    "KprobeMultiLink",
+    "UprobeMultiLink",
+    "MultiPerfGroup",
+    "kprobe_multi",
+    "kretprobe_multi",
+    "uprobe_multi",
+    "uretprobe_multi",
+    "attach_probe_multi",
+    "kernel_functions",
+]
+
+Progress = Callable[[int, int], None]
+_GLOB = set("*?[")
+_ENOTSUPP = 524
+
+
+class MultiMode(enum.Enum):
+    """How a multi attach is made."""
+
+    AUTO = "auto"  # one multi link when the kernel has them, else one perf event per target
+    MULTI = "multi"  # the multi link, or NotSupportedError naming the feature and version
+    PERF = "perf"  # one perf-event k/uprobe per target (a LinkGroup), even where multi links exist
+
+    @classmethod
+    def of(cls, value: "MultiMode | str") -> "MultiMode":
+        if isinstance(value, MultiMode):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise UsageError(f"unknown multi-attach mode {value!r}: expected auto, multi or perf") from None
+
+
+# ------------------------------------------------------------------------------- info
+@dataclasses.dataclass(frozen=True)
+class KprobeMultiInfo:
+    """A kprobe_multi link's details (6.6+). ``addresses`` are sorted by the kernel, with
+    ``cookies`` (6.9+; zeros before) in the same order; both are zeros when kptr_restrict
+    hides kernel addresses, and empty in listings (``iter_links``) that only ask for counts."""
+
+    count: int
+    retprobe: bool
+    missed: int = 0
+    addresses: tuple[int, ...] = ()
+    cookies: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class UprobeMultiInfo:
+    """A uprobe_multi link's details (6.9+): the binary, its offsets, semaphore offsets and
+    cookies in attach order, the pid filter (0: every process)."""
+
+    count: int
+    retprobe: bool
+    pid: int = 0
+    path: str = ""
+    offsets: tuple[int, ...] = ()
+    ref_ctr_offsets: tuple[int, ...] = ()
+    cookies: tuple[int, ...] = ()
+
+
+def _decode_kprobe_multi(raw: Any) -> KprobeMultiInfo:
+    k = raw.kprobe_multi
+    return KprobeMultiInfo(int(k.count), bool(k.flags & BPF_F_KPROBE_MULTI_RETURN), int(k.missed))
+
+
+def _decode_uprobe_multi(raw: Any) -> UprobeMultiInfo:
+    u = raw.uprobe_multi
+    return UprobeMultiInfo(int(u.count), bool(u.flags & BPF_F_UPROBE_MULTI_RETURN), int(u.pid))
+
+
+register_info_decoder(LinkType.KPROBE_MULTI, _decode_kprobe_multi)
+register_info_decoder(LinkType.UPROBE_MULTI, _decode_uprobe_multi)
+
+
+# ------------------------------------------------------------------------------ links
+class _MultiLink(RawLink):
+    """A multi link: RawLink plus the targets it was made for and full info."""
+
+    def __init__(self, fd: FD, pinned_path: str | None = None, description: str = "",
+                 targets: tuple[str, ...] = (), cookies: tuple[int, ...] = ()) -> None:
+        super().__init__(fd, pinned_path)
+        self.description = description
+        self.targets = targets  # names (or hex offsets/addresses) in attach order
+        self.cookies = cookies
+
+    def info(self) -> LinkInfo:
+        """The kernel's info, with the target arrays filled in (see the Info classes)."""
+        self._check_open("info")
+        try:
+            raw, name = _bpf.link_info(self.fd)
+            arrays = _bpf.link_info_multi(self.fd, raw)
+        except BPFKitError as exc:
+            raise exc.wrap(f"info of {self.kind} link")
+        info = _decode_info(raw, name)
+        detail = info.detail
+        if isinstance(detail, KprobeMultiInfo) and arrays:
+            detail = dataclasses.replace(detail, addresses=tuple(arrays["addrs"]), cookies=tuple(arrays["cookies"]))
+        elif isinstance(detail, UprobeMultiInfo) and arrays:
+            detail = dataclasses.replace(detail, path=arrays["path"], offsets=tuple(arrays["offsets"]),
+                                         ref_ctr_offsets=tuple(arrays["ref_ctr_offsets"]),
+                                         cookies=tuple(arrays["cookies"]))
+        return dataclasses.replace(info, detail=detail)
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __repr__(self) -> str:
+        what = f"{self.description}, " if self.description else ""
+        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
+        return f"{type(self).__name__}({what}fd={self.fd!r}{pinned})"
+
+
+class KprobeMultiLink(_MultiLink):
+    """A kprobe_multi bpf_link (BPF_LINK_TYPE_KPROBE_MULTI): one fprobe on many functions."""
+
+    kind = "kprobe_multi"
+
+
+class UprobeMultiLink(_MultiLink):
+    """A uprobe_multi bpf_link (BPF_LINK_TYPE_UPROBE_MULTI): many uprobes of one binary."""
+
+    kind = "uprobe_multi"
+
+
+register_link_class(LinkType.KPROBE_MULTI, lambda fd, path: KprobeMultiLink(fd, path))
+register_link_class(LinkType.UPROBE_MULTI, lambda fd, path: UprobeMultiLink(fd, path))
+
+
+class MultiPerfGroup(LinkGroup):
+    """The fallback of a multi attach: one perf-event k/uprobe link per target (in
+    ``targets`` order, each with its cookie), closed concurrently as a LinkGroup."""
+
+    kind = "multi (perf events)"
+
+    def __init__(self, links: Sequence[Any], description: str, targets: tuple[str, ...],
+                 cookies: tuple[int, ...]) -> None:
+        super().__init__(links)
+        self.description = description
+        self.targets = targets
+        self.cookies = cookies
+
+    def __repr__(self) -> str:
+        return f"MultiPerfGroup({self.description}, {len(self)} links)"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """One target of a fallback attach; shown by name in errors ("attach vfs_read (2 of 9)")."""
+
+    name: str
+    cookie: int = 0
+    offset: int = 0
+    ref_ctr_offset: int = 0
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# --------------------------------------------------------------------- program fitting
+def _check_kprobe_type(prog: Any, what: str) -> None:
+    ptype = getattr(prog, "type", None)
+    if ptype is not None and ptype != ProgType.KPROBE:
+        have = ptype.kernel_name if hasattr(ptype, "kernel_name") else str(ptype)
+        raise UsageError(f"program {getattr(prog, 'name', '')!r} is a {have} program; {what} needs a kprobe program")
+    _prog_fd(prog)
+
+
+def _attach_type_of(prog: Any) -> int | None:
+    """The program's expected_attach_type as bpfkit knows it; None when unknown (a bare fd,
+    or a program opened by id or pin: bpf_prog_info does not report it)."""
+    spec = getattr(prog, "spec", None)
+    if not hasattr(prog, "attach_type") or (spec is not None and not spec.instructions):
+        return None
+    at = prog.attach_type
+    return int(at) if at is not None else 0
+
+
+def _reload(prog: Any, attach_type: AttachType | None, why: str) -> Any:
+    """A copy of ``prog`` loaded with expected_attach_type ``attach_type`` (None: none)."""
+    from ..program import Program
+
+    spec = getattr(prog, "spec", None)
+    name = getattr(prog, "name", "")
+    if spec is None or not spec.instructions:
+        have = _attach_type_of(prog)
+        have_name = AttachType(have).kernel_name if have else "no expected_attach_type"
+        raise UsageError(
+            f"program {name!r} was loaded with {have_name}; {why}, and bpfkit cannot reload it "
+            "(it was opened from a pin or id, without its instructions): load it from its object"
+        )
+    new = dataclasses.replace(spec.copy(), attach_type=attach_type, fd_array=list(spec.fd_array))
+    btf: FD | None = None
+    try:
+        btf_id = int(prog.info().btf_id) if (spec.func_info or spec.line_info) else 0
+        if btf_id:
+            btf = _bpf.fd_by_id("btf", btf_id)
+        else:
+            new = dataclasses.replace(new, func_info=b"", line_info=b"")
+        return Program(new, btf_fd=int(btf) if btf is not None else 0)
+    except BPFKitError as exc:
+        raise exc.wrap(f"reload program {name!r} for {why}")
+    finally:
+        if btf is not None:
+            btf.close()
+
+
+def _fit(prog: Any, want: AttachType | None, why: str) -> tuple[Any, Any]:
+    """(the program to attach, a reloaded copy to close afterwards or None)."""
+    have = _attach_type_of(prog)
+    if have is None:
+        return prog, None  # a bare fd: the kernel judges
+    wanted = int(want) if want is not None else 0
+    multi = (int(AttachType.TRACE_KPROBE_MULTI), int(AttachType.TRACE_UPROBE_MULTI))
+    if have == wanted or (want is None and have not in multi):
+        return prog, None
+    copy = _reload(prog, want, why)
+    return copy, copy
+
+
+# ------------------------------------------------------------------------- resolution
+def _is_pattern(text: str) -> bool:
+    return any(c in _GLOB for c in text)
+
+
+def kernel_functions() -> list[str]:
+    """Kernel functions that can be probed, as libbpf matches kprobe.multi patterns: tracefs
+    ``available_filter_functions`` (module suffixes and ftrace's ``__ftrace_invalid_address___``
+    placeholders dropped), else the text symbols of /proc/kallsyms (without the ``__pfx_`` /
+    ``__cfi_`` padding symbols). ftrace lists one name per address, so of aliases such as
+    ``__x64_sys_getppid``/``__do_sys_getppid`` (Debian 6.12) it may show only one."""
+    try:
+        text = _tracefs.read_file("available_filter_functions")
+    except (OSError, BPFKitError):
+        text = None  # e.g. EPERM under lockdown (this host)
+    names: set[str] = set()
+    if text is not None:
+        for line in text.splitlines():
+            name = line.split(" ", 1)[0]
+            if name and not name.startswith("__ftrace_invalid_address__"):
+                names.add(name)
+        return sorted(names)
+    try:
+        with open("/proc/kallsyms", "rb") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in (b"t", b"T") and not parts[2].startswith((b"__pfx_", b"__cfi_")):
+                    names.add(parts[2].decode(errors="replace"))
+    except OSError:
+        pass
+    return sorted(names)
+
+
+def _cookies_for(names: Sequence[str], cookies: Sequence[int] | Mapping[str, int] | None, what: str) -> list[int]:
+    if cookies is None:
+        return [0] * len(names)
+    if isinstance(cookies, Mapping):
+        unknown = sorted(set(cookies) - set(names))
+        if unknown:
+            raise UsageError(f"cookies name targets that are not attached: {', '.join(unknown)}")
+        return [int(cookies.get(n, 0)) for n in names]
+    values = [int(c) for c in cookies]
+    if len(values) != len(names):
+        raise UsageError(f"{len(values)} cookies for {len(names)} targets (give one per target, in order)")
+    for c in values:
+        if not 0 <= c < 1 << 64:
+            raise UsageError(f"cookie {c} is not an unsigned 64-bit value")
+    return values
+
+
+def _check_unique(names: Sequence[str], what: str) -> None:
+    seen: set[str] = set()
+    dups = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
+    if dups:
+        raise UsageError(f"{', '.join(dups)} given more than once")
+
+
+def _feature(name: str) -> Any:
+    from .. import features
+
+    return features.probe(name)
+
+
+def _use_multi(mode: MultiMode, feature: str, what: str, requirement: str) -> bool:
+    if mode == MultiMode.PERF:
+        return False
+    result = _feature(feature)
+    if result.supported:
+        return True
+    if mode == MultiMode.MULTI:
+        raise NotSupportedError(f"{feature} links ({what})", f"{result.reason}; {requirement}; "
+                                "use mode=MultiMode.AUTO or PERF for one perf event per target", result.min_version)
+    return False
+
+
+def _fallback(targets: Sequence[Any], attach_one: Callable[[Any], Any], progress: Progress | None,
+              max_targets: int | None, description: str, names: tuple[str, ...], cookies: tuple[int, ...]) -> MultiPerfGroup:
+    if max_targets is not None and len(targets) > max_targets:
+        raise UsageError(f"{len(targets)} targets match (more than {max_targets}, one perf event each without "
+                         "multi links): narrow the pattern")
+    group = attach_many(targets, attach_one, progress=progress)
+    return MultiPerfGroup(group.links, description, names, cookies)
+
+
+# --------------------------------------------------------------------------- kprobes
+def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, retprobe: bool,
+                  mode: MultiMode | str, addresses: Sequence[int] | None, perf_mode: AttachMode | str,
+                  progress: Progress | None, max_perf_targets: int | None) -> Any:
+    kind = "kretprobe_multi" if retprobe else "kprobe_multi"
+    if isinstance(symbols, str):
+        shown = symbols
+    elif addresses is not None and not symbols:
+        shown = f"{len(addresses)} addresses"
+    else:
+        shown = ",".join(list(symbols or ())[:4]) + (",..." if symbols and len(symbols) > 4 else "")
+    what = f"{kind} {shown}"
+    try:
+        mode = MultiMode.of(mode)
+        _check_kprobe_type(prog, kind)
+        if addresses is not None and symbols:
+            raise UsageError("give symbols or addresses=, not both")
+        if addresses is not None:
+            addrs = [int(a) for a in addresses]
+            if not addrs:
+                raise UsageError("no addresses given")
+            names = [f"{a:#x}" for a in addrs]
+        else:
+            addrs = []
+            if isinstance(symbols, str) and _is_pattern(symbols):
+                names = [n for n in kernel_functions() if fnmatch.fnmatchcase(n, symbols)]
+                if not names:
+                    raise NotFoundError(f"no kernel function matches {symbols!r} (in available_filter_functions or /proc/kallsyms)")
+            else:
+                names = [symbols] if isinstance(symbols, str) else list(symbols or ())
+                if not names:
+                    raise UsageError("no symbols given")
+                for n in names:
+                    validate_kernel_symbol(n)
+                    if ":" in n:
+                        raise UsageError(f"{n!r}: kprobe_multi takes plain function names (no MODULE: prefix)")
+                _check_unique(names, what)
+        values = _cookies_for(names, cookies, what)
+        description = f"{what} ({len(names)} functions)" if len(names) > 1 or _is_pattern(shown) else what
+        if _use_multi(mode, "kprobe_multi", "BPF_TRACE_KPROBE_MULTI", "kprobe_multi needs CONFIG_FPROBE"):
+            run, copy = _fit(prog, AttachType.TRACE_KPROBE_MULTI, "a kprobe_multi link")
+            try:
+                fd = _kprobe_multi_link(run, names, addrs, values, retprobe)
+            finally:
+                if copy is not None:
+                    copy.close()
+            lk = KprobeMultiLink(fd, None, description, tuple(names), tuple(values))
+            if progress is not None:
+                progress(len(names), len(names))
+            return lk
+        if addrs:
+            raise NotSupportedError(f"{kind} by address without kprobe_multi links",
+                                    "the perf-event fallback attaches by symbol name; give symbols")
+        run, copy = _fit(prog, None, "a perf-event kprobe")
+        attach = kretprobe if retprobe else kprobe
+        targets = [_Target(n, c) for n, c in zip(names, values)]
+        try:
+            return _fallback(targets, lambda t: attach(t.name, run, cookie=t.cookie, mode=perf_mode), progress,
+                             max_perf_targets, description, tuple(names), tuple(values))
+        finally:
+            if copy is not None:
+                copy.close()
+    except BPFKitError as exc:
+        raise exc.wrap(f"attach {what}")
+
+
+def _kprobe_multi_link(prog: Any, names: list[str], addrs: list[int], cookies: list[int], retprobe: bool) -> FD:
+    flags = BPF_F_KPROBE_MULTI_RETURN if retprobe else 0
+    try:
+        if addrs:
+            return _bpf.link_create_kprobe_multi(_prog_fd(prog), addrs=addrs, cookies=cookies if any(cookies) else None,
+                                                 flags=flags)
+        return _bpf.link_create_kprobe_multi(_prog_fd(prog), syms=names, cookies=cookies if any(cookies) else None,
+                                             flags=flags)
+    except KernelError as exc:
+        if exc.errno == errno.ESRCH and not addrs:
+            known = set(kernel_functions())
+            missing = [n for n in names if n not in known]
+            if missing:
+                raise NotFoundError(f"kernel function {', '.join(repr(m) for m in missing[:5])} not found "
+                                    "(not in available_filter_functions / kallsyms)") from None
+            raise exc.wrap("the kernel could not resolve a symbol")
+        if exc.errno in (errno.EOPNOTSUPP, _ENOTSUPP):
+            raise NotSupportedError("kprobe_multi links", "the kernel lacks CONFIG_FPROBE", "5.18") from None
+        if exc.errno == errno.EINVAL and _attach_type_of(prog) is None:
+            raise exc.wrap("was the program loaded with expected_attach_type BPF_TRACE_KPROBE_MULTI (SEC(\"kprobe.multi\"))?")
+        raise
+
+
+def kprobe_multi(
+    symbols: str | Sequence[str] | None,
+    prog: Any,
+    *,
+    cookies: Sequence[int] | Mapping[str, int] | None = None,
+    retprobe: bool = False,
+    mode: MultiMode | str = MultiMode.AUTO,
+    addresses: Sequence[int] | None = None,
+    perf_mode: AttachMode | str = AttachMode.AUTO,
+    progress: Progress | None = None,
+    max_perf_targets: int | None = None,
+) -> KprobeMultiLink | MultiPerfGroup:
+    """Run ``prog`` on entry to (``retprobe``: return from) every kernel function in
+    ``symbols``: a list of names, one name, or a glob pattern (``"vfs_*"``) matched like
+    libbpf against available_filter_functions (else kallsyms); or ``addresses=``.
+
+    ``cookies``: one per target in order, or a name -> cookie mapping (others get 0); what
+    bpf_get_attach_cookie() returns there. ``mode``: see :class:`MultiMode`; ``perf_mode``
+    is the AttachMode of the fallback's perf events, ``progress(done, total)`` follows it and
+    ``max_perf_targets`` caps it. Returns a KprobeMultiLink, or a MultiPerfGroup after a
+    fallback.
+    """
+    return _kprobe_multi(symbols, prog, cookies, retprobe, mode, addresses, perf_mode, progress, max_perf_targets)
+
+
+def kretprobe_multi(symbols: str | Sequence[str] | None, prog: Any, **kw: Any) -> KprobeMultiLink | MultiPerfGroup:
+    """:func:`kprobe_multi` with ``retprobe=True``."""
+    return kprobe_multi(symbols, prog, retprobe=True, **kw)
+
+
+# --------------------------------------------------------------------------- uprobes
+def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
+                  ref_ctr_offsets: Sequence[int] | None, cookies: Any, pid: int | None, retprobe: bool,
+                  mode: MultiMode | str, perf_mode: AttachMode | str, progress: Progress | None,
+                  max_perf_targets: int | None) -> Any:
+    kind = "uretprobe_multi" if retprobe else "uprobe_multi"
+    if isinstance(symbols, str):
+        shown = symbols
+    elif symbols:
+        shown = ",".join(list(symbols)[:4]) + (",..." if len(symbols) > 4 else "")
+    else:
+        shown = f"{len(offsets or ())} offsets"
+    what = f"{kind} {exe.path}:{shown}"
+    try:
+        mode = MultiMode.of(mode)
+        _check_kprobe_type(prog, kind)
+        if pid is not None and pid < 0:
+            raise UsageError(f"negative pid {pid}")
+        if offsets is not None and symbols:
+            raise UsageError("give symbols or offsets= (file offsets), not both")
+        if offsets is not None:
+            offs = [int(o) for o in offsets]
+            if not offs or any(o < 0 for o in offs):
+                raise UsageError("offsets= must be a non-empty list of file offsets")
+            names = [f"{o:#x}" for o in offs]
+        elif isinstance(symbols, str) and _is_pattern(symbols):
+            table = exe.symbols()
+            names = sorted(n for n in table if fnmatch.fnmatchcase(n, symbols))
+            if not names:
+                raise NotFoundError(f"no function in {exe.path} matches {symbols!r}")
+            offs = [table[n] for n in names]
+        else:
+            names = [symbols] if isinstance(symbols, str) else list(symbols or ())
+            if not names:
+                raise UsageError("no symbols given")
+            _check_unique(names, what)
+            offs = [exe.symbol_offset(n) for n in names]
+        values = _cookies_for(names, cookies, what)
+        refs = [int(r) for r in ref_ctr_offsets] if ref_ctr_offsets is not None else [0] * len(names)
+        if len(refs) != len(names):
+            raise UsageError(f"{len(refs)} ref_ctr_offsets for {len(names)} targets")
+        description = f"{what} ({len(names)} functions)" if len(names) > 1 or _is_pattern(shown) else what
+        if _use_multi(mode, "uprobe_multi", "BPF_TRACE_UPROBE_MULTI", "uprobe_multi links came in Linux 6.6"):
+            run, copy = _fit(prog, AttachType.TRACE_UPROBE_MULTI, "a uprobe_multi link")
+            try:
+                fd = _bpf.link_create_uprobe_multi(
+                    _prog_fd(run), exe.path, offs, ref_ctr_offsets=refs if any(refs) else None,
+                    cookies=values if any(values) else None,
+                    flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid or 0)
+            except KernelError as exc:
+                raise _classify_uprobe_multi(exc, exe.path, pid) from None
+            finally:
+                if copy is not None:
+                    copy.close()
+            lk = UprobeMultiLink(fd, None, description, tuple(names), tuple(values))
+            if progress is not None:
+                progress(len(names), len(names))
+            return lk
+        run, copy = _fit(prog, None, "a perf-event uprobe")
+        targets = [_Target(n, c, o, r) for n, c, o, r in zip(names, values, offs, refs)]
+        sym = offsets is None
+
+        def one(t: _Target) -> Any:
+            kw: dict[str, Any] = dict(pid=pid, ref_ctr_offset=t.ref_ctr_offset, cookie=t.cookie, mode=perf_mode)
+            if not sym:
+                kw["file_offset"] = t.offset
+            if retprobe:
+                return exe.uretprobe(t.name if sym else None, run, **kw)
+            return exe.uprobe(t.name if sym else None, run, **kw)
+
+        try:
+            return _fallback(targets, one, progress, max_perf_targets, description, tuple(names), tuple(values))
+        finally:
+            if copy is not None:
+                copy.close()
+    except BPFKitError as exc:
+        raise exc.wrap(f"attach {what}")
+
+
+def _classify_uprobe_multi(exc: KernelError, path: str, pid: int | None) -> BPFKitError:
+    if exc.errno == errno.ESRCH and pid:
+        return NotFoundError(f"no process {pid} (the pid filter)")
+    if exc.errno == errno.ENOENT:
+        return NotFoundError(f"{path} not found by the kernel")
+    if exc.errno == errno.EINVAL:
+        return exc.wrap("the kernel refused it (a program not loaded with BPF_TRACE_UPROBE_MULTI, an offset past "
+                        "the end of the file, or a bad ref_ctr_offset?)")
+    return exc
+
+
+def uprobe_multi(
+    binary: str | Executable,
+    symbols: str | Sequence[str] | None,
+    prog: Any,
+    *,
+    offsets: Sequence[int] | None = None,
+    ref_ctr_offsets: Sequence[int] | None = None,
+    cookies: Sequence[int] | Mapping[str, int] | None = None,
+    pid: int | None = None,
+    retprobe: bool = False,
+    mode: MultiMode | str = MultiMode.AUTO,
+    perf_mode: AttachMode | str = AttachMode.AUTO,
+    progress: Progress | None = None,
+    max_perf_targets: int | None = None,
+) -> UprobeMultiLink | MultiPerfGroup:
+    """Run ``prog`` at (``retprobe``: on return from) every function ``symbols`` names in
+    ``binary`` (a path, a program on $PATH or a library name such as ``libc``): a list of
+    names, one name, or a glob pattern (``"str*"``) matched against the binary's functions
+    (.symtab and .dynsym), in name order. Or ``offsets=``: file offsets.
+
+    ``ref_ctr_offsets``: USDT semaphore file offsets, one per target. ``cookies``: one per
+    target in order, or name -> cookie. ``pid``: fire only in that process. ``mode`` and the
+    rest as for :func:`kprobe_multi`. Returns an UprobeMultiLink, or a MultiPerfGroup.
+    """
+    exe = binary if isinstance(binary, Executable) else Executable(binary)
+    return _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, retprobe, mode, perf_mode,
+                         progress, max_perf_targets)
+
+
+def uretprobe_multi(binary: str | Executable, symbols: str | Sequence[str] | None, prog: Any,
+                    **kw: Any) -> UprobeMultiLink | MultiPerfGroup:
+    """:func:`uprobe_multi` with ``retprobe=True``."""
+    return uprobe_multi(binary, symbols, prog, retprobe=True, **kw)
+
+
+# ------------------------------------------------------------- sections and probe specs
+def _mode_of(options: Any) -> tuple[MultiMode, AttachMode | str]:
+    """AttachOptions.mode -> (MultiMode, perf AttachMode): IOCTL asks for the legacy path,
+    which is one perf event per target."""
+    perf = AttachMode.of(getattr(options, "mode", AttachMode.AUTO))
+    return (MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO), perf
+
+
+def attach_kprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
+    """Auto-attach of ``kprobe.multi/PATTERN`` and ``kretprobe.multi/PATTERN`` (libbpf)."""
+    pattern = target.target
+    if not pattern:
+        raise NotSupportedError(f"auto-attach of a {target.kind} section without a pattern",
+                                "the section names no functions; attach with bpfkit.link.kprobe_multi")
+    mode, perf = _mode_of(options)
+    return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
+                        cookies=_same_cookie(options.cookie))
+
+
+def attach_uprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
+    """Auto-attach of ``uprobe.multi/BINARY:PATTERN`` (and uretprobe.multi, the ``.s`` kinds)."""
+    binary, colon, pattern = target.target.rpartition(":")
+    if not target.target:
+        raise NotSupportedError(f"auto-attach of a {target.kind} section without a target",
+                                "the section names no binary; attach with bpfkit.link.uprobe_multi")
+    if not colon or not binary or not pattern:
+        from ..errors import ParseError
+
+        raise ParseError(f"section target {target.target!r}: expected BINARY:PATTERN")
+    mode, perf = _mode_of(options)
+    return uprobe_multi(binary, pattern, prog, pid=options.pid, retprobe=target.kind == "uretprobe_multi",
+                        mode=mode, perf_mode=perf, cookies=_same_cookie(options.cookie))
+
+
+class _SameCookie(dict):  # type: ignore[type-arg]
+    """A name -> cookie mapping giving every target the same cookie."""
+
+    def __init__(self, cookie: int) -> None:
+        super().__init__()
+        self.cookie = cookie
+
+    def get(self, key: Any, default: Any = None) -> int:  # type: ignore[override]
+        return self.cookie
+
+
+def _same_cookie(cookie: int) -> Any:
+    return _SameCookie(cookie) if cookie else None
+
+
+def attach_probe_multi(spec: Any, prog: Any, *, mode: AttachMode | str = AttachMode.AUTO, pid: int | None = None,
+                       cookie: int = 0, progress: Progress | None = None,
+                       max_perf_targets: int | None = None) -> Any:
+    """A wildcard k/uprobe probe spec (``kprobe:vfs_*``, ``uretprobe:libc:str*``) as one multi
+    link, or one perf event per match where the kernel has no multi links (``mode=ioctl``
+    forces that). ``cookie`` goes to every target."""
+    if isinstance(spec, str):
+        from ..probespec import parse_probe
+
+        spec = parse_probe(spec)
+    perf = AttachMode.of(mode)
+    mmode = MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO
+    kw: dict[str, Any] = dict(mode=mmode, perf_mode=perf, progress=progress, max_perf_targets=max_perf_targets)
+    if spec.kind in ("kprobe", "kretprobe"):
+        if spec.module:
+            raise NotSupportedError(f"wildcard probe {spec} with a module", "kprobe_multi matches plain function names")
+        if spec.offset:
+            raise UsageError(f"{spec}: a wildcard probe takes no offset")
+        return kprobe_multi(spec.function, prog, cookies=_same_cookie(cookie), retprobe=spec.kind == "kretprobe", **kw)
+    if spec.kind in ("uprobe", "uretprobe"):
+        if spec.offset:
+            raise UsageError(f"{spec}: a wildcard probe takes no offset")
+        return uprobe_multi(spec.binary, spec.function, prog, cookies=_same_cookie(cookie), pid=pid,
+                            retprobe=spec.kind == "uretprobe", **kw)
+    raise NotSupportedError(f"multi-attach of {spec.kind} probes", "only kprobe, kretprobe, uprobe and uretprobe specs")
+
