@@ -1,4 +1,5 @@
 # bpfkit's integration-test image: Debian bookworm, clang/libbpf headers/bpftool, bpfkit installed.
+# Keep the apt list in step with scripts/setup.sh's APT_PACKAGES (the test run calls setup.sh).
 # The default command builds bpf/ against the running kernel's BTF and runs the test suites.
 #
 #   podman build --network host -t bpfkit-test .            (or docker build)
@@ -13,7 +14,7 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRI
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
-      ca-certificates mount \
+      systemtap-sdt-dev libelf-dev zlib1g-dev ca-certificates mount \
  && rm -rf /var/lib/apt/lists/*
 
 # A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):

@@ -154,6 +154,7 @@ def run_bpfkit(names: list[str], pid: int, workers: int, rounds: int) -> dict:
             multi.close()
             samples.append((attach + time.perf_counter() - t, attach, time.perf_counter() - t))
         _, res["multi_attach"], res["multi_detach"] = sorted(samples)[len(samples) // 2]
+        time.sleep(2)  # let the kernel free the multi link's uprobes (same offsets, deferred)
         step("bpfkit: one-by-one attach")
         BinaryImage._CACHE.clear()  # parse libc's symbols inside the timing, as libbpf does
         t = time.perf_counter()
@@ -204,6 +205,7 @@ def main() -> int:
             theirs = multis[len(multis) // 2]
         ours = run_bpfkit(names, pid, args.workers, args.rounds)
         if loader:
+            time.sleep(2)
             step("libbpf: one-by-one attach, sequential detach")
             single = run_libbpf(loader, exe, names, pid, "single")
             theirs.update(attach=single["attach"], detach=single["detach"])

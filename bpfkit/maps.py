@@ -22,7 +22,9 @@ from ._kernel.consts import BPF_ANY, Cmd, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, UsageError
+
+_ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, errno_name
 
 __all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]
 
@@ -304,6 +306,12 @@ class Map:
         cval = self._buf(self._value_buf_size)
         try:
             found = _bpf.map_lookup_and_delete(self.fd, ckey, cval)
+        except KernelError as exc:
+            if exc.errno in (_ENOTSUPP, errno.EOPNOTSUPP) and self.type not in (MapType.QUEUE, MapType.STACK):
+                # Queues and stacks had it first (4.20); hash maps since 5.14 (3e87f192b405).
+                raise NotSupportedError(f"lookup-and-delete in {self.type.name.lower()} map {self.name!r}",
+                                        f"BPF_MAP_LOOKUP_AND_DELETE_ELEM gave {errno_name(exc.errno)}", "5.14") from None
+            raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
         except BPFKitError as exc:
             raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
         return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:]) if found else None

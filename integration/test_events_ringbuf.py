@@ -240,6 +240,7 @@ def echo(bpf_obj):
     coll.close()
 
 
+@pytest.mark.feature("map_type_user_ringbuf")
 def test_user_ringbuf_round_trip(echo):
     sent = [bytes([i]) * (8 * (1 + i % 7)) for i in range(40)]
     got = []
@@ -262,6 +263,7 @@ def test_user_ringbuf_round_trip(echo):
     assert got == sent[:20] + [b"in-place-record!"] + sent[20:]
 
 
+@pytest.mark.feature("map_type_user_ringbuf")
 def test_user_ringbuf_full(echo):
     with UserRingBuffer(echo.maps["user_rb"]) as urb:
         n = 0

@@ -17,7 +17,7 @@ import pytest
 
 from bpfkit import asm
 from bpfkit._kernel import bpf as kbpf
-from bpfkit._kernel import perf, tracefs
+from bpfkit._kernel import perf, probes, tracefs
 from bpfkit._kernel.abi import ffi
 from bpfkit._kernel.consts import (
     BPF_NOEXIST,
@@ -83,6 +83,8 @@ def tracepoint_event(group: str = "syscalls", name: str = "sys_enter_getppid") -
     ],
 )
 def test_needed_attr_size_is_the_smallest_version_holding_every_field(field: str | None, value: int, size: int) -> None:
+    if field == "sig_data":
+        need_sigtrap()
     attr = perf.new_attr()
     attr.type = PerfType.SOFTWARE
     attr.config = PerfSwId.DUMMY
@@ -99,7 +101,13 @@ def test_needed_attr_size_is_the_smallest_version_holding_every_field(field: str
         assert attr.size == size
 
 
+def need_sigtrap() -> None:
+    if probes.kernel_version_code() < (5 << 16 | 13 << 8):
+        pytest.skip("perf_event_attr.sig_data (PERF_ATTR_SIZE_VER7, 128 bytes) needs Linux 5.13")
+
+
 def test_full_size_attr_is_accepted() -> None:
+    need_sigtrap()
     attr = perf.new_attr()
     attr.type = PerfType.SOFTWARE
     attr.config = PerfSwId.DUMMY
@@ -290,7 +298,12 @@ def test_map_element_operations() -> None:
         assert m.lookup(1) == 10 and m.lookup(3) is None
         assert sorted(m.keys()) == [1, 2]
         assert m.next_key(None) in (1, 2)
-        assert m.lookup_and_delete(1) == 10 and m.lookup(1) is None
+        if probes.kernel_version_code() >= (5 << 16 | 14 << 8):
+            assert m.lookup_and_delete(1) == 10 and m.lookup(1) is None
+        else:  # hash maps got BPF_MAP_LOOKUP_AND_DELETE_ELEM in 5.14
+            with pytest.raises(NotSupportedError, match=r"lookup-and-delete in hash map 'h'.*ENOTSUPP.*5\.14"):
+                m.lookup_and_delete(1)
+            assert m.delete(1)
         assert m.delete(2) and not m.delete(2)
         assert list(m.keys()) == []
 

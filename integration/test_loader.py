@@ -345,8 +345,10 @@ def test_btf_the_kernel_refuses_is_left_out(bpf_obj):
         assert coll.programs["xdp_globals"].info().btf_id == 0
         assert coll.programs["xdp_globals"].test_run(PKT)[0] == 2
         assert u64(coll.maps["results"][0]) == 0x1122334455667788
-    # Global functions and callbacks cannot do without BTF: the error says why.
+    # Callbacks cannot do without BTF (the verifier wants func_info): the error says why.
+    if not features.probe("callbacks"):
+        return  # before 5.13 callbacks do not load at all (test_callbacks_on_a_kernel_without_them...)
     calls = load_spec(bpf_obj("loader_calls"))
     calls.btf.add(Int(0, "broken", 4, IntEncoding.NONE, 0, 64))
     with pytest.warns(RuntimeWarning), pytest.raises(VerifierError, match="the kernel refused the object's BTF"):
-        Collection(calls)
+        Collection(calls, programs=["callbacks"])

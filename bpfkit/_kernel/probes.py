@@ -338,7 +338,7 @@ def probe_callbacks() -> Outcome:
         if "missing btf func_info" in exc.log:
             return True, "the verifier asked for BTF func_info for the callback: it knows BPF_PSEUDO_FUNC"
         if "unrecognized bpf_ld_imm64" in exc.log:
-            return False, f"the verifier does not know BPF_PSEUDO_FUNC: {exc.tail(1).strip()}"
+            return False, "the verifier does not know BPF_PSEUDO_FUNC ('unrecognized bpf_ld_imm64 insn')"
         return _failure(exc)
     except KernelError as exc:
         return _failure(exc)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from ..errors import ParseError
+from ..errors import NotFoundError, ParseError
 
 __all__ = ["ElfFile", "Section", "Symbol", "Relocation"]
 
@@ -193,3 +193,14 @@ def _cstr(table: bytes, offset: int, what: str) -> str:
     if end < 0:
         raise ParseError(f"{what} at offset {offset} is not NUL-terminated")
     return table[offset:end].decode("utf-8", errors="replace")
+
+
+def read_binary(path: str) -> bytes:
+    """The bytes of the ELF binary at ``path``, with bpfkit errors for a missing one or a directory."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise NotFoundError(f"binary {path} does not exist") from None
+    except IsADirectoryError:
+        raise ParseError(f"{path} is a directory, not an ELF binary") from None

@@ -19,6 +19,7 @@ import platform
 import shutil
 import struct
 
+from ..elf.reader import read_binary
 from ..errors import NotFoundError, ParseError
 
 __all__ = ["ElfSymbol", "BinaryImage", "resolve_binary", "ld_cache_entries", "LIBRARY_DIRS"]
@@ -54,6 +55,7 @@ class Segment:
     flags: int
 
 
+
 class BinaryImage:
     """The parts of an ELF executable or shared object that uprobes need.
 
@@ -85,14 +87,7 @@ class BinaryImage:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise NotFoundError(f"binary {path} does not exist") from None
-        except IsADirectoryError:
-            raise ParseError(f"{path} is a directory, not an ELF binary") from None
-        self._parse(memoryview(data))
+        self._parse(memoryview(read_binary(path)))
 
     # --------------------------------------------------------------------- parsing
     def _bad(self, why: str) -> ParseError:

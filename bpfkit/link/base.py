@@ -320,6 +320,42 @@ class RawLink:
         return f"{type(self).__name__}(fd={self.fd!r}{pinned})"
 
 
+class FdOnlyLink:
+    """An attachment that is a plain fd, not a bpf_link (PERF_EVENT_IOC_SET_BPF, a pre-5.7
+    raw tracepoint): the program runs until the fd closes, and pin, unpin, update, detach and
+    info raise the NotSupportedError that :meth:`_unsupported` describes."""
+
+    pinned_path = None
+    description = ""
+
+    def _unsupported(self, what: str) -> NotSupportedError:
+        raise NotImplementedError
+
+    def pin(self, path: str) -> None:
+        raise self._unsupported("pin")
+
+    def unpin(self) -> None:
+        raise self._unsupported("unpin")
+
+    def update(self, prog: Any, old: Any = None) -> None:
+        raise self._unsupported("update")
+
+    def detach(self) -> None:
+        raise self._unsupported("detach")
+
+    def info(self) -> LinkInfo:
+        raise self._unsupported("info")
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _on_bpffs(path: str) -> bool:
     directory = os.path.dirname(os.path.abspath(path))
     try:

@@ -37,7 +37,7 @@ from .._kernel.consts import LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from . import tracefs_probes
-from .base import LinkInfo, RawLink, _prog_fd, register_link_class
+from .base import FdOnlyLink, RawLink, _prog_fd, register_link_class
 from .tracefs_probes import TracefsProbe
 
 __all__ = ["AttachMode", "PerfEvent", "PerfEventLink", "PerfEventIoctlLink", "attach_perf_event", "have_perf_link"]
@@ -155,7 +155,7 @@ class PerfEventLink(_PerfEventOwner, RawLink):
 register_link_class(LinkType.PERF_EVENT, lambda fd, path: PerfEventLink(fd, path))
 
 
-class PerfEventIoctlLink(_PerfEventOwner):
+class PerfEventIoctlLink(_PerfEventOwner, FdOnlyLink):
     """A program attached with PERF_EVENT_IOC_SET_BPF: it runs until the perf event closes.
 
     There is no kernel link object, so pin, unpin, update, detach and info raise
@@ -163,7 +163,6 @@ class PerfEventIoctlLink(_PerfEventOwner):
     """
 
     kind = "perf_event (ioctl)"
-    pinned_path = None
 
     def __init__(self, perf_event: PerfEvent) -> None:
         self.perf_event = perf_event
@@ -188,31 +187,10 @@ class PerfEventIoctlLink(_PerfEventOwner):
             "(bpf_link for perf events needs Linux 5.15+)",
         )
 
-    def pin(self, path: str) -> None:
-        raise self._unsupported("pin")
-
-    def unpin(self) -> None:
-        raise self._unsupported("unpin")
-
-    def update(self, prog: Any, old: Any = None) -> None:
-        raise self._unsupported("update")
-
-    def detach(self) -> None:
-        raise self._unsupported("detach")
-
-    def info(self) -> LinkInfo:
-        raise self._unsupported("info")
-
     def close(self) -> None:
         tracefs_probes.unregister_owner(self)
         if self.perf_event is not None:
             self.perf_event.close()
-
-    def __enter__(self) -> "PerfEventIoctlLink":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PerfEventIoctlLink({self.description}, fd={self.perf_event.fd if self.perf_event else None!r})"

@@ -33,7 +33,7 @@ from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
-from .base import LinkInfo, RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import FdOnlyLink, RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = [
     "RawTracepointLink",
@@ -111,13 +111,12 @@ register_link_class(LinkType.RAW_TRACEPOINT, RawTracepointLink)
 register_link_class(LinkType.TRACING, TracingLink)
 
 
-class RawTracepointFd:
+class RawTracepointFd(FdOnlyLink):
     """An attachment made by BPF_RAW_TRACEPOINT_OPEN on a kernel before 5.7, where the fd is
     not a bpf_link: the program runs until the fd closes. pin, unpin, update, detach and info
     raise NotSupportedError."""
 
     kind = "raw_tracepoint (fd)"
-    pinned_path = None
 
     def __init__(self, fd: FD, description: str) -> None:
         self.fd = fd
@@ -134,29 +133,8 @@ class RawTracepointFd:
             "5.7",
         )
 
-    def pin(self, path: str) -> None:
-        raise self._unsupported("pin")
-
-    def unpin(self) -> None:
-        raise self._unsupported("unpin")
-
-    def update(self, prog: Any, old: Any = None) -> None:
-        raise self._unsupported("update")
-
-    def detach(self) -> None:
-        raise self._unsupported("detach")
-
-    def info(self) -> LinkInfo:
-        raise self._unsupported("info")
-
     def close(self) -> None:
         self.fd.close()
-
-    def __enter__(self) -> "RawTracepointFd":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"RawTracepointFd({self.description}, fd={self.fd!r})"

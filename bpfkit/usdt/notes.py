@@ -28,6 +28,7 @@ import functools
 import struct
 from typing import Iterable
 
+from ..elf.reader import read_binary
 from ..errors import NotFoundError, ParseError
 from .args import USDTArg, parse_args
 
@@ -269,14 +270,7 @@ def _semaphore_offset(elf: _Elf, sema: int, what: str) -> int:
 
 def read_probes(path: str) -> list[USDTProbe]:
     """Every USDT probe site in the binary at ``path``."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise NotFoundError(f"binary {path} does not exist") from None
-    except IsADirectoryError:
-        raise ParseError(f"{path} is a directory, not an ELF binary") from None
-    return parse_probes(data, path)
+    return parse_probes(read_binary(path), path)
 
 
 def find_probes(probes: Iterable[USDTProbe], provider: str | None, name: str, path: str = "") -> list[USDTProbe]:
