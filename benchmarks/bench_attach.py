@@ -19,7 +19,7 @@ Rows (seconds; the ratio column compares with the libbpf row the target names):
   Target: well under 0.2 s (counted as met at 0.15 s or less).
 * libbpf rows: benchmarks/c/attach_bench.c, linked statically against libbpf >= 1.3
   (bookworm-backports' libbpf-dev, fetched by benchmarks/c/fetch_libbpf.sh into
-  ~/.cache/bpfkit/libbpf-1.4 without touching the system; or $BPFKIT_LIBBPF_DIR), built
+  ~/.cache/bpfkit/libbpf-backports/root without touching the system; or $BPFKIT_LIBBPF_DIR), built
   here into ~/.cache/bpfkit/bench: bpf_program__attach_uprobe_opts per function, then
   bpf_link__destroy of each; bpf_program__attach_uprobe_multi and its destroy.
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything (scripts/setup.sh) and run bpfkit's tests:
 #   1. the host suite: tests/ (no privileges) and integration/ (the real kernel), and
-#   2. the kernel tests this host cannot run (it has no CONFIG_KPROBES) in a Debian 6.1 VM:
-#      kprobes, kretprobes, kprobe CLI (integration/vm.py; docs/vm-runner.md).
+#   2. the kernel tests this host cannot run in a Debian 6.1 VM (integration/vm.py;
+#      docs/vm-runner.md): kprobes, kretprobes and the kprobe CLI (no CONFIG_KPROBES here),
+#      fentry/fexit/fmod_ret/tp_btf/lsm (this host refuses BPF trampolines).
 # Extra arguments go to the host pytest run. BPFKIT_SKIP_VM=1 skips step 2 (e.g. inside the
 # container image, which has no qemu). scripts/test-matrix.sh runs every kernel and podman.
 set -uo pipefail
@@ -17,7 +18,8 @@ runs=("host=$results/host.xml")
 if [ "${BPFKIT_SKIP_VM:-0}" != 1 ]; then
   scripts/vm-setup.sh .venv/bin/python >/dev/null || exit 1
   .venv/bin/python integration/vm.py --kernel 6.1 --results "$results/vm" -- \
-    -p no:hypothesispytest -p no:benchmark integration/test_vm_kprobe.py integration/test_cli_vm.py
+    -p no:hypothesispytest -p no:benchmark integration/test_vm_kprobe.py integration/test_cli_vm.py \
+    integration/test_link_tracing.py
   runs+=("vm-6.1=$results/vm/6.1/junit.xml")
 fi
 exec .venv/bin/python scripts/summarize.py "${runs[@]}"
