@@ -3,10 +3,12 @@
 # The default command builds bpf/ against the running kernel's BTF and runs the test suites.
 #
 #   podman build --network host -t bpfkit-test .            (or docker build)
-#   podman run --rm --privileged bpfkit-test                 (or docker run --privileged)
+#   podman run --rm --privileged --pid=host bpfkit-test      (or docker run --privileged --pid=host)
 #
 # --privileged gives the container CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN and /sys/kernel/btf;
-# the entry point mounts tracefs and bpffs inside when they are absent.
+# the entry point mounts tracefs and bpffs inside when they are absent. --pid=host: BPF
+# helpers such as bpf_get_current_pid_tgid() report pids of the initial pid namespace, and the
+# tests compare them with os.getpid(); in a private pid namespace every pid filter misses.
 FROM debian:bookworm-slim
 
 # BPFKIT_SKIP_VM: the image runs the host suite only (other kernels need qemu: scripts/test-matrix.sh).
@@ -14,7 +16,7 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRI
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
-      systemtap-sdt-dev libelf-dev zlib1g-dev ca-certificates mount \
+      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount \
  && rm -rf /var/lib/apt/lists/*
 
 # A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):

@@ -57,4 +57,5 @@ if [ -r "$host_ca" ]; then
 fi
 podman build -q --network host "${build_args[@]}" -t "$IMAGE" . >/dev/null
 echo "container: running the test suite in a privileged container" >&2
-exec podman run --rm --privileged --network host -e CI=true "$IMAGE" scripts/test.sh "$@"
+# --pid=host: BPF programs see initial-namespace pids, the tests compare them with os.getpid().
+exec podman run --rm --privileged --pid=host --network host -e CI=true "$IMAGE" scripts/test.sh "$@"

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libelf-dev, zlib1g-dev: benchmarks/bench_attach.py links its C loader statically to libbpf.
-APT_PACKAGES=(clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev)
+# iproute2: the network tests make namespaces and veth pairs with `ip`.
+APT_PACKAGES=(clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
