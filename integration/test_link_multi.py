@@ -128,7 +128,15 @@ def target(target_bin: Path) -> Iterator[Target]:
     t.close()
 
 
+def need_cookies() -> None:
+    """The programs tell targets apart by bpf_get_attach_cookie(): 5.15, on every path."""
+    result = features.probe("bpf_cookie")
+    if not result:
+        pytest.skip(f"the test programs call bpf_get_attach_cookie (Linux {result.min_version}): {result.reason}")
+
+
 def load(bpf_obj: Any, tgid: int = 0) -> Any:
+    need_cookies()
     spec = bpfkit.load_spec(str(bpf_obj("multi_probes")))
     spec.variables["target_tgid"].value = tgid
     return bpfkit.Collection(spec)
