@@ -15,7 +15,7 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
-from .base import _prog_fd
+from .base import FdOnlyLink, _prog_fd
 
 __all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target", "check_program"]
 
@@ -211,3 +211,51 @@ class NetLinkUpdate:
             raise KernelError("BPF_LINK_UPDATE", errno.EPERM,
                               f"the link's program is not the expected old one ({prog_name(old)!r})"
                               ).wrap(f"update {self.kind} link") from None
+
+
+class NetlinkAttachment(FdOnlyLink):
+    """A program on a network hook through netlink (XDP's IFLA_XDP, a cls_bpf filter): no
+    kernel link object, so pin, unpin and info raise NotSupportedError. The object holds a
+    duplicate of the program's fd and the interface's namespace handle until close();
+    subclasses say how to remove the program (``_remove``: only while it is still ours)."""
+
+    kind = "netlink"
+
+    def __init__(self, target: Target, prog_fd: FD, program: str) -> None:
+        self.target = target  # owns the namespace handle until close()
+        self.iface = target.name
+        self.ifindex = target.ifindex
+        self.program = program
+        self._prog_fd: FD | None = prog_fd
+        self._attached = True
+
+    @property
+    def closed(self) -> bool:
+        return self._prog_fd is None
+
+    @property
+    def attached(self) -> bool:
+        return self._attached
+
+    def _where(self) -> str:
+        return self.iface
+
+    def _check_open(self, what: str) -> None:
+        if self._prog_fd is None:
+            raise UsageError(f"{what} of a closed {self.kind} attachment on {self._where()}")
+
+    def _remove(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Remove the program if it is still ours, and release the fds this object holds."""
+        if self._prog_fd is None:
+            return
+        try:
+            if self._attached:
+                self._attached = False
+                self._remove()
+        finally:
+            self._prog_fd.close()
+            self._prog_fd = None
+            self.target.netns.close()

@@ -35,9 +35,9 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_tcx, prog_id_of,
+from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_tcx, prog_id_of,
                    prog_name, probe_reason, resolve_target)
-from .base import LinkInfo, RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["TcDirection", "Anchor", "TcxInfo", "TcxLink", "ClsBpfLink", "TcxProgram", "TcQuery", "TcFilter",
            "tc", "tcx", "tc_query"]
@@ -375,7 +375,7 @@ def _release_clsact(target: Target, key: tuple[int, int, int]) -> None:
             raise exc.wrap(f"remove the clsact qdisc bpfkit added to {target}")
 
 
-class ClsBpfLink:
+class ClsBpfLink(NetlinkAttachment):
     """A cls_bpf filter (direct-action mode) on a clsact hook, attached through netlink.
 
     No kernel link object: close() and detach() delete the filter while it still runs the
@@ -385,50 +385,26 @@ class ClsBpfLink:
     """
 
     kind = "cls_bpf"
-    pinned_path = None
 
     def __init__(self, target: Target, direction: TcDirection, priority: int, handle: int, prog_fd: FD,
                  prog_id: int, program: str, clsact_key: tuple[int, int, int]) -> None:
-        self.target = target  # owns the namespace handle until close()
-        self.iface = target.name
-        self.ifindex = target.ifindex
+        super().__init__(target, prog_fd, program)
         self.direction = direction
         self.priority = priority
         self.handle = handle
-        self.program = program
-        self._prog_fd: FD | None = prog_fd
         self._prog_id = prog_id
         self._clsact_key = clsact_key
-        self._attached = True
-
-    @property
-    def closed(self) -> bool:
-        return self._prog_fd is None
-
-    @property
-    def attached(self) -> bool:
-        return self._attached
 
     @property
     def prog_id(self) -> int:
         return self._prog_id
 
-    def _check_open(self, what: str) -> None:
-        if self._prog_fd is None:
-            raise UsageError(f"{what} of a closed cls_bpf filter on {self.iface} {self.direction.value}")
+    def _where(self) -> str:
+        return f"{self.iface} {self.direction.value}"
 
     def _unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(f"{what} of a cls_bpf filter",
                                  "there is no bpf_link; attach with mode='link' (tcx needs Linux 6.6+)")
-
-    def pin(self, path: str) -> None:
-        raise self._unsupported("pin")
-
-    def unpin(self) -> None:
-        raise self._unsupported("unpin")
-
-    def info(self) -> LinkInfo:
-        raise self._unsupported("info")
 
     def _current(self) -> TcFilter | None:
         for f in self.target.netns.run(_nl.tc_filters, self.ifindex, self.direction.parent):
@@ -486,26 +462,6 @@ class ClsBpfLink:
         if self._attached:
             self._attached = False
             self._remove()
-
-    def close(self) -> None:
-        """Delete the filter if it still runs our program, the clsact qdisc if bpfkit added it
-        and nothing else uses it, and release the fds this object holds."""
-        if self._prog_fd is None:
-            return
-        try:
-            if self._attached:
-                self._attached = False
-                self._remove()
-        finally:
-            self._prog_fd.close()
-            self._prog_fd = None
-            self.target.netns.close()
-
-    def __enter__(self) -> "ClsBpfLink":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("attached" if self._attached else "detached")

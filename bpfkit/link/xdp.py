@@ -36,9 +36,9 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_xdp_link,
+from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_xdp_link,
                    prog_id_of, prog_name, probe_reason, resolve_target)
-from .base import LinkInfo, RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
 
@@ -206,7 +206,7 @@ class XdpLink(NetLinkUpdate, RawLink):
 register_link_class(LinkType.XDP, lambda fd, path: XdpLink(fd, path))
 
 
-class XdpNetlinkLink:
+class XdpNetlinkLink(NetlinkAttachment):
     """A program attached through netlink (IFLA_XDP): no kernel link object.
 
     close() and detach() remove the program only while it is the one bpfkit attached
@@ -216,24 +216,10 @@ class XdpNetlinkLink:
     """
 
     kind = "xdp (netlink)"
-    pinned_path = None
 
     def __init__(self, target: Target, prog_fd: FD, mode: XdpMode, prog: str) -> None:
-        self.target = target  # owns the namespace handle until close()
-        self.iface = target.name
-        self.ifindex = target.ifindex
+        super().__init__(target, prog_fd, prog)
         self.mode = mode  # the mode the program runs in (the kernel's choice for AUTO)
-        self.program = prog
-        self._prog_fd: FD | None = prog_fd
-        self._attached = True
-
-    @property
-    def closed(self) -> bool:
-        return self._prog_fd is None
-
-    @property
-    def attached(self) -> bool:
-        return self._attached
 
     @property
     def prog_id(self) -> int:
@@ -242,23 +228,10 @@ class XdpNetlinkLink:
         assert self._prog_fd is not None
         return prog_id_of(self._prog_fd)
 
-    def _check_open(self, what: str) -> None:
-        if self._prog_fd is None:
-            raise UsageError(f"{what} of a closed {self.kind} attachment on {self.iface}")
-
     def _unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(
             f"{what} of an XDP program attached through netlink",
             "there is no bpf_link; attach with mode='link' (XDP links need Linux 5.9+)")
-
-    def pin(self, path: str) -> None:
-        raise self._unsupported("pin")
-
-    def unpin(self) -> None:
-        raise self._unsupported("unpin")
-
-    def info(self) -> LinkInfo:
-        raise self._unsupported("info")
 
     def query(self) -> XdpQuery:
         """What the interface's XDP hook holds now."""
@@ -313,25 +286,6 @@ class XdpNetlinkLink:
         if self._attached:
             self._remove()
             self._attached = False
-
-    def close(self) -> None:
-        """Detach the program if it is still ours, and release the fds this object holds."""
-        if self._prog_fd is None:
-            return
-        try:
-            if self._attached:
-                self._attached = False
-                self._remove()
-        finally:
-            self._prog_fd.close()
-            self._prog_fd = None
-            self.target.netns.close()
-
-    def __enter__(self) -> "XdpNetlinkLink":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("attached" if self._attached else "detached")
