@@ -608,6 +608,19 @@ _LINK_RAW_TRACEPOINT, _LINK_PERF_EVENT = 1, 7
 _LINK_ITER = 4  # iter.target_name (5.10, 6b0a249a301e)
 _LINK_KPROBE_MULTI, _LINK_UPROBE_MULTI = 8, 12
 _PERF_EVENT_NAMED = (1, 2, 3, 4, 5)  # BPF_PERF_EVENT_{UPROBE,URETPROBE,KPROBE,KRETPROBE,TRACEPOINT}
+# Where each kind keeps its name: (union member, pointer field, length field). For perf events,
+# kprobe.func_name, uprobe.file_name and tracepoint.tp_name share offsets, as do name_len.
+_LINK_NAME_FIELDS = {
+    _LINK_RAW_TRACEPOINT: ("raw_tracepoint", "tp_name", "tp_name_len"),
+    _LINK_ITER: ("iter", "target_name", "target_name_len"),
+    _LINK_PERF_EVENT: ("perf_event.kprobe", "func_name", "name_len"),
+}
+
+
+def _member(info: Any, path: str) -> Any:
+    for part in path.split("."):
+        info = getattr(info, part)
+    return info
 
 
 def link_info(fd: FD | int) -> tuple[Any, str]:
@@ -618,34 +631,19 @@ def link_info(fd: FD | int) -> tuple[Any, str]:
     """
     size = ffi.sizeof("struct bpf_link_info")
     info = obj_info(fd, "struct bpf_link_info")
-    if info.type == _LINK_RAW_TRACEPOINT:
-        need = int(info.raw_tracepoint.tp_name_len)
-        if not need:
-            return info, ""
-        buf = ffi.new("char[]", need + 1)
-        info = ffi.new("struct bpf_link_info *")
-        info.raw_tracepoint.tp_name = addr(buf)
-        info.raw_tracepoint.tp_name_len = need + 1
-    elif info.type == _LINK_ITER:
-        need = int(info.iter.target_name_len)
-        if not need:
-            return info, ""
-        buf = ffi.new("char[]", need + 1)
-        info = ffi.new("struct bpf_link_info *")
-        info.iter.target_name = addr(buf)
-        info.iter.target_name_len = need + 1
-    elif info.type == _LINK_PERF_EVENT and info.perf_event.type in _PERF_EVENT_NAMED:
-        # kprobe.func_name, uprobe.file_name and tracepoint.tp_name share offsets, as do
-        # their name_len fields.
-        need = int(info.perf_event.kprobe.name_len)
-        if not need:
-            return info, ""
-        buf = ffi.new("char[]", need + 1)
-        info = ffi.new("struct bpf_link_info *")
-        info.perf_event.kprobe.func_name = addr(buf)
-        info.perf_event.kprobe.name_len = need + 1
-    else:
+    if info.type == _LINK_PERF_EVENT and info.perf_event.type not in _PERF_EVENT_NAMED:
         return info, ""
+    where = _LINK_NAME_FIELDS.get(info.type)
+    if where is None:
+        return info, ""
+    member, pointer, length = where
+    need = int(getattr(_member(info, member), length))
+    if not need:
+        return info, ""
+    buf = ffi.new("char[]", need + 1)
+    info = ffi.new("struct bpf_link_info *")
+    setattr(_member(info, member), pointer, addr(buf))
+    setattr(_member(info, member), length, need + 1)
     obj_info_into(fd, info, size)
     return info, ffi.string(buf).decode(errors="replace")
 
