@@ -10,6 +10,7 @@ cycles for real.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -57,6 +58,21 @@ def by_pid(coll: Any) -> dict[int, int]:
         pid = key if isinstance(key, int) else struct.unpack("<I", bytes(key))[0]
         out[pid] = _u64(value)
     return out
+
+
+@contextlib.contextmanager
+def spinning(cpus: list[int]) -> Iterator[None]:
+    """One busy child pinned to each of ``cpus``: a CPU left idle may see no cpu-clock
+    samples at all (measured: 0 on an idle CPU of the 2-CPU host)."""
+    children = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                 preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu}))
+                for cpu in cpus]
+    try:
+        yield
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
 
 
 def busy(seconds: float) -> None:
@@ -117,15 +133,15 @@ def test_cpu_clock_frequency_on_every_cpu(sampler: Any, mode: str) -> None:
         want = link.PerfEventLink if uses_link else link.PerfEventIoctlLink
         assert all(type(lk) is want for lk in group)
         assert "cpu-clock 200 Hz" in group.description
-        start = time.monotonic()
-        busy(seconds)
-        elapsed = time.monotonic() - start
+        with spinning(cpus):
+            start = time.monotonic()
+            busy(seconds)
+            elapsed = time.monotonic() - start
     after = per_cpu(sampler)
     time.sleep(0.05)
     assert per_cpu(sampler) == after, "samples kept coming after close"
     expected = freq * elapsed
     for cpu in cpus:
-        # cpu-clock is an hrtimer per CPU: it fires whether the CPU is busy or idle.
         assert 0.3 * expected < after[cpu] < 1.5 * expected + 5, (cpu, after, expected)
     assert by_pid(sampler).get(os.getpid(), 0) > 0  # the busy loop was sampled
     periods = per_cpu(sampler, "periods")
@@ -150,7 +166,8 @@ def test_one_cpu_only(sampler: Any) -> None:
     cpu = online_cpus()[-1]
     with link.perf_event_sample(prog, "cpu-clock", freq=500, cpu=cpu) as lk:
         assert not isinstance(lk, link.LinkGroup)
-        busy(0.2 * SLOW)
+        with spinning([cpu]):
+            busy(0.2 * SLOW)
     counts = per_cpu(sampler)
     assert counts[cpu] > 0 and sum(counts) == counts[cpu], counts
 
