@@ -38,6 +38,12 @@ def bpfkit_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "bpfkit.cli", *args]
 
 
+# Background runs dump every thread's stack on SIGUSR1, so one that does not stop in time
+# says where it is stuck (Running.stop) before it is killed.
+DUMPABLE_CLI = ("import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+                "runpy.run_module('bpfkit.cli', run_name='__main__', alter_sys=True)")
+
+
 def trigger(path: str) -> None:
     """openat(2) and libc fopen() of ``path`` in a fresh process (it need not exist)."""
     code = f"import ctypes, os\ntry: os.close(os.open({path!r}, os.O_RDONLY))\nexcept OSError: pass\n" \
@@ -87,7 +93,7 @@ class Running:
     keeps the pipe drained: the openat tracepoint sees the whole machine)."""
 
     def __init__(self, *args: str, ready_on: str = "stdout") -> None:
-        self.proc = subprocess.Popen(bpfkit_cmd("attach", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", DUMPABLE_CLI, "attach", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=ENV)
         self.out: queue.Queue[str | None] = queue.Queue()
         self.err: list[str] = []
@@ -142,7 +148,17 @@ class Running:
 
     def stop(self, sig: int = signal.SIGINT) -> int:
         self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=TIMEOUT)
+        try:
+            rc = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)  # faulthandler: the stacks go to stderr
+            time.sleep(5)
+            self.proc.kill()
+            self.proc.wait()
+            for t in self._threads:
+                t.join(TIMEOUT)
+            raise AssertionError(f"bpfkit attach did not exit {TIMEOUT} s after signal {sig}; "
+                                 f"its threads then:\n{''.join(self.err)}") from None
         for t in self._threads:
             t.join(TIMEOUT)
         return rc

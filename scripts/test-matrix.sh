@@ -7,8 +7,15 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 scripts/vm-setup.sh .venv/bin/python >/dev/null || exit 1
 
-results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+# BPFKIT_RESULTS_DIR keeps every kernel's junit.xml and the container log; by default they
+# go to a temporary directory removed at the end.
+if [[ -n "${BPFKIT_RESULTS_DIR:-}" ]]; then
+  results=$BPFKIT_RESULTS_DIR
+  mkdir -p "$results"
+else
+  results=$(mktemp -d)
+  trap 'rm -rf "$results"' EXIT
+fi
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" tests integration
 runs=("host=$results/host.xml")
 for kernel in 5.10 6.1 6.12; do

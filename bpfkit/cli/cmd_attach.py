@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 from typing import Any
+
+from .stop_signals import StopSignals
 
 HELP = "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"
 DESCRIPTION = (
@@ -69,33 +70,6 @@ def _pick_program(coll: Any, name: str | None) -> tuple[str, Any]:
     if len(programs) == 1:
         return next(iter(programs.items()))
     raise UsageError(f"the object has {len(programs)} programs ({', '.join(programs)}): choose one with --program")
-
-
-class _Stop:
-    """SIGINT/SIGTERM handlers that just record the signal, so detaching runs in order."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signum = 0
-        self._old: dict[int, Any] = {}
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        self.event.set()
-
-    def __enter__(self) -> "_Stop":
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def wait(self) -> int:
-        while not self.event.wait(3600):
-            pass
-        return self.signum
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, prev in self._old.items():
-            signal.signal(sig, prev)
 
 
 MAX_EXPANDED = 1000  # wildcard matches attached one perf event each (no multi links)
@@ -300,12 +274,13 @@ def run(args: argparse.Namespace) -> int:
                     from .cmd_events import TracePipe
 
                     pipe = TracePipe()
-                with _Stop() as stop:  # installed before the line that says we are ready
+                with StopSignals() as stop:  # installed before the line that says we are ready
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
                     if stream is not None:
-                        stream.run(stop.event)
+                        stream.run(stop)
                     else:
-                        stop.wait()
+                        while not stop.wait():
+                            pass
             finally:
                 # A second Ctrl-C must not cut detaching short and leave tracefs probes behind.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)

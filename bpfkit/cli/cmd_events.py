@@ -16,6 +16,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from .stop_signals import StopSignals
+
 HELP = "print the records of a pinned ring buffer or perf event array"
 DESCRIPTION = (
     "Read a BPF_MAP_TYPE_RINGBUF or PERF_EVENT_ARRAY map pinned in bpffs and print each record: "
@@ -72,7 +74,7 @@ class EventStream:
     def printed(self) -> int:
         return sum(p.count for p in self.printers)
 
-    def run(self, stop: threading.Event, duration: float = 0.0) -> None:
+    def run(self, stop: StopSignals, duration: float = 0.0) -> None:
         import time
 
         deadline = time.monotonic() + duration if duration else None
@@ -134,8 +136,6 @@ class TracePipe:
 
 
 def run(args: argparse.Namespace) -> int:
-    import signal
-
     from ..maps import Map
     from .output import record_format
 
@@ -146,21 +146,10 @@ def run(args: argparse.Namespace) -> int:
         fmt = record_format(bpfkit.load_spec(args.btf).btf, args.event_type)
         if fmt is None:
             print(f"bpfkit: note: no struct {args.event_type!r} in {args.btf}: printing hex", file=sys.stderr)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    old = signal.signal(signal.SIGTERM, on_signal)
-    old_int = signal.signal(signal.SIGINT, on_signal)
-    try:
-        with Map.load_pinned(args.pinned) as m:
-            stream = EventStream([(m, fmt)], json_lines=args.json, count=args.count)
-            try:
-                stream.run(stop, args.duration)
-            finally:
-                stream.close()
-    finally:
-        signal.signal(signal.SIGTERM, old)
-        signal.signal(signal.SIGINT, old_int)
+    with StopSignals() as stop, Map.load_pinned(args.pinned) as m:
+        stream = EventStream([(m, fmt)], json_lines=args.json, count=args.count)
+        try:
+            stream.run(stop, args.duration)
+        finally:
+            stream.close()
     return 0
