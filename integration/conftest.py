@@ -40,3 +40,21 @@ def no_leaked_fds():
     gc.collect()
     leaked = {fd: t for fd, t in kernel_object_fds().items() if before.get(fd) != t}
     assert not leaked, f"test leaked kernel object fds: {leaked}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_facts_in_junit(record_testsuite_property) -> None:
+    """The kernel and its perf-event attach path as junit properties: scripts/summarize.py
+    prints them next to each kernel's counts (before 5.15 every attach is SET_BPF)."""
+    record_testsuite_property("kernel", os.uname().release)
+    if os.geteuid() != 0:
+        return
+    from bpfkit import features
+
+    try:
+        has_link = features.probe("perf_link")
+    except Exception as exc:  # noqa: BLE001 - a fact for the report, not a test
+        record_testsuite_property("perf_event_attach", f"unknown ({exc})")
+        return
+    record_testsuite_property("perf_event_attach", "bpf_link (BPF_LINK_TYPE_PERF_EVENT)" if has_link
+                              else "PERF_EVENT_IOC_SET_BPF (no perf_link: the fallback is the path)")

@@ -4,13 +4,23 @@
     scripts/summarize.py host=results/host.xml vm-6.1=results/6.1/junit.xml
 
 The last line is ``total: N passed, N failed, N skipped`` (errors count as failed); a run whose
-file is missing counts as one failure, so a VM that never booted cannot pass silently.
+file is missing counts as one failure, so a VM that never booted cannot pass silently. Under
+each run: the kernel and its perf-event attach path (junit properties written by
+integration/conftest.py), and how the kprobe tests and the SET_BPF (ioctl) tests came out,
+so a matrix shows they ran rather than skipped.
 """
 
 from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
+from typing import Callable
+
+# Test groups worth seeing per kernel: (label, does this test id belong to it).
+GROUPS: list[tuple[str, Callable[[str], bool]]] = [
+    ("kprobe tests", lambda test: "test_vm_kprobe" in test or "test_cli_vm" in test),
+    ("SET_BPF (ioctl) tests", lambda test: "ioctl" in test.lower() or "set_bpf" in test.lower()),
+]
 
 
 def count(path: str) -> tuple[int, int, int]:
@@ -24,6 +34,25 @@ def count(path: str) -> tuple[int, int, int]:
     return tests - failed - skipped, failed, skipped
 
 
+def outcome(case: ET.Element) -> str:
+    if case.find("failure") is not None or case.find("error") is not None:
+        return "failed"
+    return "skipped" if case.find("skipped") is not None else "passed"
+
+
+def details(path: str) -> list[str]:
+    """The run's kernel facts and its GROUPS' outcomes, a line each."""
+    root = ET.parse(path).getroot()
+    lines = [f"{p.get('name')}: {p.get('value')}" for p in root.iter("property")]
+    for label, member in GROUPS:
+        tally = {"passed": 0, "failed": 0, "skipped": 0}
+        for case in root.iter("testcase"):
+            if member(f"{case.get('classname')}::{case.get('name')}"):
+                tally[outcome(case)] += 1
+        lines.append(f"{label}: " + ", ".join(f"{n} {k}" for k, n in tally.items()))
+    return lines
+
+
 def main(args: list[str]) -> int:
     totals = [0, 0, 0]
     for arg in args:
@@ -35,6 +64,8 @@ def main(args: list[str]) -> int:
             passed, failed, skipped = 0, 1, 0
         else:
             print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped")
+            for line in details(path):
+                print(f"    {line}")
         for i, n in enumerate((passed, failed, skipped)):
             totals[i] += n
     print(f"total: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
