@@ -19,6 +19,20 @@ BPF_DIR = REPO / "bpf"
 BPF_OUT = BPF_DIR / ".output"
 
 
+def compile_bytecode() -> None:
+    """Write bpfkit's .pyc files: the tests start many `python -m bpfkit.cli` processes, and
+    with PYTHONDONTWRITEBYTECODE set (as on the CI host) each would compile every module
+    again (about 0.1 s here, seconds in an emulated VM). Harmless where the tree is read-only
+    (a VM guest: integration/vm.py compiles on the host before booting)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "bpfkit"), quiet=2, workers=0)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    compile_bytecode()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("root") and os.geteuid() != 0:
         pytest.skip("needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)")

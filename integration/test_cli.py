@@ -311,16 +311,22 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
         # The pinned programs keep sending: `bpfkit events` reads the pinned ring buffer.
         reader = subprocess.Popen(bpfkit_cmd("events", f"{pin_dir}/events", "--btf", example, "--count", "1", "--json"),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        for _ in range(50):
-            trigger(f"/tmp/bpfkit-cli-{uuid.uuid4().hex[:12]}")
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            # handle_openat sees every process's openat(2): this one's will do, without the
+            # seconds a fresh interpreter costs in an emulated VM while `bpfkit events` starts.
+            try:
+                os.close(os.open(f"/tmp/bpfkit-cli-{uuid.uuid4().hex[:12]}", os.O_RDONLY))
+            except OSError:
+                pass
             try:
                 out, err = reader.communicate(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
-                continue
-        else:
-            reader.kill()
-            raise AssertionError("bpfkit events printed nothing")
+                if time.monotonic() > deadline:
+                    reader.kill()
+                    reader.communicate()
+                    raise AssertionError("bpfkit events printed nothing") from None
         assert reader.returncode == 0, err
         record = json.loads(out.splitlines()[0])
         assert record["map"] == "events" and {"pid", "comm", "filename"} <= set(record["fields"])

@@ -395,9 +395,15 @@ def _terminate(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def _build_bpf_on_host() -> bool:
-    """Build bpf/ before booting: the guest sees the tree read-only, so an object older than
-    its source could not be rebuilt there and every test using it would fail."""
+def _prepare_tree_on_host() -> bool:
+    """Build bpf/ and bpfkit's bytecode before booting: the guest sees the tree read-only, so
+    an object older than its source could not be rebuilt there and every test using it would
+    fail, and every Python process in the guest would compile bpfkit again (seconds each
+    under emulation)."""
+    import compileall
+
+    if (Path.cwd() / "bpfkit").is_dir():
+        compileall.compile_dir(str(Path.cwd() / "bpfkit"), quiet=2, workers=0)
     makefile = Path.cwd() / "bpf" / "Makefile"
     if not makefile.exists():
         return True
@@ -416,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vm.py: qemu-system-x86_64 or virtme-ng missing: run scripts/vm-setup.sh "
               f"{sys.executable}", file=sys.stderr)
         return 2
-    if any(k != "host" for k in args.kernel) and not _build_bpf_on_host():
+    if any(k != "host" for k in args.kernel) and not _prepare_tree_on_host():
         return 2
     results = []
     for name in dict.fromkeys(args.kernel):  # each kernel once, in the given order
