@@ -9,8 +9,8 @@
 # own kernel. integration/vm.py boots it as `--kernel user-events`.
 #
 # What: Debian's linux-source-6.12 package (bookworm-security carries it; when the host's apt
-# does not offer it, a private APT_CONFIG reaches bookworm-backports, the mirror read from the
-# host's apt sources at run time); configured with virtme-ng's defconfig for guests
+# does not offer it, scripts/backports-fetch.sh reaches bookworm-backports, the mirror read
+# from the host's apt sources at run time); configured with virtme-ng's defconfig for guests
 # (virtme-configkernel --defconfig: 9p root, virtio, serial console, BPF/tracing helpers),
 # then the options below (user_events, BPF, BTF, kprobes/uprobes), minus what a guest that
 # shares the host's root over 9p does not use (graphics, sound, USB, disks and their file
@@ -35,6 +35,7 @@ BUILD=$KDIR/build
 SRC=$BUILD/src
 LOG=$KDIR/build.log
 JOBS=${JOBS:-2}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 log() { echo "build_user_events_kernel: $*" >&2; }
 
@@ -68,39 +69,12 @@ fetch_source() {
     (cd "$dl" && apt-get -qq download "$PACKAGE")
     return
   fi
-  # Not in the host's sources: bookworm-backports through a private apt state.
-  local uri codename apt=$BUILD/apt
-  read -r uri codename < <(
-    { for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk 'tolower($1)=="uris:"{u=$2} tolower($1)=="suites:"{for(i=2;i<=NF;i++) if ($i !~ /-/) print u, $i}' "$f"
-      done
-      for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        sed -e 's/#.*//' -e 's/\[[^]]*\]//g' "$f" | awk '$1=="deb" && $3 !~ /-/ {print $2, $3}'
-      done; } | grep -i debian | head -n1)
-  if [ -z "${uri:-}" ]; then
-    log "$PACKAGE is not in the host's apt sources and no Debian mirror was found there"
-    exit 1
-  fi
-  mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/parts" "$apt/prefs"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $codename-backports main" \
-    > "$apt/sources.list"
-  cat > "$apt/apt.conf" <<EOF
-Dir::Etc::sourcelist "$apt/sources.list";
-Dir::Etc::sourceparts "$apt/parts";
-Dir::Etc::preferencesparts "$apt/prefs";
-Dir::State::lists "$apt/lists";
-Dir::Cache "$apt";
-Dir::Cache::archives "$apt/archives";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-Acquire::Languages "none";
-APT::Sandbox::User "root";
-EOF
-  log "downloading $PACKAGE from $codename-backports (private APT_CONFIG in $apt)"
-  APT_CONFIG=$apt/apt.conf apt-get -qq update
-  (cd "$dl" && APT_CONFIG=$apt/apt.conf apt-get -qq download "$PACKAGE")
+  # Not in the host's sources: bookworm-backports through scripts/backports-fetch.sh's
+  # private apt state (it also unpacks the package, which is not needed here).
+  log "$PACKAGE is not in the host's apt sources: fetching it from backports"
+  "$REPO/scripts/backports-fetch.sh" "$PACKAGE" "$PACKAGE" >/dev/null
+  cp "$CACHE_ROOT/$PACKAGE"/download/"$PACKAGE"_*.deb "$dl"/
+  rm -rf "${CACHE_ROOT:?}/$PACKAGE/root"
 }
 
 if [ ! -f "$SRC/Makefile" ]; then
