@@ -31,8 +31,9 @@ unless ``--all-processes``: a uprobe on a libc function otherwise traps in every
 the machine that calls it. Both sides attach to the same pid.
 
 Detaching dominates the run: on Linux 6.18 each perf-event uprobe close waits for RCU grace
-periods (about 0.1 s), partly under a kernel-wide mutex (event_mutex), so 1,000 take minutes
-however many threads close them. Needs root; prints the load average, which moves the
+periods (about 0.1 s), most of it under a kernel-wide mutex (event_mutex), so 1,000 take
+minutes however many threads close them; bpfkit saves the part that can overlap (the bpf_link
+releases, see bpfkit/link/group.py). Needs root; prints the load average, which moves the
 detach figures a lot on a shared machine.
 """
 

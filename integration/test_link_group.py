@@ -169,6 +169,37 @@ def test_pin_group_and_load_it_back(coll: Any, names: list[str], tmp_path: Path)
     assert not os.path.exists(where)
 
 
+def test_bpf_links_are_released_before_any_perf_event_is_destroyed(coll: Any, names: list[str]) -> None:
+    # The order close_links relies on (see DEFAULT_CLOSE_WORKERS): every bpf_link release in
+    # the pool first, then the perf events one at a time in the caller's order. Spies on real
+    # links record the order; the kernel does the closing.
+    exe = link.Executable("libc")
+    group = link.attach_many(names[:6], lambda s: exe.uprobe(s, coll.programs["group_uprobe"]))
+    order: list[tuple[str, int]] = []
+
+    class SpyFd:
+        def __init__(self, fd: Any, index: int) -> None:
+            self._fd, self._index, self._seen = fd, index, False
+
+        def close(self) -> None:  # the link's own close() closes it again: a no-op
+            if not self._seen:
+                order.append(("bpf_link", self._index))
+                self._seen = True
+            self._fd.close()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._fd, name)
+
+    for i, lk in enumerate(group):
+        lk.fd = SpyFd(lk.fd, i)
+        lk.close = (lambda close, i: lambda: (order.append(("perf_event", i)), close())[1])(lk.close, i)
+    assert close_links(group, workers=4) == []
+    kinds = [kind for kind, _ in order]
+    assert kinds == ["bpf_link"] * 6 + ["perf_event"] * 6, order
+    assert [i for kind, i in order if kind == "perf_event"] == list(range(6))
+    assert all(lk.closed for lk in group)
+
+
 def test_sequential_and_concurrent_close_agree(coll: Any, names: list[str]) -> None:
     exe = link.Executable("libc")
     prog = coll.programs["group_uprobe"]

@@ -22,33 +22,30 @@ from __future__ import annotations
 
 import errno
 import os
-import queue
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
 from .base import LinkInfo, load_pinned_link
-from .perf_event import PerfEventLink
+from .perf_event import PerfEventIoctlLink, PerfEventLink
 
 __all__ = ["LinkGroup", "attach_many", "close_links", "DEFAULT_CLOSE_WORKERS"]
 
 T = TypeVar("T")
 
-# Threads closing links at once. Measured on the 2-CPU test host (Linux 6.18), perf-event
-# uprobe links (uprobe PMU + bpf_link each), split into their two parts:
-#   150 links, load 13-18: bpf_links 4.7 s one by one, 0.5 s from 8 threads; perf events
-#     12.4 s from one thread, 14.8 s from 8 (only contention).
-#   60 links, load 3: bpf_links 2.0 s vs 0.3 s; perf events 5.3 s either way.
-# The bpf_link releases (perf_event_detach_bpf_prog's grace period) overlap; destroying a
-# uprobe perf event (perf_uprobe_destroy) unregisters it and waits for grace periods while
-# holding the kernel-wide event_mutex, so those queue up whatever the thread count (about
-# 90 ms each). Whole closes, this module's way (bpf_links in the pool, perf events in one
-# thread behind them): 60 links 5.2-5.4 s vs 6.6 s one by one (load 3); 150 links 13.8-14.8
-# vs 16.7-17.6 s (load 18); but 300 links 32.7 vs 32.3 s and 1,000 links 99.6 vs 114.6 s
-# (load 13) or 120.6 vs 118.9 s (load 3): with many links the kernel's grace-period
-# machinery itself appears to be the limit. 4 threads already get what there is to get.
-DEFAULT_CLOSE_WORKERS = 8
+# Threads closing links at once. Closing a perf-event probe has two slow parts (Linux 6.18,
+# measured on this 2-CPU host with a VM keeping it busy, uprobes on distinct libc functions):
+# * releasing its bpf_link: perf_event_detach_bpf_prog waits for an RCU Tasks Trace grace
+#   period, outside any global lock, so those waits overlap: 200 links in 0.24 s from 32
+#   threads, 0.93 s from 8, about 30 ms each one by one;
+# * destroying the perf event: perf_uprobe_destroy unregisters the probe and waits for grace
+#   periods (uprobe_unregister_sync, tracepoint_synchronize_unregister) holding the
+#   kernel-wide event_mutex, about 80 ms each whatever the thread count.
+# Interleaving the two makes each destroy wait for a grace period already under way plus its
+# own: 200 links 22.7 s closed whole from 8 threads (113 ms a link), 21.9 s one by one,
+# 16-17 s when every bpf_link is released first (in a pool) and the perf events are destroyed
+# after, one at a time; 1,000 links that way 89.7 s vs libbpf's 108.5 s one by one.
+DEFAULT_CLOSE_WORKERS = 32
 
 # Below this many links one thread closes them (a pool costs more than it saves).
 _SEQUENTIAL_BELOW = 2
@@ -62,65 +59,47 @@ def _close_one(link: Any) -> BaseException | None:
     return None
 
 
-def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseException]:
-    """Close every link in ``links``, ``workers`` at a time (default DEFAULT_CLOSE_WORKERS).
+def _pooled_part(link: Any) -> Any | None:
+    """What of ``link`` to close in the pool: a perf-event link's bpf_link only (its perf
+    event comes after, see DEFAULT_CLOSE_WORKERS), nothing of a SET_BPF perf event (its close
+    is the destroy), any other link whole (its release may wait for a grace period too)."""
+    if isinstance(link, PerfEventLink):
+        return link.fd
+    if isinstance(link, PerfEventIoctlLink):
+        return None
+    return link
 
-    Every link is tried even when some fail. Raises the first failure (in the order of
-    ``links``) once all are tried; the exception's ``errors`` attribute lists every failure.
-    Returns the (empty) list of failures when all closed. Links already closed are skipped.
+
+def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseException]:
+    """Close every link in ``links`` (``workers`` threads for the parts that overlap,
+    default DEFAULT_CLOSE_WORKERS; ``workers=1`` closes each whole, one after the other).
+
+    Perf-event links close in two rounds: their bpf_links (and every other kind of link)
+    concurrently, then their perf events and tracefs probes one at a time, in order. Every
+    link is tried even when some fail. Raises the first failure (in the order of ``links``)
+    once all are tried; the exception's ``errors`` attribute lists every failure. Returns the
+    (empty) list of failures when all closed. Links already closed are skipped.
     """
     todo = [lk for lk in links if not getattr(lk, "closed", False)]
     if workers is None:
         workers = DEFAULT_CLOSE_WORKERS
     if workers < 1:
         raise UsageError(f"close_links: workers must be at least 1, not {workers}")
-    workers = min(workers, len(todo))
     results: list[BaseException | None]
-    if workers <= 1 or len(todo) < _SEQUENTIAL_BELOW:
+    if workers == 1 or len(todo) < _SEQUENTIAL_BELOW:
         results = [_close_one(lk) for lk in todo]
     else:
+        parts = [_pooled_part(lk) for lk in todo]
+        pooled = [i for i, part in enumerate(parts) if part is not None]
         results = [None] * len(todo)
-        lock = threading.Lock()
-        position = iter(range(len(todo)))
-        # Perf-event links close in two steps: their bpf_links in the pool (those releases
-        # wait for grace periods that overlap), their perf events one at a time in one thread
-        # behind them (the kernel destroys k/uprobe perf events under event_mutex: more
-        # threads only queue on it).
-        serial: queue.SimpleQueue[int] = queue.SimpleQueue()
-        # The bpf_links run at most this many ahead of the perf events: closing all of them
-        # at once piles up RCU callbacks that then slow every perf event's grace periods
-        # (1,000 uprobes: no gain at all over closing one by one).
-        ahead = threading.BoundedSemaphore(2 * workers)
-
-        def drain() -> None:
-            # Each worker takes the next link until none are left: fewer futures than links.
-            while True:
-                with lock:
-                    i = next(position, -1)
-                if i < 0:
-                    return
-                lk = todo[i]
-                if isinstance(lk, PerfEventLink):
-                    ahead.acquire()
-                    results[i] = _close_one(lk.fd)
-                    serial.put(i)
-                else:
-                    results[i] = _close_one(lk)
-
-        def drain_serial() -> None:
-            while (i := serial.get()) >= 0:
-                err = _close_one(todo[i])
+        if pooled:
+            with ThreadPoolExecutor(max_workers=min(workers, len(pooled)), thread_name_prefix="bpfkit-close") as pool:
+                for i, err in zip(pooled, pool.map(lambda i: _close_one(parts[i]), pooled)):
+                    results[i] = err
+        for i, lk in enumerate(todo):
+            if parts[i] is not lk:  # the rest of a perf-event link, even if its bpf_link failed
+                err = _close_one(lk)
                 results[i] = results[i] or err
-                ahead.release()
-
-        with ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="bpfkit-close") as pool:
-            last = pool.submit(drain_serial)
-            try:
-                for fut in [pool.submit(drain) for _ in range(workers)]:
-                    fut.result()
-            finally:
-                serial.put(-1)
-                last.result()
     errors = [exc for exc in results if exc is not None]
     if errors:
         first = errors[0]
