@@ -57,5 +57,11 @@ if [ -r "$host_ca" ]; then
 fi
 podman build -q --network host "${build_args[@]}" -t "$IMAGE" . >/dev/null
 echo "container: running the test suite in a privileged container" >&2
+run_args=()
+# BPFKIT_CONTAINER_RESULTS=dir: the run's junit XML lands in dir (scripts/test-matrix.sh).
+if [ -n "${BPFKIT_CONTAINER_RESULTS:-}" ]; then
+  mkdir -p "$BPFKIT_CONTAINER_RESULTS"
+  run_args+=(--volume "$(cd "$BPFKIT_CONTAINER_RESULTS" && pwd):/results" -e BPFKIT_RESULTS_DIR=/results)
+fi
 # --pid=host: BPF programs see initial-namespace pids, the tests compare them with os.getpid().
-exec podman run --rm --privileged --pid=host --network host -e CI=true "$IMAGE" scripts/test.sh "$@"
+exec podman run --rm --privileged --pid=host --network host -e CI=true "${run_args[@]}" "$IMAGE" scripts/test.sh "$@"

@@ -2,12 +2,14 @@
 """Add up junit XML results of several test runs and print one line per run and a total.
 
     scripts/summarize.py host=results/host.xml vm-6.1=results/6.1/junit.xml
+    scripts/summarize.py --same host,container host=h.xml container=c.xml
 
 The last line is ``total: N passed, N failed, N skipped`` (errors count as failed); a run whose
 file is missing counts as one failure, so a VM that never booted cannot pass silently. Under
 each run: the kernel and its perf-event attach path (junit properties written by
 integration/conftest.py), and how the kprobe tests and the SET_BPF (ioctl) tests came out,
-so a matrix shows they ran rather than skipped.
+so a matrix shows they ran rather than skipped. ``--same A,B`` (repeatable) fails unless runs
+A and B have the same counts (the container image's run and the host's, for one).
 """
 
 from __future__ import annotations
@@ -54,11 +56,17 @@ def details(path: str) -> list[str]:
 
 
 def main(args: list[str]) -> int:
+    same: list[tuple[str, str]] = []
+    while len(args) >= 2 and args[0] == "--same":
+        first, _, second = args[1].partition(",")
+        same.append((first, second))
+        args = args[2:]
     totals = [0, 0, 0]
+    counts: dict[str, tuple[int, int, int]] = {}
     for arg in args:
         name, _, path = arg.partition("=")
         try:
-            passed, failed, skipped = count(path)
+            passed, failed, skipped = counts[name] = count(path)
         except (OSError, ET.ParseError) as exc:
             print(f"{name}: no results ({exc})")
             passed, failed, skipped = 0, 1, 0
@@ -68,8 +76,15 @@ def main(args: list[str]) -> int:
                 print(f"    {line}")
         for i, n in enumerate((passed, failed, skipped)):
             totals[i] += n
+    mismatched = 0
+    for first, second in same:
+        if first in counts and counts.get(first) == counts.get(second):
+            print(f"{second}: the same counts as {first}")
+        else:
+            print(f"{second}: counts differ from {first}'s ({counts.get(second)} vs {counts.get(first)})")
+            mismatched += 1
     print(f"total: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
-    return 1 if totals[1] else 0
+    return 1 if totals[1] or mismatched else 0
 
 
 if __name__ == "__main__":

@@ -7,15 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 scripts/vm-setup.sh .venv/bin/python >/dev/null || exit 1
 
-# BPFKIT_RESULTS_DIR keeps every kernel's junit.xml and the container log; by default they
-# go to a temporary directory removed at the end.
-if [[ -n "${BPFKIT_RESULTS_DIR:-}" ]]; then
-  results=$BPFKIT_RESULTS_DIR
-  mkdir -p "$results"
-else
-  results=$(mktemp -d)
-  trap 'rm -rf "$results"' EXIT
-fi
+source scripts/results-dir.sh
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" tests integration
 runs=("host=$results/host.xml")
 for kernel in 5.10 6.1 6.12; do
@@ -23,7 +15,8 @@ for kernel in 5.10 6.1 6.12; do
     --results "$results/vm" -- -p no:hypothesispytest -p no:benchmark integration
   runs+=("vm-$kernel=$results/vm/$kernel/junit.xml")
 done
+# The image's run writes its junit XML here too: the summary checks its counts equal the host's.
 mkdir -p "$results/container"
-integration/container.sh | tee "$results/container/log"
-# The container's own summary is printed above; its counts are the host suite's.
-exec .venv/bin/python scripts/summarize.py "${runs[@]}"
+BPFKIT_CONTAINER_RESULTS="$results/container" integration/container.sh
+runs+=("container=$results/container/host.xml")
+exec .venv/bin/python scripts/summarize.py --same host,container "${runs[@]}"

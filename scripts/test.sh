@@ -10,8 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 
-results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+source scripts/results-dir.sh
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" "$@" tests integration
 runs=("host=$results/host.xml")
 

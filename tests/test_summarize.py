@@ -44,3 +44,15 @@ def test_a_missing_run_counts_as_a_failure(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stdout.splitlines()[0].startswith("vm-6.1: no results (")
     assert out.stdout.splitlines()[-1] == "total: 0 passed, 1 failed, 0 skipped"
+
+
+def test_same_counts_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "a.xml").write_text(JUNIT)
+    (tmp_path / "b.xml").write_text(JUNIT)
+    (tmp_path / "c.xml").write_text(JUNIT.replace('<testcase classname="integration.test_maps" name="test_hash"/>', "")
+                                    .replace('tests="5"', 'tests="4"'))
+    out = summarize("--same", "host,container", f"host={tmp_path / 'a.xml'}", f"container={tmp_path / 'b.xml'}")
+    assert "container: the same counts as host" in out.stdout.splitlines()
+    out = summarize("--same", "host,container", f"host={tmp_path / 'a.xml'}", f"container={tmp_path / 'c.xml'}")
+    assert "container: counts differ from host's ((1, 1, 2) vs (2, 1, 2))" in out.stdout.splitlines()
+    assert out.returncode == 1
