@@ -80,6 +80,7 @@ class Result:
     total_s: float = 0.0
     note: str = ""
     tail: list[str] = dataclasses.field(default_factory=list)
+    panic: str | None = None  # the guest kernel's Oops line when it panicked
 
     @property
     def ok(self) -> bool:
@@ -103,6 +104,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--results", metavar="DIR",
                    help="keep junit XML and logs in DIR/<kernel>/ (default: discard)")
     p.add_argument("--quiet", action="store_true", help="do not echo pytest output live")
+    p.add_argument("--panic-retries", type=int, default=1, metavar="N",
+                   help="boot again up to N times after a guest kernel panic (default 1; see run_vm)")
     args = p.parse_args(own)
     args.pytest_args = pytest_args
     return args
@@ -300,14 +303,48 @@ def vng_cmd(args: argparse.Namespace, vmlinuz: str, results: Path, cwd: str,
 
 
 def run_vm(name: str, args: argparse.Namespace) -> Result:
-    """Boot kernel `name`, run pytest in it, and collect the results."""
-    result = Result(name)
+    """Boot kernel `name`, run pytest in it, and collect the results.
+
+    A guest kernel that panics (seen under TCG: an int3 Oops in __schedule while the kernel
+    live-patches a static key, i.e. emulated cross-modifying code on two vCPUs) loses the
+    whole run; it is booted again up to ``--panic-retries`` times, and the summary says so.
+    A panic bpfkit caused would come back on the retry and fail the run."""
     start = time.monotonic()
     try:
         kernel = fetch_kernel(name, log=lambda m: print(m, flush=True))
     except KernelError as exc:
-        result.status, result.note = "error", str(exc)
-        return result
+        return Result(name, status="error", note=str(exc))
+    panics: list[str] = []
+    while True:
+        result = _boot_and_test(name, kernel, args)
+        if result.panic is None or len(panics) >= args.panic_retries:
+            break
+        panics.append(result.panic)
+        print(f"vm.py: the {name} guest kernel panicked ({result.panic}): booting it again", flush=True)
+    if panics:
+        result.note = f"{len(panics)} earlier boot(s) panicked ({'; '.join(panics)}) and ran again. {result.note}"
+    result.total_s = time.monotonic() - start
+    return result
+
+
+def _panic_of(console: Path) -> str | None:
+    """The first Oops/BUG line of a guest console that ends in a kernel panic, else None."""
+    try:
+        text = console.read_text(errors="replace")
+    except OSError:
+        return None
+    if "Kernel panic - not syncing" not in text:
+        return None
+    for line in text.splitlines():
+        if "Oops:" in line or "BUG:" in line or "Kernel panic" in line:
+            cause = line.split("] ", 1)[-1].strip()
+            rip = next((ln.split("] ", 1)[-1].strip() for ln in text.splitlines() if "RIP: 0010:" in ln), "")
+            return f"{cause} at {rip.removeprefix('RIP: 0010:')}" if rip else cause
+    return "Kernel panic"
+
+
+def _boot_and_test(name: str, kernel: Kernel, args: argparse.Namespace) -> Result:
+    result = Result(name)
     result.detail = f"{kernel.package} {kernel.version}"
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="bpfkit-vm-") as tmp:
@@ -332,8 +369,11 @@ def run_vm(name: str, args: argparse.Namespace) -> Result:
         else:
             collect(result, results, rc, tail)
             _check_exit_status(result, results, rc)
+        result.panic = _panic_of(results / "console.log")
+        if result.panic:
+            result.status = "error"
+            result.note = f"guest kernel panic: {result.panic}. {result.note}"
         keep_results(results, args.results, name)
-    result.total_s = time.monotonic() - start
     return result
 
 

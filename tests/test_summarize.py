@@ -11,7 +11,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "summarize.py"
 JUNIT = """<?xml version="1.0"?>
 <testsuites><testsuite name="pytest" tests="5" failures="1" errors="0" skipped="2">
 <properties><property name="kernel" value="5.10.0-35-amd64"/>
-<property name="perf_event_attach" value="PERF_EVENT_IOC_SET_BPF"/></properties>
+<property name="perf_event_attach" value="PERF_EVENT_IOC_SET_BPF"/>
+<property name="hypothesis-statistics-x" value="ZGF0YQ=="/></properties>
 <testcase classname="integration.test_vm_kprobe" name="test_kprobe_exact_count[ioctl-pmu]"/>
 <testcase classname="integration.test_vm_kprobe" name="test_kprobe_exact_count[link-pmu]"><skipped message="no perf_link"/></testcase>
 <testcase classname="integration.test_link" name="test_tracepoint_exact_count[ioctl]"><failure message="x"/></testcase>

@@ -1,0 +1,53 @@
+"""integration/vm.py's handling of a guest kernel panic.
+
+The panic text is the console of a real run (Debian 6.12 under TCG, November 2026). The retry
+test replaces the boot with a stand-in: a guest panic cannot be produced on demand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+import vm  # noqa: E402
+
+PANIC_CONSOLE = """\
+[   29.875091] 9pnet: Limiting 'msize' to 512000 as this is the maximum supported by transport virtio
+[ 1272.530993] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[ 1272.533488] CPU: 1 UID: 0 PID: 402 Comm: probe_target Not tainted 6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[ 1272.533940] RIP: 0010:__schedule+0x407/0xbf0
+[ 1272.542090] RIP: 0033:0x7fa874514b74
+[ 1272.545242] Kernel panic - not syncing: Fatal exception in interrupt
+"""
+
+
+def test_panic_is_named_by_its_oops_line(tmp_path: Path) -> None:
+    console = tmp_path / "console.log"
+    console.write_text(PANIC_CONSOLE)
+    assert vm._panic_of(console) == "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI at __schedule+0x407/0xbf0"
+    console.write_text(PANIC_CONSOLE.replace("Kernel panic - not syncing", "all fine"))
+    assert vm._panic_of(console) is None
+    assert vm._panic_of(tmp_path / "absent.log") is None
+
+
+@pytest.mark.parametrize("panics, retries, boots, ok", [(1, 1, 2, True), (2, 1, 2, False), (1, 0, 1, False)])
+def test_a_panicked_guest_boots_again(monkeypatch: pytest.MonkeyPatch, panics: int, retries: int,
+                                      boots: int, ok: bool) -> None:
+    calls = []
+
+    def boot(name: str, kernel: object, args: argparse.Namespace) -> vm.Result:
+        calls.append(name)
+        if len(calls) <= panics:
+            return vm.Result(name, status="error", panic="Oops: int3 at __schedule+0x407/0xbf0",
+                             note="guest kernel panic")
+        return vm.Result(name, passed=3)
+
+    monkeypatch.setattr(vm, "fetch_kernel", lambda name, log=None: object())
+    monkeypatch.setattr(vm, "_boot_and_test", boot)
+    result = vm.run_vm("6.12", argparse.Namespace(panic_retries=retries))
+    assert len(calls) == boots and result.ok is ok
+    if ok:
+        assert result.passed == 3 and "1 earlier boot(s) panicked (Oops: int3 at __schedule" in result.note
