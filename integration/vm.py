@@ -306,7 +306,7 @@ def run_vm(name: str, args: argparse.Namespace) -> Result:
     """Boot kernel `name`, run pytest in it, and collect the results.
 
     A guest kernel that panics (seen under TCG: an int3 Oops in __schedule while the kernel
-    live-patches a static key, i.e. emulated cross-modifying code on two vCPUs) loses the
+    live-patches a static key, most likely emulated cross-modifying code on two vCPUs) loses the
     whole run; it is booted again up to ``--panic-retries`` times, and the summary says so.
     A panic bpfkit caused would come back on the retry and fail the run."""
     start = time.monotonic()
