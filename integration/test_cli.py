@@ -88,6 +88,22 @@ def uprobe_groups_of(pid: int) -> set[str]:
     return {e.group for e in _tracefs.list_probe_events("uprobe") if e.group.startswith(f"bpfkit_{pid}_")}
 
 
+def process_state(pid: int) -> str:
+    """Signal masks, state and kernel stack of every thread of ``pid`` (for a stuck process)."""
+    lines = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/status") as f:
+                wanted = [ln.strip() for ln in f if ln.startswith(("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))]
+            with open(f"{base}/stack") as f:
+                stack = [ln.strip() for ln in f][:12]
+        except OSError as exc:
+            wanted, stack = [f"unreadable: {exc}"], []
+        lines.append(f"thread {tid}: {', '.join(wanted)}; kernel stack: {' < '.join(stack)}")
+    return "\n".join(lines)
+
+
 class Running:
     """`bpfkit attach ...` in the background; stdout lines arrive on a queue (a reader thread
     keeps the pipe drained: the openat tracepoint sees the whole machine)."""
@@ -151,14 +167,15 @@ class Running:
         try:
             rc = self.proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
+            kernel_view = process_state(self.proc.pid)  # before SIGUSR1 changes what is pending
             self.proc.send_signal(signal.SIGUSR1)  # faulthandler: the stacks go to stderr
             time.sleep(5)
             self.proc.kill()
             self.proc.wait()
             for t in self._threads:
                 t.join(TIMEOUT)
-            raise AssertionError(f"bpfkit attach did not exit {TIMEOUT} s after signal {sig}; "
-                                 f"its threads then:\n{''.join(self.err)}") from None
+            raise AssertionError(f"bpfkit attach did not exit {TIMEOUT} s after signal {sig}; the kernel's "
+                                 f"view of it:\n{kernel_view}\nits threads then:\n{''.join(self.err)}") from None
         for t in self._threads:
             t.join(TIMEOUT)
         return rc
