@@ -281,11 +281,35 @@ recache() {{
 {chr(10).join(f"recache {SHARE_MOUNT}{i} {shlex.quote(d)}" for i, d in enumerate(shares))}
 {exports}
 cd {shlex.quote(cwd)} || exit 99
+# Keep the perf_sched_events static key on for the whole run (see SCHED_KEY_HOLDER).
+{shlex.quote(sys.executable)} -c {shlex.quote(SCHED_KEY_HOLDER)} &
+holder=$!
 {cmd} 2>&1 | tee {r}/pytest.log
 rc=${{PIPESTATUS[0]}}
+kill "$holder" 2>/dev/null
 cat /proc/uptime > {r}/finished
 echo "$rc" > {r}/pytest_rc
 exit "$rc"
+"""
+
+
+# A process holding one per-task perf event (a software dummy) until killed. The kernel turns
+# the perf_sched_events static key on with the first per-task perf event and off again from
+# a kworker after the last (perf_sched_delayed), live-patching the jump label in __schedule
+# each time. Under TCG the Debian 6.12 guest panicked three times in a row at exactly that
+# site (Oops: int3 at __schedule+0x407, twice in a kworker), most likely a stale translation
+# of the patched code; the tests open and close per-task events all the time. With the key
+# held on, __schedule is never patched during the run.
+SCHED_KEY_HOLDER = """
+import ctypes, signal
+attr = (ctypes.c_uint8 * 128)()
+ctypes.memmove(attr, (1).to_bytes(4, "little") + (128).to_bytes(4, "little") + (9).to_bytes(8, "little"), 16)
+# perf_event_open (x86-64 syscall 298; the VMs are x86-64): PERF_TYPE_SOFTWARE, size 128,
+# PERF_COUNT_SW_DUMMY, this process (pid 0), any CPU
+fd = ctypes.CDLL(None, use_errno=True).syscall(298, attr, 0, -1, -1, 0)
+if fd < 0:
+    raise SystemExit(f"vm.py: perf_event_open for the static-key holder failed: errno {ctypes.get_errno()}")
+signal.pause()
 """
 
 
