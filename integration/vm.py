@@ -359,12 +359,10 @@ def _panic_of(console: Path) -> str | None:
         return None
     if "Kernel panic - not syncing" not in text:
         return None
-    for line in text.splitlines():
-        if "Oops:" in line or "BUG:" in line or "Kernel panic" in line:
-            cause = line.split("] ", 1)[-1].strip()
-            rip = next((ln.split("] ", 1)[-1].strip() for ln in text.splitlines() if "RIP: 0010:" in ln), "")
-            return f"{cause} at {rip.removeprefix('RIP: 0010:')}" if rip else cause
-    return "Kernel panic"
+    messages = [line.split("] ", 1)[-1].strip() for line in text.splitlines()]
+    cause = next((m for m in messages if m.startswith(("Oops:", "BUG:", "Kernel panic"))), "Kernel panic")
+    rip = next((m.removeprefix("RIP: 0010:") for m in messages if m.startswith("RIP: 0010:")), "")
+    return f"{cause} at {rip}" if rip else cause
 
 
 def _boot_and_test(name: str, kernel: Kernel, args: argparse.Namespace) -> Result:
