@@ -63,6 +63,20 @@ GUEST_SYSTEM_DIRS = ("/", "/etc", "/lib", "/home", "/opt", "/srv", "/usr", "/var
                      "/run", "/proc", "/sys", "/dev", "/bin", "/sbin", "/root")
 
 
+def env_with_interpreter_bin(base: dict[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: os.environ) with this interpreter's bin directory first on PATH.
+
+    virtme-ng runs its helpers by name (`vng` execs `virtme-run` through /bin/sh), and they are
+    installed beside the interpreter, in `.venv/bin`, which is not on PATH when this script is
+    started as `.venv/bin/python integration/vm.py` (a fresh machine has no other copy: the
+    VM leg failed there with `virtme-run: not found`, exit status 127)."""
+    env = dict(os.environ if base is None else base)
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    rest = [d for d in env.get("PATH", os.defpath).split(os.pathsep) if d and d != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir, *rest])
+    return env
+
+
 @dataclasses.dataclass
 class Result:
     """Outcome of one kernel's run."""
@@ -253,7 +267,8 @@ def cached_shares(cwd: str) -> list[str]:
 
 def guest_script(kernel: Kernel, results: Path, cwd: str, shares: list[str], pytest_args: list[str]) -> str:
     """Shell script the guest runs: mounts, environment, pytest with output into `results`."""
-    env = {k: v for k, v in os.environ.items() if k in FORWARD_ENV or k.startswith("BPFKIT_")}
+    env = {k: v for k, v in env_with_interpreter_bin().items()
+           if k in FORWARD_ENV or k.startswith("BPFKIT_")}
     env.update(BPFKIT_VM_KERNEL=kernel.name, BPFKIT_VM_EXPECT_RELEASE=kernel.release,
                PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                # hypothesis' default database dir (.hypothesis in cwd) is read-only here;
@@ -377,7 +392,8 @@ def _boot_and_test(name: str, kernel: Kernel, args: argparse.Namespace) -> Resul
         shares = cached_shares(cwd)
         script.write_text(guest_script(kernel, results, cwd, shares, args.pytest_args))
         # vng leaves a temp file behind when it is killed: keep its temp files in our dir.
-        env = dict(os.environ, TMPDIR=str(vng_tmp))
+        env = env_with_interpreter_bin()
+        env["TMPDIR"] = str(vng_tmp)
         rc, tail = run_logged(vng_cmd(args, kernel.vmlinuz, results, cwd, shares, script), env,
                               args.timeout, results / "vng-stdout.log",
                               results / "console.log", echo_for(name, args.quiet))
@@ -449,7 +465,10 @@ def report(results: Iterable[Result]) -> int:
 
 
 def _vm_tools_present() -> bool:
-    return bool(shutil.which("qemu-system-x86_64")) and importlib.util.find_spec("virtme_ng") is not None
+    """qemu, the virtme_ng module, and the `virtme-run` that vng execs by name."""
+    path = env_with_interpreter_bin()["PATH"]
+    return (bool(shutil.which("qemu-system-x86_64")) and importlib.util.find_spec("virtme_ng") is not None
+            and bool(shutil.which("virtme-run", path=path)))
 
 
 def _terminate(signum: int, _frame) -> None:

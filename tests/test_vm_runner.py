@@ -6,6 +6,7 @@ test replaces the boot with a stand-in: a guest panic cannot be produced on dema
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,3 +52,23 @@ def test_a_panicked_guest_boots_again(monkeypatch: pytest.MonkeyPatch, panics: i
     assert len(calls) == boots and result.ok is ok
     if ok:
         assert result.passed == 3 and "1 earlier boot(s) panicked (Oops: int3 at __schedule" in result.note
+
+
+def test_interpreter_bin_dir_leads_path_for_vng(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vng execs `virtme-run` by name through /bin/sh; with only the standard PATH (a fresh
+    machine, the runner started as .venv/bin/python) it must still be found beside the
+    interpreter."""
+    env = vm.env_with_interpreter_bin({"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"})
+    bin_dir = str(Path(sys.executable).absolute().parent)
+    assert env["PATH"].split(":")[0] == bin_dir
+    assert env["PATH"].split(":").count(bin_dir) == 1
+    assert env["HOME"] == "/root"
+    # The same lookup /bin/sh makes for vng, with a stand-in helper beside a stand-in interpreter.
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "virtme-run").write_text("#!/bin/sh\necho found\n")
+    (fake_bin / "virtme-run").chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake_bin / "python3"))
+    env = vm.env_with_interpreter_bin({"PATH": "/usr/bin:/bin"})
+    out = subprocess.run(["/bin/sh", "-c", "virtme-run"], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "found", out.stderr
