@@ -116,8 +116,10 @@ def _parse_one_line(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def mirror_uris() -> tuple[str, str]:
-    """(archive URI, security URI) of the host's Debian sources."""
+def mirror_uris() -> tuple[str, str | None]:
+    """(archive URI, security URI) of the host's Debian sources; security is None when the
+    sources name no security suite (debootstrap's sources.list names only `CODENAME main`):
+    the archive does not carry `CODENAME-security`, and apt-get update would fail on it."""
     archive = security = None
     for uri, suites in _host_source_entries():
         for suite in suites:
@@ -127,7 +129,7 @@ def mirror_uris() -> tuple[str, str]:
                 archive = archive or uri
     if not archive:
         raise KernelError(f"no Debian archive entry found in the host's apt sources {HOST_SOURCES}")
-    return archive, security or archive
+    return archive, security
 
 
 # ---------------------------------------------------------------- private apt
@@ -147,11 +149,10 @@ def _write_private_apt(base: Path, codename: str) -> None:
     for d in ("lists/partial", "archives/partial", "sources.list.d", "preferences.d"):
         (base / d).mkdir(parents=True, exist_ok=True)
     signed = f"[arch=amd64 signed-by={KEYRING}]"
-    (base / "sources.list").write_text(
-        f"deb {signed} {archive} {codename} main\n"
-        f"deb {signed} {archive} {codename}-updates main\n"
-        f"deb {signed} {security} {codename}-security main\n"
-    )
+    lines = [f"deb {signed} {archive} {codename} main", f"deb {signed} {archive} {codename}-updates main"]
+    if security:
+        lines.append(f"deb {signed} {security} {codename}-security main")
+    (base / "sources.list").write_text("\n".join(lines) + "\n")
     (base / "status").touch()
     # The host's apt.conf.d is still read (it may hold proxy or mirror-date settings).
     settings = {
@@ -195,8 +196,8 @@ def newest_package(name: str, env: dict[str, str]) -> str:
         if m:
             found.setdefault(int(m.group(1)), []).append(pkg)
     if not found:
-        raise KernelError(f"cannot find {glob_} in {codename} ({codename}-updates, "
-                          f"{codename}-security): apt-cache lists {len(names)} packages "
+        raise KernelError(f"cannot find {glob_} in {codename} (with -updates and "
+                          f"-security where the host has it): apt-cache lists {len(names)} packages "
                           f"starting {glob_.split('*')[0]!r}, none plain -amd64")
     # Prefer the signed package (no '-unsigned' suffix): both hold the same vmlinuz.
     return min(found[max(found)], key=len)

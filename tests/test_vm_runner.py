@@ -72,3 +72,27 @@ def test_interpreter_bin_dir_leads_path_for_vng(tmp_path: Path, monkeypatch: pyt
     env = vm.env_with_interpreter_bin({"PATH": "/usr/bin:/bin"})
     out = subprocess.run(["/bin/sh", "-c", "virtme-run"], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "found", out.stderr
+
+
+def test_private_apt_names_security_only_where_the_host_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """debootstrap's sources.list names only `bookworm main`; taking the archive for the
+    security suite made `apt-get update` fail on a fresh machine (no bookworm-security there)."""
+    import vm_kernels
+
+    plain = tmp_path / "sources.list"
+    plain.write_text("deb http://mirror.invalid/debian bookworm main\n")
+    monkeypatch.setattr(vm_kernels, "HOST_SOURCES", (str(plain),))
+    assert vm_kernels.mirror_uris() == ("http://mirror.invalid/debian", None)
+    vm_kernels._write_private_apt(tmp_path / "apt", "bookworm")
+    lines = (tmp_path / "apt" / "sources.list").read_text().splitlines()
+    assert [line.split()[-2] for line in lines] == ["bookworm", "bookworm-updates"]
+
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text("Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\n"
+                      "Components: main\n\nTypes: deb\nURIs: http://mirror.invalid/debian-security\n"
+                      "Suites: bookworm-security\nComponents: main\n")
+    monkeypatch.setattr(vm_kernels, "HOST_SOURCES", (str(deb822),))
+    assert vm_kernels.mirror_uris() == ("http://mirror.invalid/debian", "http://mirror.invalid/debian-security")
+    vm_kernels._write_private_apt(tmp_path / "apt2", "bullseye")
+    assert (tmp_path / "apt2" / "sources.list").read_text().splitlines()[-1].endswith(
+        "http://mirror.invalid/debian-security bullseye-security main")
