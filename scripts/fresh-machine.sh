@@ -23,7 +23,8 @@ fi
 work=$(mktemp -d /var/tmp/bpfkit-fresh.XXXXXX)
 if [ -n "${BPFKIT_FRESH_RESULTS:-}" ]; then
   results=$BPFKIT_FRESH_RESULTS
-  rm -rf "$results" && mkdir -p "$results"
+  mkdir -p "$results"
+  rm -f "$results"/{demo,test}.{rc,seconds,log}
 else
   results=$work/results
   mkdir -p "$results"

@@ -8,11 +8,14 @@
 # Facts (docs/vm-runner.md, shared ENVIRONMENT.md):
 #   - udev is needed in the guest, or virtme-ng loses the guest's exit code;
 #   - busybox-static + kmod are what virtme-ng's init uses inside the guest;
+#   - file and binutils (strings) are run by virtme-ng on the host;
 #   - the kernels are fetched later, on demand, by integration/vm.py (apt-get download).
 set -euo pipefail
 
 PYTHON="${1:-${PYTHON:-python3}}"
-APT_PKGS=(qemu-system-x86 kmod busybox-static udev)
+# file, binutils: virtme-ng runs `file -L` (is busybox static?) and `strings` (kernel version)
+# by name; a minbase Debian has neither (seen on a fresh machine: FileNotFoundError 'file').
+APT_PKGS=(qemu-system-x86 kmod busybox-static udev file binutils)
 VNG_VERSION="${VNG_VERSION:-1.42}"
 
 missing=()
