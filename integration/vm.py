@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vm_kernels import BUILT_KERNELS, KERNELS, Kernel, KernelError, fetch_kernel  # noqa: E402
+from vm_kernels import BUILT_KERNELS, KERNELS, NEWEST, Kernel, KernelError, fetch_kernel  # noqa: E402
 
 # `python -m virtme_ng.run` drops the exit status (its __main__ calls main() without
 # sys.exit), so call main() ourselves with the runner's interpreter.
@@ -109,7 +109,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         else (argv, [])
     p = argparse.ArgumentParser(prog="integration/vm.py", description=__doc__.split("\n")[0])
     p.add_argument("--kernel", action="append", required=True,
-                   choices=[*KERNELS, *BUILT_KERNELS, "host"], help="kernel to run on (repeatable)")
+                   choices=[*KERNELS, *BUILT_KERNELS, NEWEST, "host"],
+                   help=f"kernel to run on (repeatable); {NEWEST}: the highest Debian offers (sid)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per kernel, boot included (default {DEFAULT_TIMEOUT})")
     p.add_argument("--memory", default="2G", help="guest memory (default 2G)")

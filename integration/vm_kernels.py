@@ -10,7 +10,7 @@ Layout under ``cache_root()``::
 
     apt/<codename>/...           private apt state (sources list, lists, archives)
     kernels/<name>/kernel.json   what was fetched (package, version, release, paths)
-    kernels/<name>/root/         dpkg-deb -x of the package: boot/vmlinuz-*, lib/modules/*
+    kernels/<name>/root/         dpkg-deb -x of the package(s): boot/vmlinuz-* or usr/lib/modules/*/vmlinuz
 """
 
 from __future__ import annotations
@@ -35,7 +35,19 @@ KERNELS: dict[str, tuple[str, str]] = {
     "5.10": ("bullseye", "linux-image-5.10.0-*-amd64"),
     "6.1": ("bookworm", "linux-image-6.1.0-*-amd64"),
     "6.12": ("bookworm", "linux-image-6.12.*+deb12-amd64"),
+    # Debian sid (unstable). Its linux-image-* is a meta package: the kernel comes split into
+    # linux-binary-* (vmlinuz under usr/lib/modules/RELEASE/), linux-base-* (config,
+    # System.map) and linux-modules-* (110 MB; 9p and virtio are modules there).
+    "7.2": ("sid", "linux-image-7.2.*-amd64"),
 }
+# `--kernel newest`: the highest plain -amd64 kernel Debian offers (sid's), run under its series
+# name ("7.2"); when sid moves to a newer series the runner follows it.
+NEWEST = "newest"
+NEWEST_CODENAME = "sid"
+# Suites without -updates and -security.
+ROLLING = ("sid",)
+# Packages a split kernel's meta image package depends on, unpacked into one root.
+SPLIT_PARTS = re.compile(r"^linux-(binary|base|modules)-")
 # Kernels built from source rather than downloaded: name -> the script that builds one and
 # caches it as kernels/<name>/kernel.json + root/ (the layout of the downloaded ones).
 BUILT_KERNELS: dict[str, str] = {
@@ -149,8 +161,10 @@ def _write_private_apt(base: Path, codename: str) -> None:
     for d in ("lists/partial", "archives/partial", "sources.list.d", "preferences.d"):
         (base / d).mkdir(parents=True, exist_ok=True)
     signed = f"[arch=amd64 signed-by={KEYRING}]"
-    lines = [f"deb {signed} {archive} {codename} main", f"deb {signed} {archive} {codename}-updates main"]
-    if security:
+    lines = [f"deb {signed} {archive} {codename} main"]
+    if codename not in ROLLING:
+        lines.append(f"deb {signed} {archive} {codename}-updates main")
+    if security and codename not in ROLLING:
         lines.append(f"deb {signed} {security} {codename}-security main")
     (base / "sources.list").write_text("\n".join(lines) + "\n")
     (base / "status").touch()
@@ -188,7 +202,8 @@ def newest_package(name: str, env: dict[str, str]) -> str:
     """Name of the newest plain -amd64 image package for kernel `name`."""
     codename, glob_ = KERNELS[name]
     prefix, suffix = (re.escape(part) for part in glob_.split("*"))
-    pattern = re.compile(rf"^{prefix}(\d+){suffix}(-unsigned)?$")
+    # sid names its kernels 7.2.13+deb14-amd64: the Debian tag may follow the number.
+    pattern = re.compile(rf"^{prefix}(\d+)(?:\+deb\d+)?{suffix}(-unsigned)?$")
     found: dict[int, list[str]] = {}
     names = _run(["apt-cache", "pkgnames", glob_.split("*")[0]], env).split()
     for pkg in names:
@@ -201,6 +216,31 @@ def newest_package(name: str, env: dict[str, str]) -> str:
                           f"starting {glob_.split('*')[0]!r}, none plain -amd64")
     # Prefer the signed package (no '-unsigned' suffix): both hold the same vmlinuz.
     return min(found[max(found)], key=len)
+
+
+def newest_series(env: dict[str, str]) -> str:
+    """The highest kernel series ("7.2") with a plain -amd64 image package in sid."""
+    pattern = re.compile(r"^linux-image-(\d+)\.(\d+)\.(\d+)(?:\+deb\d+)?-amd64$")
+    versions = [tuple(int(g) for g in m.groups()) for pkg in _run(["apt-cache", "pkgnames", "linux-image-"], env).split()
+                if (m := pattern.match(pkg))]
+    if not versions:
+        raise KernelError(f"no plain linux-image-X.Y.Z-amd64 package in {NEWEST_CODENAME}")
+    major, minor, _ = max(versions)
+    return f"{major}.{minor}"
+
+
+def resolve_name(name: str, log: Callable[[str], None] = print) -> str:
+    """`name` itself, or for NEWEST the series sid has now (added to KERNELS)."""
+    if name != NEWEST:
+        return name
+    with _apt_lock(NEWEST_CODENAME):
+        env = _apt_env(NEWEST_CODENAME)
+        log(f"[{name}] apt-get update ({NEWEST_CODENAME}, private APT_CONFIG)")
+        _apt_update(NEWEST_CODENAME, env)
+        series = newest_series(env)
+    KERNELS.setdefault(series, (NEWEST_CODENAME, f"linux-image-{series}.*-amd64"))
+    log(f"[{name}] the newest kernel Debian offers is {series} ({NEWEST_CODENAME})")
+    return series
 
 
 # ---------------------------------------------------------------- fetch and unpack
@@ -222,16 +262,32 @@ def _modules_dir(root: Path, release: str) -> Path | None:
                  if m.is_dir()), None)
 
 
-def _unpack(deb: Path, root: Path) -> str:
-    """dpkg-deb -x the image package into `root` and run depmod; returns the release."""
-    _run(["dpkg-deb", "-x", str(deb), str(root)], dict(os.environ))
-    images = sorted(root.glob("boot/vmlinuz-*"))
+def split_parts(deb: Path) -> list[str]:
+    """The linux-binary/base/modules packages a split (sid) image package depends on."""
+    depends = _run(["dpkg-deb", "-f", str(deb), "Depends"], dict(os.environ))
+    names = [alt.split()[0] for dep in depends.split(",") for alt in dep.split("|") if alt.strip()]
+    return [n for n in names if SPLIT_PARTS.match(n)]
+
+
+def _vmlinuz(root: Path) -> tuple[Path, str]:
+    """The kernel image in an unpacked root and its release: boot/vmlinuz-RELEASE (bookworm and
+    older) or usr/lib/modules/RELEASE/vmlinuz (sid's linux-binary-*)."""
+    images = [(p, p.name[len("vmlinuz-"):]) for p in sorted(root.glob("boot/vmlinuz-*"))]
+    images += [(p, p.parent.name) for p in sorted(root.glob("usr/lib/modules/*/vmlinuz"))]
     if len(images) != 1:
-        raise KernelError(f"{deb.name}: expected one boot/vmlinuz-*, found {len(images)}")
-    release = images[0].name[len("vmlinuz-"):]
+        raise KernelError(f"expected one kernel image (boot/vmlinuz-* or usr/lib/modules/*/vmlinuz) "
+                          f"in {root}, found {len(images)}")
+    return images[0]
+
+
+def _unpack(debs: list[Path], root: Path) -> str:
+    """dpkg-deb -x the kernel's packages into `root` and run depmod; returns the release."""
+    for deb in debs:
+        _run(["dpkg-deb", "-x", str(deb), str(root)], dict(os.environ))
+    _, release = _vmlinuz(root)
     modules = _modules_dir(root, release)
     if modules is None:
-        raise KernelError(f"{deb.name}: no lib/modules/{release} inside")
+        raise KernelError(f"{debs[0].name}: no lib/modules/{release} inside")
     # The .deb ships no modules.dep (its postinst makes it); without it modprobe in the guest
     # fails and virtme-ng would run depmod itself on every boot.
     _run(["depmod", "-a", "-b", str(modules.parents[2]), release], dict(os.environ))
@@ -254,8 +310,10 @@ def fetch_kernel(name: str, log: Callable[[str], None] = print) -> Kernel:
             raise KernelError(f"kernel {name!r} is built, not downloaded, and is not in the cache: "
                               f"run {BUILT_KERNELS[name]} first (a long build, done once)")
         return built
+    name = resolve_name(name, log)
     if name not in KERNELS:
-        raise KernelError(f"unknown kernel {name!r}; known: {', '.join([*KERNELS, *BUILT_KERNELS])} (or 'host')")
+        raise KernelError(f"unknown kernel {name!r}; known: {', '.join([*KERNELS, *BUILT_KERNELS, NEWEST])} "
+                          "(or 'host')")
     kdir = cache_root() / "kernels" / name
     kdir.mkdir(parents=True, exist_ok=True)
     meta = kdir / "kernel.json"
@@ -273,14 +331,17 @@ def fetch_kernel(name: str, log: Callable[[str], None] = print) -> Kernel:
                 _apt_update(codename, env)
                 package = newest_package(name, env)
                 log(f"[{name}] downloading and unpacking {package}")
-                deb = _download(package, env, Path(tmp))
-            release = _unpack(deb, Path(tmp) / "root")
-            deb_version = _package_version(deb)
+                debs = [_download(package, env, Path(tmp))]
+                for part in split_parts(debs[0]):
+                    log(f"[{name}] downloading {part} (part of the split kernel)")
+                    debs.append(_download(part, env, Path(tmp)))
+            release = _unpack(debs, Path(tmp) / "root")
+            deb_version = _package_version(debs[0])
             shutil.rmtree(kdir / "root", ignore_errors=True)
             os.rename(Path(tmp) / "root", kdir / "root")
         root = kdir / "root"
-        kernel = Kernel(name, package, deb_version, release,
-                        str(root / "boot" / f"vmlinuz-{release}"), str(_modules_dir(root, release)))
+        kernel = Kernel(name, package, deb_version, release, str(_vmlinuz(root)[0]),
+                        str(_modules_dir(root, release)))
         meta.write_text(json.dumps(dataclasses.asdict(kernel), indent=1) + "\n")
         return kernel
 
