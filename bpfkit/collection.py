@@ -222,7 +222,7 @@ class Collection:
       kernel_btf        BTF (or a path to a BTF/ELF file) to resolve CO-RE relocations against
                         instead of the running kernel's /sys/kernel/btf (docs/core.md)
       kconfig           kernel configuration for __kconfig externs: a path (default
-                        /boot/config-$(uname -r), then /proc/config.gz) or {CONFIG_X: value}
+                        /boot/config-$(uname -r), /proc/config.gz, then /usr/lib/modules/$(uname -r)/config) or {CONFIG_X: value}
 
     ``core_resolutions`` says how each program's CO-RE relocations resolved.
     """

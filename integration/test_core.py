@@ -74,12 +74,15 @@ def kernel_config_path() -> str | None:
     """The running kernel's configuration file: where bpfkit looks by itself, else (in a VM)
     the copy integration/vm.py's kernel cache unpacked from the Debian package."""
     release = os.uname().release
-    for path in (f"/boot/config-{release}", "/proc/config.gz"):
-        if os.path.exists(path):
-            return None  # bpfkit finds it
+    from bpfkit._kernel.kinfo import kconfig_candidates
+
+    if any(os.path.exists(path) for path in kconfig_candidates()):
+        return None  # bpfkit finds it
     cache = os.environ.get("BPFKIT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bpfkit")
-    found = glob.glob(os.path.join(cache, "kernels", "*", "root", "boot", f"config-{release}"))
+    # Debian's packages up to 6.x keep it in /boot; sid's split packages (7.x) beside the modules.
+    found = [hit for pattern in (("boot", f"config-{release}"), ("usr", "lib", "modules", release, "config"))
+             for hit in glob.glob(os.path.join(cache, "kernels", "*", "root", *pattern))]
     return found[0] if found else None
 
 

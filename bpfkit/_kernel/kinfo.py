@@ -1,7 +1,7 @@
 """What the running kernel says about itself outside bpf(): its build configuration and its
 symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf does.
 
-* Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), plain
+* Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), else ``/usr/lib/modules/$(uname -r)/config`` (Debian 7.x), plain
   or gzip-compressed (libbpf reads both through gzopen). Debian kernels ship only the first.
 * Symbols: ``/proc/kallsyms``. Addresses read as 0 unless the reader may see them
   (kptr_restrict, CAP_SYSLOG); callers treat an all-zero table as "hidden".
@@ -21,8 +21,11 @@ PROC_CONFIG = "/proc/config.gz"
 
 
 def kconfig_candidates() -> list[str]:
-    """Where the running kernel's configuration is looked for, in order (libbpf's order)."""
-    return [f"/boot/config-{os.uname().release}", PROC_CONFIG]
+    """Where the running kernel's configuration is looked for, in order: libbpf's two places,
+    then /usr/lib/modules/RELEASE/config, where Debian's split kernel packages (sid, 7.x) and
+    kernel-install layouts keep it."""
+    release = os.uname().release
+    return [f"/boot/config-{release}", PROC_CONFIG, f"/usr/lib/modules/{release}/config"]
 
 
 def read_kconfig(path: str | None = None) -> tuple[str, str]:
