@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The full matrix: the host suite, the integration suite on Debian 5.10 (no perf links: the
-# SET_BPF fallback is the real path), 6.1 (kprobes) and 6.12 (kprobe_multi) in VMs, the test
-# image built and run with podman, and a fresh machine (scripts/fresh-machine.sh: the README's
-# two commands in a bare Debian 12 container). Takes about 80 minutes under TCG emulation
-# (see docs/vm-runner.md).
+# SET_BPF fallback is the real path), 6.1 (kprobes), 6.12 (kprobe_multi) and Debian sid's
+# newest (7.2: sched_ext, netkit, sessions) in VMs, the test image built and run with podman,
+# and a fresh machine (scripts/fresh-machine.sh: the README's two commands in a bare Debian 12
+# container). Takes about 90 minutes under TCG emulation (see docs/vm-runner.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
@@ -12,7 +12,7 @@ scripts/vm-setup.sh .venv/bin/python >/dev/null || exit 1
 source scripts/results-dir.sh
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" tests integration
 runs=("host=$results/host.xml")
-for kernel in 5.10 6.1 6.12; do
+for kernel in 5.10 6.1 6.12 7.2; do
   .venv/bin/python integration/vm.py --kernel "$kernel" --timeout "${BPFKIT_VM_TIMEOUT:-3600}" \
     --results "$results/vm" -- -p no:hypothesispytest -p no:benchmark integration
   runs+=("vm-$kernel=$results/vm/$kernel/junit.xml")
