@@ -3,6 +3,7 @@
 # without touching /etc or the host's apt state, and print the directory they were unpacked in.
 #
 #   scripts/backports-fetch.sh NAME PACKAGE...   # prints ~/.cache/bpfkit/NAME/root
+#   BPFKIT_APT_SUITE=sid scripts/backports-fetch.sh NAME PACKAGE...   # another suite of the mirror
 #
 # How: a private APT_CONFIG (own sources list, lists and cache dirs under
 # ${BPFKIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bpfkit}/NAME), the mirror URI read from the
@@ -12,6 +13,8 @@
 set -euo pipefail
 
 SUITE_SUFFIX=${BACKPORTS_SUFFIX:--backports}
+# A whole suite name (sid) instead of the host codename plus SUITE_SUFFIX.
+SUITE_OVERRIDE=${BPFKIT_APT_SUITE:-}
 NAME=${1:?usage: backports-fetch.sh NAME PACKAGE...}
 shift
 [ $# -gt 0 ] || { echo "usage: backports-fetch.sh NAME PACKAGE..." >&2; exit 2; }
@@ -61,12 +64,13 @@ if [ -z "$mirror" ]; then
   exit 1
 fi
 
+suite=${SUITE_OVERRIDE:-$codename$SUITE_SUFFIX}
 mkdir -p "$DIR/etc/sources.list.d" "$DIR/etc/preferences.d" "$DIR/lists/partial" \
   "$DIR/cache/archives/partial" "$DIR/download"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 signed=""
 [ -f "$keyring" ] && signed="[signed-by=$keyring] "
-echo "deb ${signed}$mirror $codename$SUITE_SUFFIX main" > "$DIR/etc/sources.list"
+echo "deb ${signed}$mirror $suite main" > "$DIR/etc/sources.list"
 cat > "$DIR/etc/apt.conf" <<EOF
 Dir::Etc::sourcelist "$DIR/etc/sources.list";
 Dir::Etc::sourceparts "$DIR/etc/sources.list.d";
@@ -82,10 +86,10 @@ APT::Sandbox::User "$(id -un)";
 EOF
 export APT_CONFIG=$DIR/etc/apt.conf
 
-log "fetching $* from $codename$SUITE_SUFFIX (private apt state in $DIR)"
+log "fetching $* from $suite (private apt state in $DIR)"
 apt-get -qq update >&2
 rm -f "$DIR"/download/*.deb
-(cd "$DIR/download" && apt-get -qq download $(printf "%s/$codename$SUITE_SUFFIX " "$@") >&2)
+(cd "$DIR/download" && apt-get -qq download $(printf "%s/$suite " "$@") >&2)
 rm -rf "$DIR/root.tmp"
 mkdir -p "$DIR/root.tmp"
 for package in "$@"; do

@@ -42,7 +42,9 @@ mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/ker
 mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 
 # Newer kernel UAPI headers for tests/test_layout.py (the host's linux-libc-dev is older than
-# the structs bpfkit declares); cached after the first run, and the test falls back without them.
+# the structs bpfkit declares; sid's has the names newer than 6.12); cached after the first run,
+# and the test falls back without them.
 scripts/uapi-headers.sh >/dev/null || echo "setup: could not fetch newer UAPI headers (tests/test_layout.py will use /usr/include)" >&2
+scripts/uapi-headers.sh newest >/dev/null || echo "setup: could not fetch sid's UAPI headers (names newer than 6.12 go unchecked)" >&2
 
 make -s -C bpf

@@ -16,6 +16,9 @@ Headers: bpfkit declares Linux 6.12's structs, newer than the host's linux-libc-
 test uses scripts/uapi-headers.sh (linux-libc-dev from bookworm-backports, cached) or
 $BPFKIT_UAPI_INCLUDE. Only when those cannot be had does it fall back to /usr/include, and then
 every check the older headers cannot compile is reported in a skip instead of failing.
+The names newer than 6.12 (NEWER_THAN_HEADERS) are checked against Debian sid's headers
+(`scripts/uapi-headers.sh newest`, or $BPFKIT_UAPI_NEWEST_INCLUDE), with every other check too:
+UAPI never moves a field, so only a struct's total size may have grown there.
 No root needed; needs gcc.
 """
 
@@ -96,19 +99,26 @@ def _cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "bpfkit"
 
 
-def find_headers() -> Headers:
-    env = os.environ.get("BPFKIT_UAPI_INCLUDE")
+# scripts/uapi-headers.sh's modes: (argument, cache name, environment override).
+BACKPORTS = ("backports", "uapi", "BPFKIT_UAPI_INCLUDE")
+NEWEST = ("newest", "uapi-sid", "BPFKIT_UAPI_NEWEST_INCLUDE")
+
+
+def find_headers(mode: tuple[str, str, str] = BACKPORTS) -> Headers:
+    """The headers of `mode`; /usr/include (not strict) with the reason when they cannot be had."""
+    arg, cache_name, env_name = mode
+    env = os.environ.get(env_name)
     if env:
-        return Headers(env, "$BPFKIT_UAPI_INCLUDE", True)
-    cached = _cache_root() / "uapi" / "root" / "usr" / "include"
+        return Headers(env, f"${env_name}", True)
+    cached = _cache_root() / cache_name / "root" / "usr" / "include"
     if (cached / "linux" / "bpf.h").exists():
-        return Headers(str(cached), "scripts/uapi-headers.sh cache", True)
+        return Headers(str(cached), f"scripts/uapi-headers.sh {arg} cache", True)
     why = ""
     try:
-        proc = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([str(SCRIPT), arg], capture_output=True, text=True, timeout=300)
         path = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
         if proc.returncode == 0 and os.path.exists(os.path.join(path, "linux", "bpf.h")):
-            return Headers(path, "scripts/uapi-headers.sh", True)
+            return Headers(path, f"scripts/uapi-headers.sh {arg}", True)
         why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
     except (OSError, subprocess.TimeoutExpired) as exc:
         why = str(exc)
@@ -345,6 +355,8 @@ def _verify(results: Results, group: str) -> None:
             why = results.missing[idx]
             if results.headers.strict and not check.newer:
                 wrong.append(f"{check.what}: the headers have no such name ({why})")
+            elif results.headers.strict:
+                continue  # newer than these headers: test_layout_against_newest_headers checks it
             else:
                 skipped.append(f"{check.what}" + (f" (Linux {check.newer})" if check.newer else ""))
             continue
@@ -407,6 +419,42 @@ def test_headers_are_new_enough(results: Results) -> None:
                     "names newer than that were skipped")
     major, minor = (int(x) for x in results.version.split("."))
     assert (major, minor) >= (6, 12), f"{results.headers.include} is Linux {results.version}, older than 6.12"
+
+
+@pytest.fixture(scope="module")
+def newest_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to compile the layout program")
+    headers = find_headers(NEWEST)
+    if not headers.strict:
+        pytest.skip(f"Debian sid's linux-libc-dev could not be fetched: {headers.source}")
+    return run_checks(CHECKS, headers, tmp_path_factory.mktemp("layout-newest"))
+
+
+def test_layout_against_newest_headers(newest_results: Results) -> None:
+    """Every name bpfkit declares, the ones newer than 6.12 included, against sid's headers.
+    Offsets, sizes of fields, enum values and flag bits must equal; a struct may have grown."""
+    res, wrong, grown = newest_results, [], []
+    for idx, check in enumerate(CHECKS):
+        if idx in res.missing:
+            wrong.append(f"{check.what}: the headers have no such name ({res.missing[idx]})")
+            continue
+        got = res.values.get(idx)
+        if got == check.expect:
+            continue
+        if check.aggregate and got and got[:-1] == check.expect[:-1] and got[-1] > check.expect[-1]:
+            grown.append(f"{check.what} {check.expect[-1]} -> {got[-1]}")
+            continue
+        wrong.append(f"{check.what}: bpfkit says {check.expect}, the C headers say {got}")
+    where = f"headers {res.headers.include} (Linux {res.version}, from {res.headers.source})"
+    assert not wrong, f"{len(wrong)} mismatches against {where}:\n  " + "\n  ".join(wrong)
+    newer = [c.what for c in CHECKS if c.newer]
+    assert newer, "NEWER_THAN_HEADERS names reach no check"
+    major, minor = (int(x) for x in res.version.split("."))
+    assert (major, minor) >= max(tuple(int(x) for x in v.split(".")) for v in NEWER_THAN_HEADERS.values()), (
+        f"{where} is older than the newest name bpfkit declares")
+    print(f"{len(CHECKS)} checks against {where}; {len(newer)} newer than 6.12; structs grown since: "
+          + (", ".join(grown) or "none"))
 
 
 def test_a_missing_name_drops_only_its_line(tmp_path: Path) -> None:
