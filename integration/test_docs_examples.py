@@ -1,0 +1,110 @@
+"""Every example in README.md and docs/ that is marked runnable runs, as written, on this kernel.
+
+A fenced block whose info string is ``python runnable`` or ``sh runnable`` is extracted and run
+from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
+interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
+may add ``needs=KIND`` (``kprobes``, ``user_events``) to say what the kernel must have;
+it is skipped, naming that, where this kernel lacks it. An example that needs files builds them
+itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
+fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
+``sh fragment``: ``test_every_fenced_block_is_runnable_or_a_fragment`` fails on a Python or shell
+block marked neither, so a new example is a decision, not an accident.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+TIMEOUT = 120
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int
+    lang: str
+    runnable: bool
+    fragment: bool
+    needs: str
+    code: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    text = path.read_text()
+    blocks = []
+    for match in FENCE.finditer(text):
+        words = match.group(1).split()
+        lang = words[0] if words else ""
+        needs = next((w.split("=", 1)[1] for w in words if w.startswith("needs=")), "")
+        line = text.count("\n", 0, match.start()) + 1
+        blocks.append(Block(path, line, lang, "runnable" in words, "fragment" in words, needs,
+                            match.group(2)))
+    return blocks
+
+
+ALL_BLOCKS = [b for path in DOCS for b in fenced_blocks(path)]
+RUNNABLE = [b for b in ALL_BLOCKS if b.runnable]
+
+
+def _kernel_has(kind: str) -> str:
+    """'' when this kernel has `kind`, else why not."""
+    if kind == "kprobes":
+        if os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
+            return ""
+        return "this kernel has no kprobes (CONFIG_KPROBES): the example runs in a VM (docs/vm-runner.md)"
+    if kind == "user_events":
+        if os.path.exists("/sys/kernel/tracing/user_events_data"):
+            return ""
+        return ("this kernel lacks user_events (CONFIG_USER_EVENTS, Linux 6.4+; no Debian kernel "
+                "enables it: integration/build_user_events_kernel.sh builds one)")
+    return f"unknown needs={kind} in the doc block"
+
+
+def test_docs_have_runnable_examples() -> None:
+    assert RUNNABLE, "no fenced block in README.md or docs/ is marked runnable"
+
+
+def test_every_fenced_block_is_runnable_or_a_fragment() -> None:
+    """Python and shell blocks are either runnable or declared fragments (``python fragment``)."""
+    undecided = [b.id for b in ALL_BLOCKS
+                 if b.lang in ("python", "sh", "bash", "shell") and not (b.runnable or b.fragment)]
+    assert not undecided, ("code blocks neither `runnable` nor `fragment` (mark each one): "
+                           + ", ".join(undecided))
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_example_runs(block: Block) -> None:
+    if block.needs:
+        why = _kernel_has(block.needs)
+        if why:
+            pytest.skip(why)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if block.lang == "python":
+        cmd = [sys.executable, "-c", block.code]
+    elif block.lang in ("sh", "bash", "shell"):
+        cmd = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+    else:
+        pytest.fail(f"{block.id}: runnable block in unsupported language {block.lang!r}")
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{block.id}: the example did not finish in {TIMEOUT} s")
+    assert proc.returncode == 0, (
+        f"{block.id}: the example exited {proc.returncode}\n--- code\n{block.code}"
+        f"--- stdout\n{proc.stdout[-2000:]}\n--- stderr\n{proc.stderr[-3000:]}")
+    assert "Traceback" not in proc.stderr, f"{block.id}: printed a traceback:\n{proc.stderr[-3000:]}"
