@@ -19,13 +19,16 @@ import errno
 import os
 import struct
 import warnings
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .btf import BTF
 from .btf.types import Enum, Int, Pointer
 from .errors import BPFKitError, KernelError, NotFoundError, UsageError, VerifierError
 from .maps import Map, MapSpec, PinType
 from .program import LoadOptions, Program, ProgramSpec, RefKind
+
+if TYPE_CHECKING:
+    from .kernelfit import KernelFit
 
 __all__ = ["CollectionSpec", "VariableSpec", "Collection", "load_spec", "DEFAULT_PIN_DIR"]
 

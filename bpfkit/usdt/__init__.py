@@ -26,5 +26,7 @@ __all__ = ["ArgKind", "USDTArg", "parse_arg", "parse_args", "StapsdtNote", "USDT
 def __getattr__(name: str) -> Any:
     # attach.py imports the link layer; parsing alone stays light.
     if name in ("attach_usdt", "USDTLink"):
-        return getattr(importlib.import_module(".attach", __name__), name)
+        value = getattr(importlib.import_module(".attach", __name__), name)
+        globals()[name] = value  # resolved once; tools that read the module's dict see it too
+        return value
     raise AttributeError(f"module 'bpfkit.usdt' has no attribute {name!r}")

@@ -1,0 +1,47 @@
+"""Build bpfkit's API reference from its docstrings with pdoc, and fail on any pdoc warning.
+
+    .venv/bin/python scripts/api_docs.py [OUTPUT_DIR]     # default: build/api
+
+The modules are bpfkit's public ones (what docs/ and README.md teach); run by scripts/test.sh so
+that a docstring or annotation pdoc cannot read fails CI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from pathlib import Path
+
+import pdoc
+
+PUBLIC_MODULES = [
+    "bpfkit", "bpfkit.collection", "bpfkit.maps", "bpfkit.program",
+    "bpfkit.features", "bpfkit.link", "bpfkit.events", "bpfkit.btf", "bpfkit.usdt",
+    "bpfkit.user_events", "bpfkit.probespec", "bpfkit.sections", "bpfkit.asm",
+]
+# Names that packages resolve lazily (a module __getattr__): resolved first so pdoc sees them.
+LAZY = {"bpfkit.usdt": ["attach_usdt", "USDTLink"]}
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[1] if len(argv) > 1 else "build/api")
+    for module, names in LAZY.items():
+        mod = importlib.import_module(module)
+        for name in names:
+            getattr(mod, name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pdoc.pdoc(*PUBLIC_MODULES, output_directory=out)
+    if caught:
+        for w in caught:
+            print(f"api_docs: pdoc warning: {w.message}", file=sys.stderr)
+        print(f"api_docs: {len(caught)} warning(s); fix the docstrings or annotations above", file=sys.stderr)
+        return 1
+    pages = sorted(out.rglob("*.html"))
+    print(f"api_docs: {len(pages)} pages in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
