@@ -1,6 +1,6 @@
 """bpfkit's consumer for the event-consumption benchmark (benchmarks/bench_events.py).
 
-    python -m bpfkit.bench ringbuf|perf [--batch | --decoded] [--busy]
+    python benchmarks/bpfkit_consumer.py ringbuf|perf [--batch | --decoded] [--busy]
 
 Follows the benchmark's consumer protocol: open the pinned map ``$BENCH_MAP`` (a RINGBUF or
 PERF_EVENT_ARRAY loaded by the harness), print ``ready``, wait for a line on stdin when
@@ -172,7 +172,7 @@ class Stats:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bpfkit.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="benchmarks/bpfkit_consumer.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kind", choices=["ringbuf", "perf"])
     mode = ap.add_mutually_exclusive_group()
