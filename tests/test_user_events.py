@@ -13,6 +13,7 @@ import typing
 import pytest
 
 from bpfkit import user_events as ue
+from bpfkit.user_events import event as ue_event
 from bpfkit._kernel import user_events as kue
 from bpfkit.errors import ParseError, UsageError
 
@@ -194,7 +195,7 @@ def test_format_from_signature() -> None:
 
 
 def test_annotation_spellings() -> None:
-    def f(a: int, b: typing.Annotated[int, ue.Type("s16")], c: ue.Bytes(3), d: ue.Blob, e: int) -> None: ...  # type: ignore[valid-type]
+    def f(a: int, b: typing.Annotated[int, ue.FieldType("s16")], c: ue.Bytes(3), d: ue.Blob, e: int) -> None: ...  # type: ignore[valid-type]
 
     f.__annotations__["a"] = "u32"  # a kernel type name as text: kept when it cannot be evaluated
     assert ue.EventFormat.from_signature(f).command == "f u32 a; s16 b; unsigned char[3] c; __rel_loc u8[] d; s64 e"
@@ -367,14 +368,14 @@ def test_finalizer_unregisters_and_pins_on_failure(monkeypatch: pytest.MonkeyPat
     gc.collect()
     assert ("unregister", enabler, False) in k.calls
     k.fail_unregister = True
-    pinned = len(ue._PINNED_WORDS)
+    pinned = len(ue_event._PINNED_WORDS)
     ev = ue.UserEvent("ev u32 a")
     word = ev._word
     del ev
     gc.collect()
-    assert len(ue._PINNED_WORDS) == pinned + 1 and ue._PINNED_WORDS[-1] is word, \
+    assert len(ue_event._PINNED_WORDS) == pinned + 1 and ue_event._PINNED_WORDS[-1] is word, \
         "a word the kernel may still write is never freed"
-    ue._PINNED_WORDS.pop()
+    ue_event._PINNED_WORDS.pop()
 
 
 def test_shared_file_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
