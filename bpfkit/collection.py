@@ -139,7 +139,7 @@ class CollectionSpec:
 
     def resolve_core(self, kernel_btf: "BTF | str | os.PathLike[str] | None" = None) -> dict[str, list[Any]]:
         """How every program's CO-RE relocations resolve on the running kernel (or against
-        ``kernel_btf``), without loading: {program: [bpfkit.btf.core.Resolution]}."""
+        ``kernel_btf``), without loading: {program: [bpfkit.btf.core.CoreResolution]}."""
         from .kernelfit import resolve_core
 
         return resolve_core(self, kernel_btf)
@@ -324,7 +324,7 @@ class Collection:
 
     @property
     def core_resolutions(self) -> dict[str, list[Any]]:
-        """{program: [bpfkit.btf.core.Resolution]} for the loaded programs with CO-RE relocations."""
+        """{program: [bpfkit.btf.core.CoreResolution]} for the loaded programs with CO-RE relocations."""
         return self._fit.core_resolutions if self._fit is not None else {}
 
     @property

@@ -59,7 +59,7 @@ def _relocator(local: BTF, kernel_btf: BTF | None) -> Any:
 
 def resolve_core(spec: Any, kernel_btf: BTF | str | os.PathLike[str] | None = None) -> dict[str, list[Any]]:
     """Every program's CO-RE relocations resolved against the running kernel (or
-    ``kernel_btf``), without loading anything: {program: [bpfkit.btf.core.Resolution]}."""
+    ``kernel_btf``), without loading anything: {program: [bpfkit.btf.core.CoreResolution]}."""
     from .btf import core
 
     if spec.btf is None or not any(p.core_relos for p in spec.programs.values()):

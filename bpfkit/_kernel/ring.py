@@ -95,7 +95,7 @@ def fence() -> None:
 
 
 # --------------------------------------------------------------------------------- mmap
-class Mapping:
+class RingMapping:
     """One mmap of a kernel ring (``mmap.mmap``), with a memoryview over it.
 
     Records handed out as memoryviews keep the mapping alive: closing while such a view is
@@ -142,26 +142,26 @@ def check_pages(pages: int) -> None:
         raise UsageError(f"perf ring size must be a power of two pages, got {pages}")
 
 
-def map_perf_ring(fd: FD | int, pages: int, writable: bool = True) -> Mapping:
+def map_perf_ring(fd: FD | int, pages: int, writable: bool = True) -> RingMapping:
     """mmap a perf event's ring: the control page plus ``pages`` (a power of two) data pages.
 
     ``writable=False`` maps it read-only, which makes a ``write_backward`` ring overwritable
     (the kernel then ignores data_tail and overwrites the oldest records).
     """
     check_pages(pages)
-    return Mapping(fd, (1 + pages) * PAGE_SIZE, 0, writable, "perf ring")
+    return RingMapping(fd, (1 + pages) * PAGE_SIZE, 0, writable, "perf ring")
 
 
-def map_ringbuf(fd: FD | int, size: int, user: bool = False) -> tuple[Mapping, Mapping]:
+def map_ringbuf(fd: FD | int, size: int, user: bool = False) -> tuple[RingMapping, RingMapping]:
     """mmap a BPF ring buffer map of ``size`` data bytes: (consumer page, producer page + data x2).
 
     For a RINGBUF the reader may write only the consumer page; for a USER_RINGBUF (``user``)
     only the producer page and data.
     """
     kind = "user ring buffer" if user else "ring buffer"
-    consumer = Mapping(fd, PAGE_SIZE, 0, not user, f"{kind} consumer page")
+    consumer = RingMapping(fd, PAGE_SIZE, 0, not user, f"{kind} consumer page")
     try:
-        producer = Mapping(fd, PAGE_SIZE + 2 * size, PAGE_SIZE, user, f"{kind} producer page and data")
+        producer = RingMapping(fd, PAGE_SIZE + 2 * size, PAGE_SIZE, user, f"{kind} producer page and data")
     except BaseException:
         consumer.close()
         raise

@@ -25,7 +25,7 @@ Concepts (the same as libbpf's relo_core.c, reimplemented here):
 * When nothing matches, the existence kinds give 0 and the others *poison* the instruction:
   it becomes a call to helper 0xbad2310 ("bad relo"), which the verifier rejects only if the
   code is reachable. Guarded code (``if (bpf_core_field_exists(...))``) therefore loads on
-  kernels that lack the field. :meth:`Resolution.explain` says which relocation it was.
+  kernels that lack the field. :meth:`CoreResolution.explain` says which relocation it was.
 
 Pure: targets are BTF objects the caller supplies (bpfkit.btf.kernel reads the kernel's).
 """
@@ -43,7 +43,7 @@ from .spec import BTF, essential_name
 from .types import Array, Enum, Float, FuncProto, Fwd, Int, Kind, Pointer, Struct, Type, Void
 
 __all__ = [
-    "ReloKind", "Accessor", "AccessSpec", "Result", "Resolution", "CORERelocator", "CORERelocationError",
+    "ReloKind", "Accessor", "AccessSpec", "Result", "CoreResolution", "CORERelocator", "CORERelocationError",
     "POISON_HELPER", "parse_spec", "match_spec", "types_compat", "types_match", "fields_compat",
     "patch_insn", "relocate", "poisoned_insns",
 ]
@@ -580,7 +580,7 @@ def compute(local: AccessSpec, targ: AccessSpec | None, where: str = "relocation
 
 # ------------------------------------------------------------------------ resolutions
 @dataclasses.dataclass
-class Resolution:
+class CoreResolution:
     """How one relocation of a program resolved against the target."""
 
     program: str
@@ -648,7 +648,7 @@ class CORERelocator:
         self._cands[type_id] = found
         return found
 
-    def resolve(self, relo: CORERelo, program: str = "", insn: int = 0, index: int = 0) -> Resolution:
+    def resolve(self, relo: CORERelo, program: str = "", insn: int = 0, index: int = 0) -> CoreResolution:
         """Resolve one relocation (no instruction is touched)."""
         where = f"program {program!r}: CO-RE relocation #{index} at instruction {insn}"
         try:
@@ -657,7 +657,7 @@ class CORERelocator:
             raise exc.wrap(where)
         if local.kind == ReloKind.TYPE_ID_LOCAL:
             res = Result(orig=relo.type_id, new=relo.type_id, validate=False)
-            return Resolution(program, insn, index, relo, local, None, res)
+            return CoreResolution(program, insn, index, relo, local, None, res)
         root = self.local.types[relo.type_id]
         if not root.name:
             raise CORERelocationError(
@@ -697,12 +697,12 @@ class CORERelocator:
             # Candidates that failed once are not considered for this root type again.
             self._cands[relo.type_id] = kept
             assert result is not None
-            return Resolution(program, insn, index, relo, local, chosen, result, labels)
+            return CoreResolution(program, insn, index, relo, local, chosen, result, labels)
         if not cands:
             why = f"the kernel has no {_kind_word(root)} named {essential_name(root.name)!r}"
         else:
             why = "; ".join(dict.fromkeys(reasons)) or "no candidate matched"
-        return Resolution(program, insn, index, relo, local, None, compute(local, None, where), labels, why)
+        return CoreResolution(program, insn, index, relo, local, None, compute(local, None, where), labels, why)
 
 
 # ---------------------------------------------------------------------------- patching
@@ -715,7 +715,7 @@ def _poison_at(code: bytearray, at: int) -> None:
     _INSN.pack_into(code, at, 0x85, 0, 0, POISON_HELPER)  # BPF_JMP | BPF_CALL, helper 0xbad2310
 
 
-def patch_insn(code: bytearray, res: Resolution) -> None:
+def patch_insn(code: bytearray, res: CoreResolution) -> None:
     """Apply ``res`` to instruction ``res.insn`` of ``code`` (patch, or poison)."""
     insn = res.insn
     at = insn * 8
@@ -775,10 +775,10 @@ def patch_insn(code: bytearray, res: Resolution) -> None:
     raise CORERelocationError(f"{where}: cannot relocate instruction {op:#04x} (not ALU, LDX/ST/STX or ld_imm64)")
 
 
-def relocate(program: str, code: bytes, relos: Iterable[tuple[int, CORERelo]], relocator: CORERelocator) -> tuple[bytes, list[Resolution]]:
+def relocate(program: str, code: bytes, relos: Iterable[tuple[int, CORERelo]], relocator: CORERelocator) -> tuple[bytes, list[CoreResolution]]:
     """Resolve and apply every CO-RE relocation of a program: (new code, resolutions)."""
     out = bytearray(code)
-    done: list[Resolution] = []
+    done: list[CoreResolution] = []
     for index, (insn, relo) in enumerate(relos):
         res = relocator.resolve(relo, program, insn, index)
         patch_insn(out, res)

@@ -68,7 +68,7 @@ class PerfRing:
 
     def __init__(self, fd: FD, cpu: int, pages: int, overwrite: bool = False) -> None:
         self.fd: FD | None = fd
-        self._map: _ring.Mapping | None = _ring.map_perf_ring(fd, pages, writable=not overwrite)
+        self._map: _ring.RingMapping | None = _ring.map_perf_ring(fd, pages, writable=not overwrite)
         view = self._map.view
         ctl = view[:PAGE].cast("Q")
         # data_offset/data_size exist since 4.1; before, data starts at the next page.

@@ -56,8 +56,8 @@ class _Ring:
 
     def __init__(self, rmap: Any, callback: Callable[[memoryview], Any] | None) -> None:
         size = _check_map(rmap, MapType.RINGBUF)
-        self._cons: _ring.Mapping | None
-        self._prod: _ring.Mapping | None
+        self._cons: _ring.RingMapping | None
+        self._prod: _ring.RingMapping | None
         self._cons, self._prod = _ring.map_ringbuf(rmap.fd, size)
         self._setup(
             rmap,
