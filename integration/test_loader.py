@@ -184,6 +184,30 @@ def test_iproute2_map_in_map(bpf_obj):
         assert coll.maps["elf_inner"][0] == struct.pack("<I", 3)
 
 
+@pytest.mark.parametrize("section", [".maps", "maps"])
+def test_symbol_plus_offset_reference_runs_on_the_named_map(section, tmp_path):
+    """A map reference written as "symbol + offset in imm" (clang's form for static maps,
+    rewritten here onto global ones, which load) uses the map at that offset: the kernel's
+    map_ids list only 'second' and the test run counts in 'second'. Before issue #18's fix
+    both went to 'first'."""
+    from bpfkit._kernel.bpf import prog_map_ids
+    from bpfkit.elf.reader import ElfFile
+    from tests.clang_objects import build_c, two_maps
+    from tests.test_elf_maprefs import base_symbol, map_relocations, map_symbols, retarget
+
+    data = build_c(two_maps(section, static=False), tmp_path)
+    elf = ElfFile(data)
+    starts = {name: start for start, _end, name in map_symbols(elf, section)}
+    [(entry, insn_off, *_)] = [r for r in map_relocations(elf) if r[5] == starts["second"]]
+    base = base_symbol(elf, section)
+    patched = retarget(data, entry, insn_off, base.index, starts["second"] - base.value)
+    with Collection(load_spec(patched)) as coll:
+        prog = coll.programs["p"]
+        assert prog_map_ids(prog.fd) == [coll.maps["second"].id]
+        assert prog.test_run(PKT)[0] == 2
+        assert u64(coll.maps["second"][0]) == 1 and u64(coll.maps["first"][0]) == 0
+
+
 # -------------------------------------------------------------------------- options
 def test_selected_programs_only(bpf_obj):
     with Collection(load_spec(bpf_obj("loader_mapinmap")), programs=["use_inner"]) as coll:

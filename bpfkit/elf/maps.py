@@ -23,11 +23,11 @@ import dataclasses
 import struct
 
 from ..btf import BTF
-from ..btf.types import Array, Datasec, FuncProto, Pointer, Struct, Var, Void
+from ..btf.types import Array, Datasec, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
 from .._kernel.consts import MapType
 from ..maps import MapSpec, PinType
-from .reader import STT_SECTION, ElfFile, Section, Symbol
+from .reader import STB_LOCAL, STT_SECTION, ElfFile, Section, Symbol
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
 
@@ -39,6 +39,18 @@ _FD_ARRAYS = (MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.CGROUP_ARRAY
 # iproute2's pinning values: PIN_NONE 0, PIN_OBJECT_NS 1, PIN_GLOBAL_NS 2. bpfkit pins both
 # named kinds by name under the collection's pin directory.
 _ELF_PINNING = {0: PinType.NONE, 1: PinType.BY_NAME, 2: PinType.BY_NAME}
+
+
+def linkage_error(name: str, section: str, linkage: str = "static") -> ParseError:
+    """A ``static`` (or ``extern``) map definition is refused, as libbpf ("map 'x':
+    unsupported map linkage static") and cilium/ebpf do: clang references a static map
+    through the section symbol plus an offset in the instruction, and such a map is not
+    visible outside the object."""
+    fix = "drop 'static'" if linkage == "static" else "define it in this object"
+    return ParseError(
+        f"map {name!r}: unsupported map linkage {linkage} (in section {section!r}); "
+        f"map definitions must be global variables: {fix}"
+    )
 
 
 def _map_type(value: int, name: str) -> MapType:
@@ -70,6 +82,8 @@ def legacy_maps(elf: ElfFile, section: Section) -> dict[int, MapSpec]:
     by_id: dict[int, tuple[MapSpec, int]] = {}
     inner_ids: dict[str, int] = {}
     for sym in symbols:
+        if sym.bind == STB_LOCAL:
+            raise linkage_error(sym.name, section.name)
         off = sym.value
         if off % def_size or off + def_size > len(data):
             raise ParseError(f"map {sym.name!r}: offset {off} in {section.name!r} is not at a definition boundary")
@@ -136,6 +150,8 @@ def btf_maps(btf: BTF, section: Section) -> list[BTFMapLayout]:
         if not isinstance(var, Var):
             raise ParseError(f"{section.name}: entry of type {var.kind.name} is not a variable")
         name = var.name
+        if var.linkage != VarLinkage.GLOBAL:
+            raise linkage_error(name, section.name, "static" if var.linkage == VarLinkage.STATIC else "extern")
         layout = BTFMapLayout(MapSpec(name, MapType.UNSPEC), vsi.offset, vsi.size)
         layout.spec, layout.values_offset = _btf_map_def(btf, name, var.type, inner=False)
         layouts.append(layout)
