@@ -208,6 +208,37 @@ def test_symbol_plus_offset_reference_runs_on_the_named_map(section, tmp_path):
         assert u64(coll.maps["second"][0]) == 1 and u64(coll.maps["first"][0]) == 0
 
 
+@pytest.mark.feature("map_type_bloom_filter")
+def test_ulong_fields_reach_the_kernel(tmp_path):
+    """__ulong() (libbpf 1.4+, an enum with one value) for map_extra and max_entries: the
+    kernel's bpf_map_info shows them (issue #18 item 2; bpfkit refused the object before)."""
+    from tests.clang_objects import ULONG, build_c
+
+    src = ULONG + """
+struct { __uint(type, BPF_MAP_TYPE_BLOOM_FILTER); __ulong(max_entries, 64); __type(value, __u32);
+         __ulong(map_extra, 5); } bloom SEC(".maps");
+SEC("xdp") int p(void *c) { __u32 v = 7; bpf_map_push_elem(&bloom, &v, 0); return 2; }
+"""
+    with Collection(load_spec(build_c(src, tmp_path))) as coll:
+        info = coll.maps["bloom"].info()
+        assert (int(info.max_entries), int(info.map_extra)) == (64, 5)  # 5 hash functions
+        assert coll.programs["p"].test_run(PKT)[0] == 2
+
+
+@pytest.mark.feature("map_type_arena")
+def test_ulong_map_extra_of_an_arena_reaches_the_kernel(tmp_path):
+    """An arena's map_extra is the user address it maps at (64 bits, hence __ulong())."""
+    from tests.clang_objects import ULONG, build_c
+
+    src = ULONG + """
+struct { __uint(type, 33 /* BPF_MAP_TYPE_ARENA */); __uint(map_flags, BPF_F_MMAPABLE); __uint(max_entries, 2);
+         __ulong(map_extra, 1ull << 44); } arena SEC(".maps");
+SEC("xdp") int p(void *c) { return 2; }
+"""
+    with Collection(load_spec(build_c(src, tmp_path))) as coll:
+        assert int(coll.maps["arena"].info().map_extra) == 1 << 44
+
+
 # -------------------------------------------------------------------------- options
 def test_selected_programs_only(bpf_obj):
     with Collection(load_spec(bpf_obj("loader_mapinmap")), programs=["use_inner"]) as coll:

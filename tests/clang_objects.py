@@ -55,3 +55,10 @@ def two_maps(section: str, static: bool) -> str:
     """C text of two maps in ``section`` ('.maps' or 'maps') and the programs p and q."""
     maps = BTF_MAPS if section == ".maps" else LEGACY_MAPS
     return maps.format(static="static " if static else "") + TWO_MAP_PROGRAMS
+
+# libbpf 1.4's __ulong() (bpf_helpers.h); the host's libbpf-dev may be older.
+ULONG = """
+#ifndef __ulong
+#define __ulong(name, val) enum { ___bpf_concat(name, __LINE__) = val } name
+#endif
+"""

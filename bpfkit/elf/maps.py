@@ -10,6 +10,7 @@ libbpf's macros encode the attributes in the member types, so nothing is read fr
 section's bytes:
 
     __uint(name, N)    ->  int (*name)[N]          the number is the array's length
+    __ulong(name, N)   ->  enum { name##LINE = N } name    libbpf 1.4+: the enum's one value
     __type(name, T)    ->  typeof(T) *name         key/value types (their sizes and BTF ids)
     __array(name, T)   ->  typeof(T) *name[]       inner map template / prog array values
 
@@ -23,7 +24,7 @@ import dataclasses
 import struct
 
 from ..btf import BTF
-from ..btf.types import Array, Datasec, FuncProto, Pointer, Struct, Var, VarLinkage, Void
+from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
 from .._kernel.consts import MapType
 from ..maps import MapSpec, PinType
@@ -158,13 +159,25 @@ def btf_maps(btf: BTF, section: Section) -> list[BTFMapLayout]:
     return layouts
 
 
-def _uint(btf: BTF, map_name: str, member: str, type_id: int) -> int:
-    ptr = btf.resolve(type_id)
-    if isinstance(ptr, Pointer):
-        arr = btf.resolve(ptr.type)
+def _uint(btf: BTF, map_name: str, member: str, type_id: int, bits: int = 32) -> int:
+    """A numeric field in either of libbpf's encodings: ``__uint(name, N)`` (a pointer to an
+    array of N) or ``__ulong(name, N)`` (libbpf 1.4+: an ENUM/ENUM64 with the one value N, as
+    libbpf's get_map_field_long() reads it; arena maps write ``map_extra`` so)."""
+    t = btf.resolve(type_id)
+    if isinstance(t, Pointer):
+        arr = btf.resolve(t.type)
         if isinstance(arr, Array):
             return arr.nelems
-    raise ParseError(f"map {map_name!r}: field {member!r} is not an __uint() (expected a pointer to an array)")
+    elif isinstance(t, Enum):  # Enum64 too
+        if len(t.values) != 1:
+            raise ParseError(f"map {map_name!r}: field {member!r} is an enum with {len(t.values)} values; "
+                             "an __ulong() has exactly one")
+        value = t.values[0].value & ((1 << 64) - 1)  # a negative value wraps, as libbpf's (u64) cast
+        if value >> bits:
+            raise ParseError(f"map {map_name!r}: field {member!r} is {value:#x}, more than its {bits} bits hold")
+        return value
+    raise ParseError(f"map {map_name!r}: field {member!r} is not an __uint() (a pointer to an array) "
+                     "nor an __ulong() (an enum with one value)")
 
 
 def _pointee(btf: BTF, map_name: str, member: str, type_id: int) -> int:
@@ -198,7 +211,7 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
         elif field == "numa_node":
             spec.numa_node = _uint(btf, name, field, member.type)
         elif field == "map_extra":
-            spec.map_extra = _uint(btf, name, field, member.type)
+            spec.map_extra = _uint(btf, name, field, member.type, bits=64)
         elif field == "key_size":
             key_size = _uint(btf, name, field, member.type)
         elif field == "value_size":
