@@ -239,6 +239,17 @@ SEC("xdp") int p(void *c) { return 2; }
         assert int(coll.maps["arena"].info().map_extra) == 1 << 44
 
 
+def test_prog_array_with_a_value_type_and_values_tail_calls(tmp_path):
+    """__type(value, __u32) with __array(values, ...) (accepted by libbpf; issue #18 item 3):
+    the slot is filled and the tail call lands (tail returns XDP_DROP)."""
+    from tests.clang_objects import build_c
+    from tests.test_elf_mapfields import PROG_ARRAY
+
+    with Collection(load_spec(build_c(PROG_ARRAY.format(value="__type(value, __u32);"), tmp_path))) as coll:
+        assert coll.maps["jumps"].info().value_size == 4
+        assert coll.programs["p"].test_run(PKT)[0] == 1
+
+
 # -------------------------------------------------------------------------- options
 def test_selected_programs_only(bpf_obj):
     with Collection(load_spec(bpf_obj("loader_mapinmap")), programs=["use_inner"]) as coll:

@@ -58,3 +58,36 @@ SEC("syscall") int p(void *c) { return 0; }
 def test_bad_numeric_fields(out_dir, fields, message):
     with pytest.raises(ParseError, match=message):
         bpfkit.load_spec(build_c(one_map(fields), out_dir))
+
+
+# ------------------------------------------------------------- prog arrays with a value type
+PROG_ARRAY = """
+SEC("xdp") int tail(void *c) {{ return 1; }}
+struct {{ __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 2); __type(key, __u32); {value}
+         __array(values, int (void *)); }} jumps SEC(".maps") = {{ .values = {{ [1] = (void *)&tail }} }};
+SEC("xdp") int p(void *c) {{ bpf_tail_call(c, &jumps, 1); return 2; }}
+"""
+
+
+@pytest.mark.parametrize("value", ["__type(value, __u32);", "__uint(value_size, 4);", "__type(value, int);"])
+def test_prog_array_with_a_4_byte_value_type_and_values(out_dir, value):
+    m = bpfkit.load_spec(build_c(PROG_ARRAY.format(value=value), out_dir)).maps["jumps"]
+    assert (m.type, m.key_size, m.value_size, m.contents) == (MapType.PROG_ARRAY, 4, 4, [(1, "tail")])
+
+
+@pytest.mark.parametrize("value, size", [("__type(value, __u64);", 8), ("__uint(value_size, 2);", 2)])
+def test_prog_array_value_size_other_than_4_is_refused(out_dir, value, size):
+    with pytest.raises(ParseError, match=rf"map 'jumps': prog-array value size {size} conflicts with 'values', "
+                                         r"whose entries are 4-byte fds \(use __type\(value, __u32\) or leave the value out\)"):
+        bpfkit.load_spec(build_c(PROG_ARRAY.format(value=value), out_dir))
+
+
+def test_map_in_map_value_size_other_than_4_is_refused(out_dir):
+    src = """
+struct inner { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64);
+         __array(values, struct inner); } outer SEC(".maps");
+SEC("xdp") int p(void *c) { __u32 k = 0; return bpf_map_lookup_elem(&outer, &k) != 0; }
+"""
+    with pytest.raises(ParseError, match="map 'outer': map-in-map inner value size 8 conflicts with 'values'"):
+        bpfkit.load_spec(build_c(src, out_dir))

@@ -265,8 +265,12 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
             raise ParseError(
                 f"map {name!r}: 'values' initialisers need a prog array or map-in-map, not {spec.type.kernel_name}"
             )
-        if value_size not in (None, 4) or value_type:
-            raise ParseError(f"map {name!r}: with 'values' the value is a 4-byte fd; drop the value type/size")
+        # As libbpf: a value type or size may be given, but only one of 4 bytes (the fd or id
+        # the kernel keeps) agrees with 'values'.
+        if value_size not in (None, 4):
+            desc = "map-in-map inner" if spec.type in _MAP_IN_MAP else "prog-array"
+            raise ParseError(f"map {name!r}: {desc} value size {value_size} conflicts with 'values', whose "
+                             "entries are 4-byte fds (use __type(value, __u32) or leave the value out)")
         value_size = 4
     elif spec.type in _MAP_IN_MAP:
         raise ParseError(f"map {name!r}: a {spec.type.kernel_name} map needs an inner map (__array(values, ...))")
