@@ -250,6 +250,25 @@ def test_prog_array_with_a_value_type_and_values_tail_calls(tmp_path):
         assert coll.programs["p"].test_run(PKT)[0] == 1
 
 
+def test_zero_map_size_error_names_the_field_and_spec_sets_it(tmp_path):
+    """Issue #18 item 6: a map sized 0 for user space to fill names the field and how to set
+    it; setting it on the spec loads."""
+    from tests.clang_objects import build_c
+
+    src = """
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __u64); } sized SEC(".maps");
+SEC("xdp") int p(void *c) { __u32 k = 0; return bpf_map_lookup_elem(&sized, &k) != 0; }
+"""
+    spec = load_spec(build_c(src, tmp_path))
+    with pytest.raises(KernelError, match=r"create map 'sized' \(array\): BPF_MAP_CREATE: EINVAL .*its max_entries "
+                                          r"is 0, .*\(spec.maps\['sized'\].max_entries = N; or bpfkit load/attach "
+                                          r"--map-size sized.max_entries=N\)$"):
+        Collection(spec)
+    spec.maps["sized"].max_entries = 3
+    with Collection(spec) as coll:
+        assert coll.maps["sized"].info().max_entries == 3
+
+
 # -------------------------------------------------------------------------- options
 def test_selected_programs_only(bpf_obj):
     with Collection(load_spec(bpf_obj("loader_mapinmap")), programs=["use_inner"]) as coll:
