@@ -161,18 +161,26 @@ def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, n
 
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_object(source, name or "")
-    path = os.fspath(source)
+    return spec_from_file(source, name)
+
+
+def spec_from_file(path: str | os.PathLike[str], name: str | None = None, action: str = "load") -> CollectionSpec:
+    """:func:`load_spec` of a file, its errors prefixed ``ACTION PATH:`` (the CLI's
+    ``bpfkit inspect`` says ``inspect``, not ``load``)."""
+    from .elf import parse_object
+
+    path = os.fspath(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            raise NotFoundError(f"load {path}: no such file") from None
-        raise KernelError(f"read {path}", exc.errno or 0) from None
+            raise NotFoundError(f"{action} {path}: no such file") from None
+        raise KernelError(f"{action} {path}: read", exc.errno or 0) from None
     try:
         return parse_object(data, name if name is not None else object_name(path))
     except BPFKitError as exc:
-        raise exc.wrap(f"load {path}")
+        raise exc.wrap(f"{action} {path}")
 
 
 def object_name(path: str | os.PathLike[str]) -> str:

@@ -111,10 +111,33 @@ class VerifierError(KernelError):
         super().__init__(op, err, detail)
 
     def tail(self, lines: int | None = None) -> str:
-        """The last ``lines`` lines of the log (where the verifier says what it rejected)."""
+        """The last ``lines`` lines of the log (where the verifier says what it rejected),
+        in :func:`reason_last` order: the reason is the last line."""
         count = self.TAIL_LINES if lines is None else lines
-        kept = [line for line in self.log.rstrip("\n").splitlines() if line.strip()]
+        kept = reason_last(self.log).splitlines()
         return "\n".join(kept[-count:])
+
+    @property
+    def reason(self) -> str:
+        """The verifier's last message (what it rejected), without its statistics."""
+        return self.tail(1)
+
+
+# The statistics the verifier prints after its verdict (kernel/bpf/verifier.c,
+# print_verification_stats(): "processed N insns" always, the other two with BPF_LOG_STATS).
+_STATS = ("processed ", "verification time ", "stack depth ")
+
+
+def reason_last(log: str) -> str:
+    """``log`` without blank lines and with the verifier's closing statistics moved before
+    its last message, so that the last line says why (what a script or a person reads)."""
+    lines = [line for line in log.rstrip("\n").splitlines() if line.strip()]
+    stats: list[str] = []
+    while lines and lines[-1].startswith(_STATS):
+        stats.insert(0, lines.pop())
+    if not lines:
+        return "\n".join(stats)
+    return "\n".join(lines[:-1] + stats + lines[-1:])
 
 
 class NotSupportedError(BPFKitError):

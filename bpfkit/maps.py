@@ -104,6 +104,35 @@ def _int_codec(size: int) -> str | None:
     return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
 
 
+# Map types for which the kernel accepts a size of 0 (kernel/bpf/*.c map_alloc_check):
+# no key (queue, stack, bloom filter, ring buffers, arena), no value (ring buffers, arena),
+# no max_entries (local storage; perf event arrays get one slot per CPU from the loader).
+_ZERO_OK = {
+    "key_size": frozenset({MapType.QUEUE, MapType.STACK, MapType.BLOOM_FILTER, MapType.RINGBUF,
+                           MapType.USER_RINGBUF, MapType.ARENA}),
+    "value_size": frozenset({MapType.RINGBUF, MapType.USER_RINGBUF, MapType.ARENA}),
+    "max_entries": frozenset({MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAGE,
+                              MapType.CGRP_STORAGE, MapType.CGROUP_STORAGE, MapType.PERCPU_CGROUP_STORAGE,
+                              MapType.PERF_EVENT_ARRAY}),
+}
+SIZE_FIELDS = tuple(_ZERO_OK)
+
+
+def zero_size_fields(spec: MapSpec) -> list[str]:
+    """The size fields of ``spec`` that are 0 where its map type needs a number: tools that
+    size a map from user space leave them 0 in the object."""
+    return [f for f in SIZE_FIELDS if getattr(spec, f) == 0 and spec.type not in _ZERO_OK[f]]
+
+
+def zero_size_hint(name: str, fields: list[str]) -> str:
+    """How to set ``fields`` of map ``name`` before loading, from Python and from the CLI."""
+    one = len(fields) == 1
+    python = "; ".join(f"spec.maps[{name!r}].{f} = N" for f in fields)
+    cli = " ".join(f"--map-size {name}.{f}=N" for f in fields)
+    return (f"its {' and '.join(fields)} {'is' if one else 'are'} 0, which this map type does not allow: "
+            f"set {'it' if one else 'them'} before loading ({python}; or bpfkit load/attach {cli})")
+
+
 class Map:
     """A kernel map. Create from a MapSpec, or open an existing one with
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
@@ -144,6 +173,10 @@ class Map:
                     raise
                 fd = create(0)
         except BPFKitError as exc:
+            zero = zero_size_fields(spec)
+            if zero and isinstance(exc, KernelError) and exc.errno == errno.EINVAL:
+                exc.message += "; " + zero_size_hint(spec.name, zero)
+                exc.args = (exc.message,)
             raise exc.wrap(f"create map {spec.name!r} ({spec.type.kernel_name})")
         self._init(fd, spec)
 

@@ -184,6 +184,91 @@ def test_iproute2_map_in_map(bpf_obj):
         assert coll.maps["elf_inner"][0] == struct.pack("<I", 3)
 
 
+@pytest.mark.parametrize("section", [".maps", "maps"])
+def test_symbol_plus_offset_reference_runs_on_the_named_map(section, tmp_path):
+    """A map reference written as "symbol + offset in imm" (clang's form for static maps,
+    rewritten here onto global ones, which load) uses the map at that offset: the kernel's
+    map_ids list only 'second' and the test run counts in 'second'. Before issue #18's fix
+    both went to 'first'."""
+    from bpfkit._kernel.bpf import prog_map_ids
+    from bpfkit.elf.reader import ElfFile
+    from tests.clang_objects import build_c, two_maps
+    from tests.test_elf_maprefs import base_symbol, map_relocations, map_symbols, retarget
+
+    data = build_c(two_maps(section, static=False), tmp_path)
+    elf = ElfFile(data)
+    starts = {name: start for start, _end, name in map_symbols(elf, section)}
+    [(entry, insn_off, *_)] = [r for r in map_relocations(elf) if r[5] == starts["second"]]
+    base = base_symbol(elf, section)
+    patched = retarget(data, entry, insn_off, base.index, starts["second"] - base.value)
+    with Collection(load_spec(patched)) as coll:
+        prog = coll.programs["p"]
+        assert prog_map_ids(prog.fd) == [coll.maps["second"].id]
+        assert prog.test_run(PKT)[0] == 2
+        assert u64(coll.maps["second"][0]) == 1 and u64(coll.maps["first"][0]) == 0
+
+
+@pytest.mark.feature("map_type_bloom_filter")
+def test_ulong_fields_reach_the_kernel(tmp_path):
+    """__ulong() (libbpf 1.4+, an enum with one value) for map_extra and max_entries: the
+    kernel's bpf_map_info shows them (issue #18 item 2; bpfkit refused the object before)."""
+    from tests.clang_objects import ULONG, build_c
+
+    src = ULONG + """
+struct { __uint(type, BPF_MAP_TYPE_BLOOM_FILTER); __ulong(max_entries, 64); __type(value, __u32);
+         __ulong(map_extra, 5); } bloom SEC(".maps");
+SEC("xdp") int p(void *c) { __u32 v = 7; bpf_map_push_elem(&bloom, &v, 0); return 2; }
+"""
+    with Collection(load_spec(build_c(src, tmp_path))) as coll:
+        info = coll.maps["bloom"].info()
+        assert (int(info.max_entries), int(info.map_extra)) == (64, 5)  # 5 hash functions
+        assert coll.programs["p"].test_run(PKT)[0] == 2
+
+
+@pytest.mark.feature("map_type_arena")
+def test_ulong_map_extra_of_an_arena_reaches_the_kernel(tmp_path):
+    """An arena's map_extra is the user address it maps at (64 bits, hence __ulong())."""
+    from tests.clang_objects import ULONG, build_c
+
+    src = ULONG + """
+struct { __uint(type, 33 /* BPF_MAP_TYPE_ARENA */); __uint(map_flags, BPF_F_MMAPABLE); __uint(max_entries, 2);
+         __ulong(map_extra, 1ull << 44); } arena SEC(".maps");
+SEC("xdp") int p(void *c) { return 2; }
+"""
+    with Collection(load_spec(build_c(src, tmp_path))) as coll:
+        assert int(coll.maps["arena"].info().map_extra) == 1 << 44
+
+
+def test_prog_array_with_a_value_type_and_values_tail_calls(tmp_path):
+    """__type(value, __u32) with __array(values, ...) (accepted by libbpf; issue #18 item 3):
+    the slot is filled and the tail call lands (tail returns XDP_DROP)."""
+    from tests.clang_objects import build_c
+    from tests.test_elf_mapfields import PROG_ARRAY
+
+    with Collection(load_spec(build_c(PROG_ARRAY.format(value="__type(value, __u32);"), tmp_path))) as coll:
+        assert coll.maps["jumps"].info().value_size == 4
+        assert coll.programs["p"].test_run(PKT)[0] == 1
+
+
+def test_zero_map_size_error_names_the_field_and_spec_sets_it(tmp_path):
+    """Issue #18 item 6: a map sized 0 for user space to fill names the field and how to set
+    it; setting it on the spec loads."""
+    from tests.clang_objects import build_c
+
+    src = """
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __u64); } sized SEC(".maps");
+SEC("xdp") int p(void *c) { __u32 k = 0; return bpf_map_lookup_elem(&sized, &k) != 0; }
+"""
+    spec = load_spec(build_c(src, tmp_path))
+    with pytest.raises(KernelError, match=r"create map 'sized' \(array\): BPF_MAP_CREATE: EINVAL .*its max_entries "
+                                          r"is 0, .*\(spec.maps\['sized'\].max_entries = N; or bpfkit load/attach "
+                                          r"--map-size sized.max_entries=N\)$"):
+        Collection(spec)
+    spec.maps["sized"].max_entries = 3
+    with Collection(spec) as coll:
+        assert coll.maps["sized"].info().max_entries == 3
+
+
 # -------------------------------------------------------------------------- options
 def test_selected_programs_only(bpf_obj):
     with Collection(load_spec(bpf_obj("loader_mapinmap")), programs=["use_inner"]) as coll:

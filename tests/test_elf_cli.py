@@ -9,6 +9,7 @@ import pytest
 
 from bpfkit.cli.main import main
 from bpfkit.collection import _adjust_ringbuf_size, _kernel_version_code, object_name
+from conftest import bpf_object
 
 
 def test_inspect_json_shape(bpf_obj, capsys):
@@ -52,3 +53,15 @@ def test_helpers():
     major, minor = (int(x) for x in os.uname().release.split(".")[:2])
     assert code >> 16 == major and (code >> 8) & 0xFF == minor
     assert object_name("/x/minimal.bpf.o") == "minimal"
+
+
+def test_inspect_errors_say_inspect(tmp_path, capsys):
+    # Issue #18 item 6: parsing for inspect is no "load".
+    bad = tmp_path / "x.o"
+    bad.write_bytes(b"nope")
+    assert main(["inspect", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"bpfkit: error: inspect {bad}: ")
+    assert main(["inspect", str(tmp_path / "missing.o")]) == 1
+    assert capsys.readouterr().err == f"bpfkit: error: inspect {tmp_path / 'missing.o'}: no such file\n"
+    assert main(["inspect", "--core", "--kernel-btf", str(tmp_path / "no-btf"), str(bpf_object("core_task"))]) != 0
+    assert capsys.readouterr().err.startswith(f"bpfkit: error: inspect {bpf_object('core_task')}: ")

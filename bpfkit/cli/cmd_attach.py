@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct that decodes --events records (default: event; else hex)")
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
+    from .cmd_load import add_map_size_argument
+
+    add_map_size_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
 
 
@@ -248,7 +251,10 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
+        from .cmd_load import apply_map_sizes
+
         spec = bpfkit.load_spec(args.object)
+        apply_map_sizes(spec, args.map_size)
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
             stream = pipe = None

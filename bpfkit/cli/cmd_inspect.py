@@ -100,12 +100,16 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import bpfkit
+    from ..collection import spec_from_file
+    from ..errors import BPFKitError
 
-    spec = bpfkit.load_spec(args.object)
+    spec = spec_from_file(args.object, action="inspect")
     info: dict[str, Any] = dict(describe(spec))
     if args.core or args.kernel_btf:
-        info["core"] = describe_core(spec, args.kernel_btf)
+        try:
+            info["core"] = describe_core(spec, args.kernel_btf)
+        except BPFKitError as exc:
+            raise exc.wrap(f"inspect {args.object}") from None
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 HELP = "load an object's programs and pin them and its maps in bpffs"
 DESCRIPTION = (
@@ -24,8 +25,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                         help="set a global variable (a const volatile knob) before loading; VALUE is an "
                              "integer (0x.. allowed) or hex bytes prefixed with 'hex:'")
+    add_map_size_argument(parser)
     parser.add_argument("--log-level", type=int, default=0, choices=(0, 1, 2),
                         help="verifier log level (0: only on failure)")
+
+
+def add_map_size_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--map-size", action="append", default=[], metavar="MAP.FIELD=N",
+                        help="set a map's key_size, value_size or max_entries before loading (repeatable): "
+                             "for objects that leave a size 0 for their user-space tool to fill in")
+
+
+def apply_map_sizes(spec: Any, items: list[str]) -> None:
+    """--map-size MAP.FIELD=N: what a tool does with ``spec.maps[MAP].FIELD = N``."""
+    from ..errors import NotFoundError, UsageError
+    from ..maps import SIZE_FIELDS
+
+    for item in items:
+        target, sep, text = item.partition("=")
+        name, dot, field = target.rpartition(".")
+        if not sep or not dot or not name:
+            raise UsageError(f"--map-size {item!r}: expected MAP.FIELD=N (FIELD: {', '.join(SIZE_FIELDS)})")
+        if field not in SIZE_FIELDS:
+            raise UsageError(f"--map-size {item!r}: FIELD must be one of {', '.join(SIZE_FIELDS)}, not {field!r}")
+        mspec = spec.maps.get(name)
+        if mspec is None:
+            raise NotFoundError(f"--map-size {item!r}: the object has no map {name!r} "
+                                f"(its maps: {', '.join(spec.maps) or 'none'})")
+        if mspec.data is not None:
+            raise UsageError(f"--map-size {item!r}: {name!r} holds global data, sized by its section "
+                             "(--set changes its variables)")
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise UsageError(f"--map-size {item!r}: {text!r} is not an integer") from None
+        if not 0 <= value < 1 << 32:
+            raise UsageError(f"--map-size {item!r}: {value} does not fit the kernel's u32 {field}")
+        if getattr(mspec, field) != value and field != "max_entries":
+            # The kernel checks BTF key/value types against the sizes: a new size drops them.
+            mspec.btf_key_type_id = mspec.btf_value_type_id = 0
+        setattr(mspec, field, value)
 
 
 def _parse_set(spec, item: str) -> None:
@@ -57,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     spec = bpfkit.load_spec(args.object)
     for item in args.set:
         _parse_set(spec, item)
+    apply_map_sizes(spec, args.map_size)
     pin_dir = os.path.abspath(args.pin_dir)
     maps_dir = os.path.abspath(args.maps_dir) if args.maps_dir else pin_dir
     made_dirs: list[str] = []

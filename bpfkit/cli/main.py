@@ -63,11 +63,13 @@ def exit_code_for(exc: BaseException) -> int:
 
 def report(exc: BaseException, verbose: bool) -> None:
     """Print an error in one or two lines; --verbose adds the log and the cause chain."""
-    from ..errors import VerifierError
+    from ..errors import VerifierError, reason_last
 
     text = str(exc)
     if isinstance(exc, VerifierError) and verbose:
-        text = f"{text}\n--- verifier log ---\n{exc.log.rstrip()}"
+        # The whole log, its statistics before the verifier's last message: the last line
+        # printed is the reason.
+        text = f"{text}\n--- verifier log ---\n{reason_last(exc.log)}"
     # Continuation lines (a probe spec's caret line, a log tail) line up under the message.
     prefix = "bpfkit: error: "
     print(prefix + text.replace("\n", "\n" + " " * len(prefix)), file=sys.stderr)
@@ -76,6 +78,9 @@ def report(exc: BaseException, verbose: bool) -> None:
         while cause is not None:
             print(f"  caused by: {type(cause).__name__}: {cause}", file=sys.stderr)
             cause = cause.__cause__ or cause.__context__
+        if isinstance(exc, VerifierError) and exc.reason:
+            # The causes came after the log: end with the reason again, on one line.
+            print(f"{prefix}{exc.name!r} rejected: {exc.reason}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -125,7 +125,7 @@ class _ObjectParser:
 
         self.relocs = self._relocations()
         self.functions = self._functions()
-        self.map_at: dict[tuple[int, int], str] = {}  # (section index, offset) -> map name
+        self.map_ranges: dict[int, list[tuple[int, int, str]]] = {}  # section -> sorted (start, end, map)
         self.data_maps: dict[int, str] = {}  # section index -> data map name
         self._maps(spec)
         self._data(spec)
@@ -248,9 +248,11 @@ class _ObjectParser:
         elf = self.elf
         legacy = elf.by_name.get("maps")
         if legacy is not None:
-            for off, m in legacy_maps(elf, legacy).items():
+            found = legacy_maps(elf, legacy)
+            def_size = legacy.size // len(found) if found else 0
+            for off, m in found.items():
                 self._add_map(spec, m)
-                self.map_at[(legacy.index, off)] = m.name
+                self.map_ranges.setdefault(legacy.index, []).append((off, off + def_size, m.name))
         self.btf_layouts: list[BTFMapLayout] = []
         btf_sec = elf.by_name.get(".maps")
         if btf_sec is not None:
@@ -259,7 +261,20 @@ class _ObjectParser:
             self.btf_layouts = btf_maps(self.btf, btf_sec)
             for layout in self.btf_layouts:
                 self._add_map(spec, layout.spec)
-                self.map_at[(btf_sec.index, layout.offset)] = layout.spec.name
+                self.map_ranges.setdefault(btf_sec.index, []).append(
+                    (layout.offset, layout.offset + max(layout.size, 1), layout.spec.name))
+        for ranges in self.map_ranges.values():
+            ranges.sort()
+
+    def _map_covering(self, section: int, offset: int) -> tuple[int, str] | None:
+        """(start, name) of the map whose definition in ``section`` covers byte ``offset``."""
+        ranges = self.map_ranges.get(section, [])
+        pos = bisect.bisect_right(ranges, offset, key=lambda r: r[0]) - 1
+        if pos >= 0:
+            start, end, name = ranges[pos]
+            if start <= offset < end:
+                return start, name
+        return None
 
     def _add_map(self, spec, m: MapSpec) -> None:
         if m.name in spec.maps:
@@ -477,12 +492,21 @@ class _ObjectParser:
             place(callee)
             fixups.append((site, callee.key, _PSEUDO_FUNC))
             return
-        key = (sym.shndx, sym.value)
-        if key in self.map_at and target.name in ("maps", ".maps"):
-            references.append(Reference(site, self.map_at[key], RefKind.MAP_FD))
-            return
         if target.name in ("maps", ".maps"):
-            raise ParseError(f"{where}: reference to {sym.name!r} at offset {sym.value} of {target.name!r}, which is no map")
+            # The map is at the symbol's value plus the addend clang leaves in imm: non-zero
+            # when the relocation is against the section symbol. Never bind by sym.value alone.
+            offset = sym.value + imm
+            ref = f"{sym.name!r}" + (f"{imm:+d}" if imm else "")
+            hit = self._map_covering(sym.shndx, offset)
+            if hit is None:
+                raise ParseError(f"{where}: ld_imm64 at instruction {idx} refers to {ref} (offset {offset} of "
+                                 f"{target.name!r}), which is no map")
+            start, name = hit
+            if offset != start:
+                raise ParseError(f"{where}: ld_imm64 at instruction {idx} refers to {ref}, byte {offset - start} "
+                                 f"inside map {name!r} rather than the map itself")
+            references.append(Reference(site, name, RefKind.MAP_FD))
+            return
         data_map = self.data_maps.get(sym.shndx)
         if data_map is not None:
             offset = sym.value + imm

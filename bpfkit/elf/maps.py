@@ -10,6 +10,7 @@ libbpf's macros encode the attributes in the member types, so nothing is read fr
 section's bytes:
 
     __uint(name, N)    ->  int (*name)[N]          the number is the array's length
+    __ulong(name, N)   ->  enum { name##LINE = N } name    libbpf 1.4+: the enum's one value
     __type(name, T)    ->  typeof(T) *name         key/value types (their sizes and BTF ids)
     __array(name, T)   ->  typeof(T) *name[]       inner map template / prog array values
 
@@ -23,11 +24,11 @@ import dataclasses
 import struct
 
 from ..btf import BTF
-from ..btf.types import Array, Datasec, FuncProto, Pointer, Struct, Var, Void
+from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
 from .._kernel.consts import MapType
 from ..maps import MapSpec, PinType
-from .reader import STT_SECTION, ElfFile, Section, Symbol
+from .reader import STB_LOCAL, STT_SECTION, ElfFile, Section, Symbol
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
 
@@ -39,6 +40,18 @@ _FD_ARRAYS = (MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.CGROUP_ARRAY
 # iproute2's pinning values: PIN_NONE 0, PIN_OBJECT_NS 1, PIN_GLOBAL_NS 2. bpfkit pins both
 # named kinds by name under the collection's pin directory.
 _ELF_PINNING = {0: PinType.NONE, 1: PinType.BY_NAME, 2: PinType.BY_NAME}
+
+
+def linkage_error(name: str, section: str, linkage: str = "static") -> ParseError:
+    """A ``static`` (or ``extern``) map definition is refused, as libbpf ("map 'x':
+    unsupported map linkage static") and cilium/ebpf do: clang references a static map
+    through the section symbol plus an offset in the instruction, and such a map is not
+    visible outside the object."""
+    fix = "drop 'static'" if linkage == "static" else "define it in this object"
+    return ParseError(
+        f"map {name!r}: unsupported map linkage {linkage} (in section {section!r}); "
+        f"map definitions must be global variables: {fix}"
+    )
 
 
 def _map_type(value: int, name: str) -> MapType:
@@ -70,6 +83,8 @@ def legacy_maps(elf: ElfFile, section: Section) -> dict[int, MapSpec]:
     by_id: dict[int, tuple[MapSpec, int]] = {}
     inner_ids: dict[str, int] = {}
     for sym in symbols:
+        if sym.bind == STB_LOCAL:
+            raise linkage_error(sym.name, section.name)
         off = sym.value
         if off % def_size or off + def_size > len(data):
             raise ParseError(f"map {sym.name!r}: offset {off} in {section.name!r} is not at a definition boundary")
@@ -136,19 +151,33 @@ def btf_maps(btf: BTF, section: Section) -> list[BTFMapLayout]:
         if not isinstance(var, Var):
             raise ParseError(f"{section.name}: entry of type {var.kind.name} is not a variable")
         name = var.name
+        if var.linkage != VarLinkage.GLOBAL:
+            raise linkage_error(name, section.name, "static" if var.linkage == VarLinkage.STATIC else "extern")
         layout = BTFMapLayout(MapSpec(name, MapType.UNSPEC), vsi.offset, vsi.size)
         layout.spec, layout.values_offset = _btf_map_def(btf, name, var.type, inner=False)
         layouts.append(layout)
     return layouts
 
 
-def _uint(btf: BTF, map_name: str, member: str, type_id: int) -> int:
-    ptr = btf.resolve(type_id)
-    if isinstance(ptr, Pointer):
-        arr = btf.resolve(ptr.type)
+def _uint(btf: BTF, map_name: str, member: str, type_id: int, bits: int = 32) -> int:
+    """A numeric field in either of libbpf's encodings: ``__uint(name, N)`` (a pointer to an
+    array of N) or ``__ulong(name, N)`` (libbpf 1.4+: an ENUM/ENUM64 with the one value N, as
+    libbpf's get_map_field_long() reads it; arena maps write ``map_extra`` so)."""
+    t = btf.resolve(type_id)
+    if isinstance(t, Pointer):
+        arr = btf.resolve(t.type)
         if isinstance(arr, Array):
             return arr.nelems
-    raise ParseError(f"map {map_name!r}: field {member!r} is not an __uint() (expected a pointer to an array)")
+    elif isinstance(t, Enum):  # Enum64 too
+        if len(t.values) != 1:
+            raise ParseError(f"map {map_name!r}: field {member!r} is an enum with {len(t.values)} values; "
+                             "an __ulong() has exactly one")
+        value = t.values[0].value & ((1 << 64) - 1)  # a negative value wraps, as libbpf's (u64) cast
+        if value >> bits:
+            raise ParseError(f"map {map_name!r}: field {member!r} is {value:#x}, more than its {bits} bits hold")
+        return value
+    raise ParseError(f"map {map_name!r}: field {member!r} is not an __uint() (a pointer to an array) "
+                     "nor an __ulong() (an enum with one value)")
 
 
 def _pointee(btf: BTF, map_name: str, member: str, type_id: int) -> int:
@@ -182,7 +211,7 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
         elif field == "numa_node":
             spec.numa_node = _uint(btf, name, field, member.type)
         elif field == "map_extra":
-            spec.map_extra = _uint(btf, name, field, member.type)
+            spec.map_extra = _uint(btf, name, field, member.type, bits=64)
         elif field == "key_size":
             key_size = _uint(btf, name, field, member.type)
         elif field == "value_size":
@@ -236,8 +265,12 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
             raise ParseError(
                 f"map {name!r}: 'values' initialisers need a prog array or map-in-map, not {spec.type.kernel_name}"
             )
-        if value_size not in (None, 4) or value_type:
-            raise ParseError(f"map {name!r}: with 'values' the value is a 4-byte fd; drop the value type/size")
+        # As libbpf: a value type or size may be given, but only one of 4 bytes (the fd or id
+        # the kernel keeps) agrees with 'values'.
+        if value_size not in (None, 4):
+            desc = "map-in-map inner" if spec.type in _MAP_IN_MAP else "prog-array"
+            raise ParseError(f"map {name!r}: {desc} value size {value_size} conflicts with 'values', whose "
+                             "entries are 4-byte fds (use __type(value, __u32) or leave the value out)")
         value_size = 4
     elif spec.type in _MAP_IN_MAP:
         raise ParseError(f"map {name!r}: a {spec.type.kernel_name} map needs an inner map (__array(values, ...))")
