@@ -1,0 +1,197 @@
+"""Hostile input (issue #19) through the real console script, as a user runs it: the exit
+code, the one ``bpfkit: error:`` line, no traceback, and nothing made outside the pin
+directory (nor left behind).
+
+The hostile objects are built from bpf/hostile_*.bpf.c: names set with asm labels, which clang
+writes as they are (``__asm__("../hostile_escape")``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+BPFKIT = Path(sys.executable).parent / "bpfkit"  # .venv/bin/bpfkit, the console script
+BPFFS = "/sys/fs/bpf"
+
+
+def bpfkit(*args: str, timeout: float = 30, **kwargs) -> subprocess.CompletedProcess:
+    if not BPFKIT.exists():
+        pytest.skip(f"needs the installed console script {BPFKIT} (scripts/setup.sh)")
+    return subprocess.run([str(BPFKIT), *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def error_line(proc: subprocess.CompletedProcess) -> str:
+    """The one error line (warnings about the object's BTF may come before it)."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("bpfkit: error: ")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def pin_root():
+    from bpfkit._kernel import bpf as _bpf
+
+    _bpf.ensure_bpffs(BPFFS)
+    root = f"{BPFFS}/bpfkit-hostile-{uuid.uuid4().hex[:8]}"
+    os.mkdir(root)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def links_of(prog_name: str, settle: float = 2.0) -> list[int]:
+    """Ids of the links whose program is named ``prog_name``; waits up to ``settle`` s for
+    them to go (a link is freed when its last fd closes, which a process exit does)."""
+    from bpfkit import link
+    from bpfkit.program import Program
+
+    deadline = time.monotonic() + settle
+    while True:
+        found = []
+        for info in link.iter_links():
+            try:
+                with Program.from_id(info.program_id) as prog:
+                    if prog.name == prog_name:
+                        found.append(info.id)
+            except Exception:  # noqa: BLE001 - a program that went away meanwhile
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ 1. names from the object
+def test_load_refuses_a_map_name_that_climbs_out(bpf_obj, pin_root) -> None:
+    proc = bpfkit("load", str(bpf_obj("hostile_map_escape")), f"{pin_root}/sub")
+    assert proc.returncode == 2
+    assert error_line(proc).endswith(
+        "map pinned by name '../hostile_escape' cannot be pinned: it contains '/', so its pin would leave the "
+        "pin directory; rename it in the object")
+    assert os.listdir(pin_root) == []  # neither the escaped pin nor sub/
+
+
+def test_attach_refuses_a_map_name_that_climbs_out(bpf_obj, pin_root) -> None:
+    # Collection pins LIBBPF_PIN_BY_NAME maps under /sys/fs/bpf: the name must not leave it.
+    proc = bpfkit("attach", str(bpf_obj("hostile_map_escape")), "--pin", f"{pin_root}/p")
+    assert proc.returncode == 2
+    assert "'../hostile_escape' cannot be pinned: it contains '/'" in error_line(proc)
+    assert not os.path.exists(f"{BPFFS}/../hostile_escape")
+    assert os.listdir(pin_root) == []
+
+
+def test_an_absolute_map_name_does_not_reuse_another_tools_pin(bpf_obj, pin_root) -> None:
+    """The map is named /sys/fs/bpf/hostile_other: os.path.join would make that the pin path
+    and load would silently share a map someone else pinned there."""
+    from bpfkit.maps import Map, MapSpec
+    from bpfkit._kernel.consts import MapType
+
+    other = f"{BPFFS}/hostile_other"
+    assert not os.path.lexists(other), f"{other} exists already: remove it"
+    with Map(MapSpec("other_tool", MapType.ARRAY, 4, 8, 1)) as owned:
+        owned.pin(other)
+        try:
+            proc = bpfkit("load", str(bpf_obj("hostile_map_abs")), pin_root)
+            assert proc.returncode == 2
+            assert "map pinned by name '/sys/fs/bpf/hostile_other' cannot be pinned: it contains '/'" in error_line(proc)
+            assert owned.lookup(0) == bytes(8)  # untouched: no program ever counted into it
+            assert os.listdir(pin_root) == []
+        finally:
+            owned.unpin()
+
+
+def test_program_named_dotdot(bpf_obj, pin_root) -> None:
+    """The kernel takes '..' as a program name ([A-Za-z0-9_.]); its pin must be refused by load
+    (DIR/<program>) and by attach --pin (DIR/<link>), before anything is loaded."""
+    proc = bpfkit("load", str(bpf_obj("hostile_prog_escape")), f"{pin_root}/sub")
+    assert proc.returncode == 2
+    assert error_line(proc).endswith("program '..' cannot be pinned: '..' names a directory, not a pin; "
+                                     "rename it in the object")
+    proc = bpfkit("attach", str(bpf_obj("hostile_prog_escape")), "--pin", f"{pin_root}/sub")
+    assert proc.returncode == 2
+    assert "program '..' cannot be pinned" in error_line(proc)
+    assert os.listdir(pin_root) == []
+    assert links_of("..") == []
+
+
+def test_library_refuses_a_symlink_that_leads_out(bpf_obj, pin_root) -> None:
+    """A well-named map whose pin path is a symlink already in bpffs pointing elsewhere: the
+    resolved path must stay in the pin directory."""
+    import bpfkit as bk
+    from bpfkit.errors import UsageError
+
+    os.symlink(f"{BPFFS}/bpfkit-hostile-elsewhere", f"{pin_root}/loader_pinned_counter")
+    with pytest.raises(UsageError, match=r"map pinned by name 'loader_pinned_counter': its pin path .* resolves to "
+                                         r"/sys/fs/bpf/bpfkit-hostile-elsewhere, outside " + pin_root):
+        bk.Collection(bk.load_spec(bpf_obj("loader_pin")), pin_dir=pin_root)
+
+
+# ------------------------------------------------------------------ 2. --pin outside bpffs
+@pytest.mark.parametrize("command", ["load", "attach"])
+def test_pin_dir_outside_bpffs_creates_nothing(bpf_obj, tmp_path, command) -> None:
+    target = tmp_path / "a" / "b"
+    args = [command, str(bpf_obj("minimal")), str(target)] if command == "load" else \
+        [command, str(bpf_obj("minimal")), "--pin", str(target)]
+    proc = bpfkit(*args)
+    assert proc.returncode == 2  # one exit code for one kind of error, whichever command
+    name = "PIN_DIR" if command == "load" else "--pin"
+    assert error_line(proc).endswith(f"{name} {target} is not on a bpf filesystem ({tmp_path} is not bpffs); "
+                                     "pins live in bpffs (mount -t bpf bpf DIR); nothing was created")
+    assert not (tmp_path / "a").exists()
+    assert links_of("count_getppid") == []
+
+
+@pytest.mark.parametrize("command", ["load", "attach"])
+def test_pin_dir_dotdot_out_of_bpffs(bpf_obj, command) -> None:
+    given = f"{BPFFS}/../../tmp/bpfkit-hostile-x"
+    args = [command, str(bpf_obj("minimal")), given] if command == "load" else \
+        [command, str(bpf_obj("minimal")), "--pin", given]
+    proc = bpfkit(*args)
+    assert proc.returncode == 2
+    assert f"{given} (resolved: /sys/tmp/bpfkit-hostile-x) is not on a bpf filesystem (/sys is not bpffs)" in \
+        error_line(proc)
+    assert not os.path.exists("/tmp/bpfkit-hostile-x")
+
+
+def test_attach_pin_is_all_or_nothing(bpf_obj, pin_root) -> None:
+    """A real failure halfway: the link pins, then the map 'hits' cannot (a directory of that
+    name is in the way: EEXIST). The link pin is removed and the program detached."""
+    os.mkdir(f"{pin_root}/hits")
+    proc = bpfkit("attach", str(bpf_obj("minimal")), "--pin", pin_root)
+    assert proc.returncode == 1
+    assert error_line(proc) == (f"bpfkit: error: pin map 'hits' at {pin_root}/hits: BPF_OBJ_PIN: EEXIST "
+                                f"(File exists): {pin_root}/hits")
+    assert sorted(os.listdir(pin_root)) == ["hits"]
+    assert links_of("count_getppid") == []
+
+
+def test_attach_pin_all_or_nothing_removes_the_directories_it_made(bpf_obj, pin_root, monkeypatch) -> None:
+    """The same in-process, with the second pin failing (a mock: an arbitrary pin failure the
+    kernel cannot be made to produce on demand); the directories created are removed too."""
+    from bpfkit.cli import main as cli
+    from bpfkit.errors import KernelError
+    from bpfkit.maps import Map
+
+    def fail(self, path):
+        raise KernelError("BPF_OBJ_PIN", 12, path)  # ENOMEM
+
+    monkeypatch.setattr(Map, "pin", fail)
+    assert cli.main(["attach", str(bpf_obj("minimal")), "--pin", f"{pin_root}/x/y"]) == 1
+    assert os.listdir(pin_root) == []
+    assert links_of("count_getppid") == []
+
+
+def test_attach_pin_works(bpf_obj, pin_root) -> None:
+    proc = bpfkit("attach", str(bpf_obj("minimal")), "--pin", f"{pin_root}/new/dir")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(f"{pin_root}/new/dir")) == ["count_getppid", "hits", "rodata"]
+    assert len(links_of("count_getppid")) == 1
+    shutil.rmtree(f"{pin_root}/new")
+    assert links_of("count_getppid") == []
