@@ -158,14 +158,13 @@ def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, n
 
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_object(source, name or "")
+    from ._files import OBJECT_LIMIT, read_regular
+
     path = os.fspath(source)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise NotFoundError(f"load {path}: no such file") from None
-        raise KernelError(f"read {path}", exc.errno or 0) from None
+        data = read_regular(path, "object", OBJECT_LIMIT)
+    except NotFoundError:
+        raise NotFoundError(f"load {path}: no such file") from None
     try:
         return parse_object(data, name if name is not None else object_name(path))
     except BPFKitError as exc:

@@ -195,3 +195,49 @@ def test_attach_pin_works(bpf_obj, pin_root) -> None:
     assert len(links_of("count_getppid")) == 1
     shutil.rmtree(f"{pin_root}/new")
     assert links_of("count_getppid") == []
+
+
+# ------------------------------------------------------------------ 3. not a regular file
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/zero whole would hit it
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["inspect", "{fifo}"], "object {fifo} is a FIFO, not a regular file"),
+    (["attach", "{fifo}"], "object {fifo} is a FIFO, not a regular file"),
+    (["attach", "/dev/zero"], "object /dev/zero is a character device, not a regular file"),
+    (["inspect", "/tmp"], "object /tmp is a directory, not a regular file"),
+    (["attach", "-p", "up_getppid", "{probes}", "uprobe:{fifo}:x"],
+     "attach uprobe {fifo}:x: binary {fifo} is a FIFO, not a regular file"),
+    (["attach", "-p", "up_getppid", "{probes}", "uprobe:/dev/zero:x"],
+     "attach uprobe /dev/zero:x: binary /dev/zero is a character device, not a regular file"),
+    (["usdt", "list", "{fifo}"], "binary {fifo} is a FIFO, not a regular file"),
+    (["inspect", "--core", "--kernel-btf", "{fifo}", "{core}"], "BTF file {fifo} is a FIFO, not a regular file"),
+    (["events", "/sys/fs/bpf/none", "--btf", "{fifo}"], "object {fifo} is a FIFO, not a regular file"),
+])
+def test_not_a_regular_file_is_refused_at_once(bpf_obj, fifo, argv, expected) -> None:
+    names = {"fifo": fifo, "probes": str(bpf_obj("link_probes")), "core": str(bpf_obj("loader_core"))}
+    proc = bpfkit(*[a.format(**names) for a in argv], timeout=20, preexec_fn=_limit_memory)
+    assert proc.returncode == 2, proc.stderr
+    assert error_line(proc) == "bpfkit: error: " + expected.format(**names)
+
+
+def test_an_object_over_the_size_limit(tmp_path) -> None:
+    from bpfkit._files import OBJECT_LIMIT
+
+    big = tmp_path / "big.bpf.o"
+    with open(big, "wb") as f:
+        f.truncate(OBJECT_LIMIT + 1)  # sparse: no disk used
+    proc = bpfkit("inspect", str(big))
+    assert proc.returncode == 2
+    assert error_line(proc) == (f"bpfkit: error: object {big} is {OBJECT_LIMIT + 1} bytes, over bpfkit's size "
+                                f"limit for it ({OBJECT_LIMIT >> 20} MiB)")
