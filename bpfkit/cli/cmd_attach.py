@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any
 
+from . import argtypes
 from .stop_signals import StopSignals
 
 HELP = "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"
@@ -39,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", "-p", metavar="NAME", help="the program to attach (needed with SPEC when the object has several)")
     parser.add_argument("--mode", choices=("auto", "link", "ioctl"), default="auto",
                         help="perf event attach: bpf_link (5.15+), PERF_EVENT_IOC_SET_BPF, or auto (default)")
-    parser.add_argument("--pid", type=int, default=None, help="uprobes fire only in this process")
-    parser.add_argument("--cookie", type=lambda v: int(v, 0), default=0, help="bpf_get_attach_cookie() value (5.15+)")
+    parser.add_argument("--pid", type=argtypes.pid, default=None, help="uprobes fire only in this process")
+    parser.add_argument("--cookie", type=argtypes.u64, default=0,
+                        help="bpf_get_attach_cookie() value, a u64 (5.15+)")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")

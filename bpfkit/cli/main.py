@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -78,15 +80,50 @@ def report(exc: BaseException, verbose: bool) -> None:
             cause = cause.__cause__ or cause.__context__
 
 
+def _report_os_error(exc: OSError, verbose: bool) -> None:
+    """An OSError that reached the command line (a path bpfkit was given or derived from what
+    it was given): one line naming the path, never a traceback."""
+    import errno as _errno
+
+    from ..errors import errno_name
+
+    name = errno_name(exc.errno) if exc.errno else type(exc).__name__
+    reason = exc.strerror or str(exc)
+    if exc.errno == _errno.ENAMETOOLONG:
+        reason += ": a file name is at most 255 bytes, a path 4095"
+    paths = []
+    for path in (exc.filename, exc.filename2):
+        if path is not None:
+            text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+            if len(text) > 200:  # a 10,000-character argument makes a useless message
+                text = f"{text[:120]}...{text[-40:]} ({len(text)} characters)"
+            paths.append(text)
+    where = " -> ".join(paths) or "(no path)"
+    print(f"bpfkit: error: {where}: {name} ({reason})", file=sys.stderr)
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
     from ..errors import BPFKitError
 
     try:
+        # Until here a Ctrl-C exits quietly (bpfkit.cli); commands get KeyboardInterrupt, so
+        # their finally blocks detach and unpin what they made.
+        from . import _interrupted_early
+
+        if signal.getsignal(signal.SIGINT) is _interrupted_early:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return int(args._run(args) or 0)
     except BPFKitError as exc:
         report(exc, args.verbose)
@@ -95,6 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        _report_os_error(exc, args.verbose)
+        return EXIT_FAILED
+    except MemoryError:
+        print("bpfkit: error: out of memory (ENOMEM)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":
