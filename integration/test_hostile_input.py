@@ -8,6 +8,7 @@ writes as they are (``__asm__("../hostile_escape")``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -348,3 +349,31 @@ def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
             kind = {0: "finished", 130: "interrupted (130)"}.get(p.returncode, "killed before Python's handler")
         outcomes[kind] = outcomes.get(kind, 0) + 1
     assert outcomes.get("interrupted (130)", 0) > 0, outcomes
+
+
+# ------------------------------------------------------------------ 5. options anywhere
+@pytest.mark.parametrize("order", [
+    ["{obj}", "-p", "count_getppid", "tracepoint:syscalls:sys_enter_getppid", "--pin", "{dir}"],
+    ["-p", "count_getppid", "{obj}", "tracepoint:syscalls:sys_enter_getppid", "--pin", "{dir}"],
+    ["{obj}", "tracepoint:syscalls:sys_enter_getppid", "--pin", "{dir}", "-p", "count_getppid"],
+    ["--pin", "{dir}", "{obj}", "tracepoint:syscalls:sys_enter_getppid", "-p", "count_getppid", "--cookie", "7"],
+])
+def test_attach_takes_options_anywhere(bpf_obj, pin_root, order) -> None:
+    target = f"{pin_root}/a"
+    proc = bpfkit("attach", *[a.format(obj=bpf_obj("minimal"), dir=target) for a in order])
+    assert proc.returncode == 0, proc.stderr
+    assert "attached count_getppid: tracepoint syscalls/sys_enter_getppid" in proc.stdout
+    assert sorted(os.listdir(target)) == ["count_getppid", "hits", "rodata"]
+    shutil.rmtree(target)
+    assert links_of("count_getppid") == []
+
+
+def test_load_and_inspect_take_options_anywhere(bpf_obj, pin_root) -> None:
+    proc = bpfkit("load", str(bpf_obj("minimal")), "--log-level", "1", f"{pin_root}/l", "-p", "count_getppid")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(f"{pin_root}/l")) == ["count_getppid", "hits", "minimal_rodata"]
+    proc = bpfkit("prog", "show", f"{pin_root}/l/count_getppid", "--json", "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["name"] == "count_getppid"
+    proc = bpfkit("inspect", str(bpf_obj("minimal")), "--json")
+    assert proc.returncode == 0 and proc.stdout.lstrip().startswith("{")

@@ -36,3 +36,25 @@ def test_in_range() -> None:
     assert args.cookie == (1 << 64) - 1 and args.pid == 1
     assert cli.build_parser().parse_args(["prog", "show", "4294967295"]).target == 4294967295
     assert cli.build_parser().parse_args(["prog", "show", "/sys/fs/bpf/p"]).target == "/sys/fs/bpf/p"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["attach", "o.bpf.o", "-p", "prog", "kprobe:f"], {"object": "o.bpf.o", "program": "prog", "spec": ["kprobe:f"]}),
+    (["attach", "o.bpf.o", "kprobe:f", "--cookie", "3", "kprobe:g"],
+     {"object": "o.bpf.o", "cookie": 3, "spec": ["kprobe:f", "kprobe:g"]}),
+    (["load", "o", "--maps-dir", "/m", "/d", "-p", "a", "-p", "b"],
+     {"object": "o", "pin_dir": "/d", "maps_dir": "/m", "program": ["a", "b"]}),
+    (["inspect", "o", "--json"], {"object": "o", "json": True}),
+    (["prog", "show", "7", "--json", "-v"], {"target": 7, "json": True, "verbose": True}),
+    (["link", "pin", "3", "/sys/fs/bpf/l", "-v"], {"target": 3, "path": "/sys/fs/bpf/l", "verbose": True}),
+    (["events", "/sys/fs/bpf/e", "--count", "2"], {"pinned": "/sys/fs/bpf/e", "count": 2}),
+    (["features", "perf_link", "--json", "kprobe_multi"], {"names": ["perf_link", "kprobe_multi"], "json": True}),
+    (["usdt", "list", "libc", "-v"], {"binary": "libc", "verbose": True}),
+])
+def test_options_anywhere(argv: list[str], expected: dict) -> None:
+    args = cli.build_parser().parse_args(argv)
+    assert {k: getattr(args, k) for k in expected} == expected
+
+
+def test_a_missing_object_is_the_only_thing_reported(capsys) -> None:
+    assert usage_error(capsys, ["attach"]) == "bpfkit attach: error: the following arguments are required: OBJ"

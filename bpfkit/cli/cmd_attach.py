@@ -33,7 +33,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="compiled BPF object (.bpf.o)")
-    parser.add_argument("spec", metavar="SPEC", nargs="*",
+    parser.add_argument("spec", metavar="SPEC", nargs="*", default=[],
                         help="where to attach, in bpftrace's grammar (tracepoint:syscalls:sys_enter_openat, kprobe:FN, "
                              "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress); several allowed; "
                              "default: from the programs' section names")

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     reg = sub.add_parser("register", help="register an event (persistent unless --hold)")
     reg.add_argument("name", help="event name ([A-Za-z_][A-Za-z0-9_]*)")
-    reg.add_argument("fields", nargs="*", help="fields, e.g. 'u32 a; char[16] b' (one or several words)")
+    reg.add_argument("fields", nargs="*", default=[], help="fields, e.g. 'u32 a; char[16] b' (one or several words)")
     reg.add_argument("--hold", action="store_true",
                      help="stay registered until Ctrl-C, printing enable/disable changes (not persistent)")
     reg.add_argument("--multi-format", action="store_true",
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     emit = sub.add_parser("emit", help="write one event (values by position or NAME=VALUE)")
     emit.add_argument("name")
-    emit.add_argument("values", nargs="*", help="field values; ints take 0x..., bytes fields hex:0a0b...")
+    emit.add_argument("values", nargs="*", default=[], help="field values; ints take 0x..., bytes fields hex:0a0b...")
     emit.add_argument("--format", dest="fields", metavar="FIELDS",
                       help="the event's fields, when dynamic_events cannot tell (multi-format events)")
     emit.add_argument("--wait", type=argtypes.seconds, default=0.0, metavar="SECONDS",

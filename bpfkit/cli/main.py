@@ -29,13 +29,42 @@ COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
+class IntermixedParser(argparse.ArgumentParser):
+    """A sub-command parser that takes options anywhere among the positionals
+    (``attach OBJ -p NAME SPEC`` as well as ``attach -p NAME OBJ SPEC``), through argparse's
+    intermixed parsing. A parser with its own sub-commands (``prog show``, ``link pin``) parses
+    as usual and its sub-commands intermix (argparse cannot intermix around a sub-command)."""
+
+    _plain = False  # set while parse_known_intermixed_args calls back into parse_known_args
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if self._plain or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._plain = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._plain = False
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """-v/--verbose in nested sub-commands too (``bpfkit prog show ID -v``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                if not any("-v" in a.option_strings for a in nested._actions):
+                    nested.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                        help="print full details of errors")
+                _verbose_everywhere(nested)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bpfkit",
         description="Load eBPF objects, attach them and read what they send.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"bpfkit.cli.cmd_{name.replace('-', '_')}")
@@ -47,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="print full details of errors")
         module.add_arguments(cmd)
+        _verbose_everywhere(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
 
