@@ -161,6 +161,18 @@ def test_pin_dir_dotdot_out_of_bpffs(bpf_obj, command) -> None:
     assert not os.path.exists("/tmp/bpfkit-hostile-x")
 
 
+def test_link_pin_outside_bpffs_is_the_same_usage_error(bpf_obj, pin_root, tmp_path) -> None:
+    proc = bpfkit("attach", str(bpf_obj("minimal")), "--pin", f"{pin_root}/a")
+    assert proc.returncode == 0, proc.stderr
+    link_id = json.loads(bpfkit("link", "show", f"{pin_root}/a/count_getppid", "--json").stdout)["id"]
+    proc = bpfkit("link", "pin", str(link_id), str(tmp_path / "l"))
+    assert proc.returncode == 2
+    assert error_line(proc) == (f"bpfkit: error: PATH's directory {tmp_path} is not on a bpf filesystem ({tmp_path} "
+                                "is not bpffs); pins live in bpffs (mount -t bpf bpf DIR); nothing was created")
+    shutil.rmtree(f"{pin_root}/a")
+    assert links_of("count_getppid") == []
+
+
 def test_attach_pin_is_all_or_nothing(bpf_obj, pin_root) -> None:
     """A real failure halfway: the link pins, then the map 'hits' cannot (a directory of that
     name is in the way: EEXIST). The link pin is removed and the program detached."""

@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
             print_table(rows, COLUMNS)
         return 0
     if args.action == "pin":
+        import os
+
+        from .._kernel.bpffs import check_pin_dir
+
+        # The same check (and exit code 2) as load and attach --pin, before opening the link.
+        check_pin_dir(os.path.dirname(os.path.abspath(args.path)) or "/", "PATH's directory")
         with open_link(args.target) as lk:
             lk.pin(args.path)
         print(f"pinned link {args.target} at {args.path}")
