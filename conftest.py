@@ -52,6 +52,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(f"kernel lacks {name}: {result.reason}")
 
 
+_fuzz_seed: list[int] = []
+
+
+def fuzz_seed() -> int:
+    """The seed of this run's fuzz cases (tests/test_fuzz_elf.py): $BPFKIT_FUZZ_SEED, else a
+    fresh random one, shown in pytest's header so a failing run can be replayed."""
+    if not _fuzz_seed:
+        given = os.environ.get("BPFKIT_FUZZ_SEED", "").strip()
+        _fuzz_seed.append(int(given, 0) if given else int.from_bytes(os.urandom(4), "little"))
+    return _fuzz_seed[0]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    n = fuzz_seed()
+    return f"bpfkit fuzz seed: {n} (replay with BPFKIT_FUZZ_SEED={n})"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    # Also in -q runs (no header): the seed of a run that fuzzed.
+    if _fuzz_seed:
+        n = _fuzz_seed[0]
+        terminalreporter.write_line(f"bpfkit fuzz seed: {n} (replay with BPFKIT_FUZZ_SEED={n})")
+
+
 _built = False
 
 

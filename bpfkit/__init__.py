@@ -9,8 +9,24 @@ The top level re-exports the everyday names lazily, so ``import bpfkit`` stays c
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import sys as _sys
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    raise SystemExit(130)  # the CLI's EXIT_INTERRUPTED; SystemExit prints no traceback
+
+
+# The `bpfkit` command: a Ctrl-C while the command's modules import must exit 130 quietly, not
+# print a KeyboardInterrupt traceback from inside an import. So the handler is installed here,
+# by the first bpfkit code that runs, before importing anything (bpfkit.cli.main puts the
+# default handler back when the command proper starts).
+if _sys.argv and (_sys.argv[0].endswith("/bpfkit") or _sys.argv[0] == "bpfkit"):
+    import signal as _signal
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _interrupted_early)
+
+import importlib  # noqa: E402 - after the handler; already loaded by Python, cheap
 
 __version__ = "0.1.0"
 
@@ -33,7 +49,7 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["errors", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":  # noqa: F821 - typing is not imported: it costs ~10 ms
     module = _LAZY.get(name)
     if module is None:
         if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events", "usdt"):

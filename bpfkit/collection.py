@@ -166,17 +166,16 @@ def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, n
 
 def spec_from_file(path: str | os.PathLike[str], name: str | None = None, action: str = "load") -> CollectionSpec:
     """:func:`load_spec` of a file, its errors prefixed ``ACTION PATH:`` (the CLI's
-    ``bpfkit inspect`` says ``inspect``, not ``load``)."""
+    ``bpfkit inspect`` says ``inspect``, not ``load``). Only a regular file of bounded size is
+    read (a FIFO or /dev/zero would block or exhaust memory)."""
+    from ._files import OBJECT_LIMIT, read_regular
     from .elf import parse_object
 
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise NotFoundError(f"{action} {path}: no such file") from None
-        raise KernelError(f"{action} {path}: read", exc.errno or 0) from None
+        data = read_regular(path, "object", OBJECT_LIMIT)
+    except NotFoundError:
+        raise NotFoundError(f"{action} {path}: no such file") from None
     try:
         return parse_object(data, name if name is not None else object_name(path))
     except BPFKitError as exc:
@@ -257,9 +256,10 @@ class Collection:
         self.btf_fd = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
         self._borrowed: set[str] = set()
-        self._new_pins: list[Map] = []
+        self._new_pins: list[tuple[Map, str]] = []
         self._pinned_here: list[Map] = []
         self._made_dirs: list[str] = []
+        self._pin_paths: dict[str, str] = {}  # map name -> its checked pin path (LIBBPF_PIN_BY_NAME)
         self.btf_error: BPFKitError | None = None
         self._closed = False
         self._fit: KernelFit | None = None
@@ -284,8 +284,17 @@ class Collection:
             raise NotFoundError(f"map_replacements name maps the object does not have: {', '.join(sorted(unknown))}")
         for name in names:
             self._check_loadable(spec.programs[name])
-        if any(m.pinning == PinType.BY_NAME and n not in replacements for n, m in spec.maps.items()):
+        by_name = [n for n, m in spec.maps.items() if m.pinning == PinType.BY_NAME and n not in replacements]
+        if by_name:
+            # The names come from the object: each must be one path component that stays in
+            # the pin directory, checked before anything is created (docs/security.md).
+            from ._kernel.bpffs import pin_path
+
+            for n in by_name:
+                pin_path(self.pin_dir, n, "map pinned by name")
             self._prepare_pin_dir()
+            for n in by_name:
+                self._pin_paths[n] = pin_path(self.pin_dir, n, "map pinned by name")
         self._load_btf()
         assert self._fit is not None
         kconfig_data = self._fit.resolve_externs([spec.programs[n] for n in names])
@@ -326,8 +335,8 @@ class Collection:
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
-        for m in self._new_pins:
-            self._pin(m)
+        for m, path in self._new_pins:
+            self._pin(m, path)
         self._fit.close()  # module BTF fds: the kernel holds its own references now
 
     @property
@@ -455,8 +464,8 @@ class Collection:
 
     def _create_map(self, name: str, mspec: MapSpec) -> None:
         kspec = self._map_for_kernel(mspec)
-        if mspec.pinning == PinType.BY_NAME:
-            path = os.path.join(self.pin_dir, name)
+        path = self._pin_paths.get(name)
+        if mspec.pinning == PinType.BY_NAME and path is not None:
             existing = self._open_pin(path, kspec)
             if existing is not None:
                 self.maps[name] = existing
@@ -478,8 +487,8 @@ class Collection:
                     m.freeze()
             except BPFKitError as exc:
                 raise exc.wrap(f"initialise global data map {name!r}")
-        if mspec.pinning == PinType.BY_NAME:
-            self._new_pins.append(m)
+        if mspec.pinning == PinType.BY_NAME and path is not None:
+            self._new_pins.append((m, path))
 
     def _open_pin(self, path: str, kspec: MapSpec) -> Map | None:
         """The map already pinned at ``path`` if compatible with ``kspec``; None if no pin."""
@@ -553,26 +562,20 @@ class Collection:
                 raise exc.wrap(f"initialise map {name!r} slot {key}")
 
     def _prepare_pin_dir(self) -> None:
-        """Make sure the pin directory exists on bpffs (mounting /sys/fs/bpf if needed)."""
-        from ._kernel import bpf as _bpf
+        """Make sure the pin directory is on bpffs (mounting /sys/fs/bpf if needed), checked
+        before any part of it is created, then create what is missing."""
+        from ._kernel.bpffs import check_pin_dir, make_dirs
 
         try:
-            _bpf.ensure_bpffs(self.pin_dir)
-            missing = []
-            path = os.path.abspath(self.pin_dir)
-            while not os.path.isdir(path):
-                missing.append(path)
-                path = os.path.dirname(path)
-            for path in reversed(missing):
-                os.mkdir(path)
-                self._made_dirs.append(path)
+            self.pin_dir = check_pin_dir(self.pin_dir)
+            make_dirs(self.pin_dir, self._made_dirs)
         except OSError as exc:
             raise KernelError(f"create pin directory {self.pin_dir}", exc.errno or 0) from None
         except BPFKitError as exc:
             raise exc.wrap(f"prepare pin directory {self.pin_dir}")
 
-    def _pin(self, m: Map) -> None:
-        m.pin(os.path.join(self.pin_dir, m.name))
+    def _pin(self, m: Map, path: str) -> None:
+        m.pin(path)
         self._pinned_here.append(m)
 
     def _abort(self) -> None:

@@ -137,11 +137,17 @@ def _fields(text: str) -> tuple[list[str], list[int]]:
     return parts, starts
 
 
+MAX_SPEC = 4096 + 512  # PATH_MAX plus room for the kind, a function and an offset
+
+
 def parse_probe(text: str) -> ProbeSpec:
     """Parse one probe spec; raises ParseError pointing at the bad part."""
     text = text.strip()
     if not text:
         raise ParseError("bad probe spec: empty")
+    if len(text) > MAX_SPEC:
+        raise ParseError(f"bad probe spec {text[:40]!r}... ({len(text)} characters): longer than {MAX_SPEC}, "
+                         "the longest bpfkit accepts (a path is at most 4095 bytes, a name 255)")
     parts, starts = _fields(text)
     kind = ALIASES.get(parts[0], parts[0])
     if kind not in KINDS:

@@ -809,16 +809,11 @@ def bpffs_mount_of(path: str) -> str:
 
 def ensure_bpffs(path: str) -> None:
     """Make sure ``path`` lies on a bpf filesystem: mount one at /sys/fs/bpf when that is
-    where ``path`` is and nothing is mounted there (as systemd does at boot)."""
-    if bpffs_mount_of(path):
-        return
-    real = os.path.realpath(path)
-    if real != BPFFS_DEFAULT and not real.startswith(BPFFS_DEFAULT + "/"):
-        from ..errors import UsageError
+    where ``path`` is and nothing is mounted there (as systemd does at boot). See
+    bpfkit._kernel.bpffs.check_pin_dir (statfs of the nearest existing ancestor)."""
+    from .bpffs import check_pin_dir
 
-        raise UsageError(f"{path} is not on a bpf filesystem: pins live in bpffs (mount -t bpf bpf DIR)")
-    if libc.mount(b"bpf", BPFFS_DEFAULT.encode(), b"bpf", 0, ffi.NULL) != 0:
-        raise kernel_error("mount bpffs", ffi.errno, f"at {BPFFS_DEFAULT}")
+    check_pin_dir(path)
 
 
 # ---------------------------------------------------------------------------- kernel BTF

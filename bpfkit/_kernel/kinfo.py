@@ -10,9 +10,11 @@ symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf do
 from __future__ import annotations
 
 import gzip
+import io
 import os
 
-from ..errors import NotFoundError, kernel_error
+from .._files import CONFIG_LIMIT, read_regular
+from ..errors import NotFoundError, UsageError, kernel_error
 
 __all__ = ["kconfig_candidates", "read_kconfig", "read_kallsyms", "has_syscall_wrapper", "KALLSYMS"]
 
@@ -34,17 +36,19 @@ def read_kconfig(path: str | None = None) -> tuple[str, str]:
     paths = [path] if path else kconfig_candidates()
     for candidate in paths:
         try:
-            with open(candidate, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
+            raw = read_regular(candidate, "kernel config", CONFIG_LIMIT)
+        except NotFoundError:
             continue
-        except OSError as exc:
-            raise kernel_error(f"read kernel config {candidate}", exc.errno or 0) from None
         if raw[:2] == b"\x1f\x8b":
             try:
-                raw = gzip.decompress(raw)
+                # Bounded: a small gzip can expand to gigabytes.
+                with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+                    raw = gz.read(CONFIG_LIMIT + 1)
             except (OSError, EOFError) as exc:
                 raise NotFoundError(f"kernel config {candidate} is not valid gzip: {exc}") from None
+            if len(raw) > CONFIG_LIMIT:
+                raise UsageError(f"kernel config {candidate} decompresses to more than bpfkit's limit for a "
+                                 f"kernel config ({CONFIG_LIMIT >> 20} MiB)")
         return raw.decode("utf-8", errors="replace"), candidate
     raise NotFoundError(f"no kernel configuration found (looked at {', '.join(paths)})")
 

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Iterator
 
-from ..errors import KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
+from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .consts import PerfSample, PerfType
 from .fd import FD
 
@@ -95,9 +95,15 @@ def _mount(source: str, target: str, fstype: str) -> None:
         raise OSError(ffi.errno, os.strerror(ffi.errno))
 
 
+NAME_MAX = 255  # include/uapi/linux/limits.h
+
+
 def validate_name(kind: str, name: str) -> str:
     """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*``: anything else could
     escape the tracefs tree or be misparsed by the kernel."""
+    if len(name) > NAME_MAX:  # each is a directory under events/: one file name, NAME_MAX bytes
+        raise ParseError(f"invalid trace event {kind} {name[:40]!r}... ({len(name)} characters): longer than "
+                         f"{NAME_MAX}, the longest file name tracefs can hold")
     if not _NAME.match(name):
         raise ParseError(f"invalid trace event {kind} {name!r}: must match [a-zA-Z_][0-9a-zA-Z_]*")
     return name
@@ -122,6 +128,9 @@ def event_id(group: str, event: str) -> int:
             f"read {path}", exc.errno or errno.EACCES, "",
             "tracefs is for root only unless mounted with a gid= or mode= that admits this user",
         ) from None
+    except (OSError, ValueError) as exc:
+        raise KernelError(f"read trace event {group}/{event} id", getattr(exc, "errno", None) or errno.EINVAL,
+                          path) from None
 
 
 def _path(name: str) -> str:

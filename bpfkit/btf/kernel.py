@@ -71,8 +71,9 @@ def load_file(path: str | os.PathLike[str], base: BTF | None = None) -> BTF:
     """BTF from a file: a raw BTF blob (what /sys/kernel/btf/vmlinux holds, or ``bpftool btf
     dump ... format raw`` output's source) or an ELF file with a .BTF section (a vmlinux
     image, or the BTFHub-style ``.btf`` files). For kernels that do not expose their BTF."""
-    with open(path, "rb") as f:
-        data = f.read()
+    from .._files import BTF_LIMIT, read_regular
+
+    data = read_regular(path, "BTF file", BTF_LIMIT)
     name = os.path.basename(os.fspath(path))
     if data[:2] == BTF_MAGIC.to_bytes(2, "little"):
         return BTF.from_bytes(data, base=base, lazy=True, name=name)

@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any
 
+from . import argtypes
 from .stop_signals import StopSignals
 
 HELP = "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"
@@ -32,15 +33,16 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="compiled BPF object (.bpf.o)")
-    parser.add_argument("spec", metavar="SPEC", nargs="*",
+    parser.add_argument("spec", metavar="SPEC", nargs="*", default=[],
                         help="where to attach, in bpftrace's grammar (tracepoint:syscalls:sys_enter_openat, kprobe:FN, "
                              "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress); several allowed; "
                              "default: from the programs' section names")
     parser.add_argument("--program", "-p", metavar="NAME", help="the program to attach (needed with SPEC when the object has several)")
     parser.add_argument("--mode", choices=("auto", "link", "ioctl"), default="auto",
                         help="perf event attach: bpf_link (5.15+), PERF_EVENT_IOC_SET_BPF, or auto (default)")
-    parser.add_argument("--pid", type=int, default=None, help="uprobes fire only in this process")
-    parser.add_argument("--cookie", type=lambda v: int(v, 0), default=0, help="bpf_get_attach_cookie() value (5.15+)")
+    parser.add_argument("--pid", type=argtypes.pid, default=None, help="uprobes fire only in this process")
+    parser.add_argument("--cookie", type=argtypes.u64, default=0,
+                        help="bpf_get_attach_cookie() value, a u64 (5.15+)")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
@@ -205,20 +207,58 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
     return skipped
 
 
-def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> None:
-    import os
+def _link_pin_name(name: str) -> str:
+    return name.replace("/", "_").replace(":", "_").replace("@", "_")
 
-    os.makedirs(directory, exist_ok=True)
-    for name, lk in attached.items():
-        path = os.path.join(directory, name.replace("/", "_").replace(":", "_").replace("@", "_"))
-        lk.pin(path)
-        say(f"pinned link {name} at {path}")
-    for name, m in coll.maps.items():
-        path = os.path.join(directory, name.lstrip("."))
-        if getattr(m, "pinned_path", None):
-            continue
-        m.pin(path)
-        say(f"pinned map {name} at {path}")
+
+def _map_pin_name(name: str) -> str:
+    return name.lstrip(".")
+
+
+def _check_pin_names(directory: str, spec: Any) -> None:
+    """Refuse, before anything is loaded, map and program names from the object that would
+    not pin as one component of ``directory`` (docs/security.md)."""
+    from .._kernel import bpffs
+
+    for name in spec.programs:
+        bpffs.pin_path(directory, name, "program", _link_pin_name(name))
+    for name in spec.maps:
+        bpffs.pin_path(directory, name, "map", _map_pin_name(name))
+
+
+def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> None:
+    """Pin every link and map under ``directory`` (already checked to be on bpffs): all or
+    nothing. On any failure the pins made here and the directories created are removed, so
+    the links detach when the caller closes them."""
+    from .._kernel import bpffs
+    from ..errors import KernelError
+
+    made_dirs: list[str] = []
+    undo: list[Any] = []
+    # A link's name is its program's (checked before loading), or program@SPEC, whose SPEC
+    # ("uprobe:/bin/bash:readline") is the user's: only the derived pin name is judged.
+    plan = [(f"link {name}", bpffs.pin_path(directory, _link_pin_name(name), f"link {name!r}: pin name"), lk)
+            for name, lk in attached.items()]
+    plan += [(f"map {name}", bpffs.pin_path(directory, name, "map", _map_pin_name(name)), m)
+             for name, m in coll.maps.items() if not getattr(m, "pinned_path", None)]
+    try:
+        try:
+            bpffs.make_dirs(directory, made_dirs)
+        except OSError as exc:
+            raise KernelError(f"create pin directory {exc.filename or directory}", exc.errno or 0) from None
+        for what, path, obj in plan:
+            obj.pin(path)
+            undo.append(obj)
+    except BaseException:
+        for obj in reversed(undo):
+            try:
+                obj.unpin()
+            except Exception:  # noqa: BLE001 - keep undoing; the first error is the one to report
+                pass
+        bpffs.remove_dirs(made_dirs)
+        raise
+    for what, path, _ in plan:
+        say(f"pinned {what} at {path}")
 
 
 def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
@@ -253,8 +293,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         from .cmd_load import apply_map_sizes
 
+        pin_dir = None
+        if args.pin:  # judged (resolved, on bpffs) before anything is loaded or created
+            from .._kernel.bpffs import check_pin_dir
+
+            pin_dir = check_pin_dir(args.pin, "--pin")
         spec = bpfkit.load_spec(args.object)
         apply_map_sizes(spec, args.map_size)
+        if pin_dir:
+            _check_pin_names(pin_dir, spec)
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
             stream = pipe = None
@@ -270,9 +317,9 @@ def run(args: argparse.Namespace) -> int:
                     raise UsageError(f"nothing to attach in {args.object}: give a SPEC and --program")
                 for name, lk in attached.items():
                     say(f"attached {name}: {_describe(lk)}")
-                if args.pin:
-                    _pin_all(args.pin, coll, attached, say)
-                    say(f"{len(attached)} link(s) pinned under {args.pin}; remove the pins to detach")
+                if pin_dir:
+                    _pin_all(pin_dir, coll, attached, say)
+                    say(f"{len(attached)} link(s) pinned under {pin_dir}; remove the pins to detach")
                     return 0
                 if args.events:
                     stream = _event_stream(args, spec, coll)

@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from . import argtypes
 from .stop_signals import StopSignals
 
 HELP = "print the records of a pinned ring buffer or perf event array"
@@ -32,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct of one record (default: event)")
     parser.add_argument("--json", action="store_true", help="one JSON object per record")
-    parser.add_argument("--count", type=int, default=0, help="stop after N records")
-    parser.add_argument("--duration", type=float, default=0.0, help="stop after S seconds")
+    parser.add_argument("--count", type=argtypes.count, default=0, help="stop after N records")
+    parser.add_argument("--duration", type=argtypes.seconds, default=0.0, help="stop after S seconds")
 
 
 class EventStream:

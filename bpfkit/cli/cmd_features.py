@@ -15,7 +15,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("names", nargs="*", metavar="FEATURE",
+    parser.add_argument("names", nargs="*", default=[], metavar="FEATURE",
                         help="probe only these features (default: all)")
     parser.add_argument("--json", action="store_true",
                         help='print one JSON object: {"<feature>": {"supported": bool, "reason": str}, ...}')

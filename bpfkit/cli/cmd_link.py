@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from . import argtypes
+
 HELP = "list, show, pin or detach the system's BPF links"
 DESCRIPTION = "List every bpf_link in the system, show one, pin one, or detach one (like bpftool link)."
 
@@ -26,13 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lst = sub.add_parser("list", help="every link")
     lst.add_argument("--json", action="store_true", help="one JSON object a line")
     show = sub.add_parser("show", help="one link by id or pinned path")
-    show.add_argument("target", metavar="ID|PATH")
+    show.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("link"))
     show.add_argument("--json", action="store_true", help="one JSON object")
     pin = sub.add_parser("pin", help="pin a link (by id) in bpffs")
-    pin.add_argument("target", metavar="ID")
+    pin.add_argument("target", metavar="ID", type=argtypes.object_id("link"))
     pin.add_argument("path", metavar="PATH")
     det = sub.add_parser("detach", help="detach a link's program (BPF_LINK_DETACH)")
-    det.add_argument("target", metavar="ID|PATH")
+    det.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("link"))
 
 
 def _detail(detail: Any) -> Any:
@@ -89,11 +91,11 @@ def describe(info: Any, pinned: str | None = None) -> dict[str, Any]:
     }
 
 
-def open_link(target: str) -> Any:
+def open_link(target: "int | str") -> Any:
     from .. import link
 
-    if target.isdigit():
-        return link.link_from_id(int(target))
+    if isinstance(target, int):
+        return link.link_from_id(target)
     return link.load_pinned_link(target)
 
 
@@ -110,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
             print_table(rows, COLUMNS)
         return 0
     if args.action == "pin":
+        import os
+
+        from .._kernel.bpffs import check_pin_dir
+
+        # The same check (and exit code 2) as load and attach --pin, before opening the link.
+        check_pin_dir(os.path.dirname(os.path.abspath(args.path)) or "/", "PATH's directory")
         with open_link(args.target) as lk:
             lk.pin(args.path)
         print(f"pinned link {args.target} at {args.path}")

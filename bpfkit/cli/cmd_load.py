@@ -88,37 +88,45 @@ def _parse_set(spec, item: str) -> None:
             raise UsageError(f"--set {name}: {text!r} is not an integer") from None
 
 
+def _map_pin_path(maps_dir: str, name: str, mspec: Any) -> str:
+    """maps_dir/<name>, checked. bpffs refuses dots in names ("reserved"); libbpf pins
+    "x.rodata" as "x_rodata"."""
+    from .._kernel import bpffs
+
+    return bpffs.pin_path(maps_dir, name, "map", (mspec.kernel_name or name).replace(".", "_"))
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
-    from .._kernel import bpf as _bpf
+    from .._kernel import bpffs
     from ..errors import BPFKitError, KernelError
+    from ..maps import PinType
 
     spec = bpfkit.load_spec(args.object)
     for item in args.set:
         _parse_set(spec, item)
     apply_map_sizes(spec, args.map_size)
-    pin_dir = os.path.abspath(args.pin_dir)
-    maps_dir = os.path.abspath(args.maps_dir) if args.maps_dir else pin_dir
     made_dirs: list[str] = []
     pinned: list[str] = []
-
-    def mkdirs(path: str) -> None:
-        missing = []
-        while not os.path.isdir(path):
-            missing.append(path)
-            path = os.path.dirname(path)
-        for p in reversed(missing):
-            os.mkdir(p)
-            made_dirs.append(p)
-
     try:
-        _bpf.ensure_bpffs(pin_dir)
-        _bpf.ensure_bpffs(maps_dir)
+        # Both directories are judged (resolved, on bpffs) before any part of them is created,
+        # and every pin name from the object is checked before anything is loaded.
+        pin_dir = bpffs.check_pin_dir(args.pin_dir, "PIN_DIR")
+        maps_dir = bpffs.check_pin_dir(args.maps_dir, "--maps-dir") if args.maps_dir else pin_dir
+        selected = args.program or [n for n, p in spec.programs.items() if p.autoload]
+        for name in selected:
+            if name in spec.programs:
+                bpffs.pin_path(pin_dir, name, "program")
+        for name, mspec in spec.maps.items():
+            if mspec.pinning == PinType.BY_NAME:  # the Collection pins these at maps_dir/<name>
+                bpffs.pin_path(maps_dir, name, "map pinned by name")
+            else:
+                _map_pin_path(maps_dir, name, mspec)
         try:
-            mkdirs(pin_dir)
-            mkdirs(maps_dir)
+            bpffs.make_dirs(pin_dir, made_dirs)
+            bpffs.make_dirs(maps_dir, made_dirs)
         except OSError as exc:
-            raise KernelError(f"create {pin_dir}", exc.errno or 0) from None
+            raise KernelError(f"create {exc.filename or pin_dir}", exc.errno or 0) from None
         existing = set(os.listdir(maps_dir))
         options = bpfkit.LoadOptions(log_level=args.log_level)
         with bpfkit.Collection(spec, pin_dir=maps_dir, programs=args.program, options=options) as coll:
@@ -126,14 +134,13 @@ def run(args: argparse.Namespace) -> int:
             # as ours to remove if a later step fails.
             pinned += [os.path.join(maps_dir, n) for n in set(os.listdir(maps_dir)) - existing]
             for name, prog in coll.programs.items():
-                path = os.path.join(pin_dir, name)
+                path = bpffs.pin_path(pin_dir, name, "program")
                 prog.pin(path)
                 pinned.append(path)
             for name, m in coll.maps.items():
                 if m.pinned_path:
                     continue
-                # bpffs refuses dots in names ("reserved"); libbpf pins "x.rodata" as "x_rodata".
-                path = os.path.join(maps_dir, (m.spec.kernel_name or name).replace(".", "_"))
+                path = _map_pin_path(maps_dir, name, m.spec)
                 m.pin(path)
                 pinned.append(path)
     except BaseException as exc:
@@ -142,11 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 os.unlink(path)
             except OSError:
                 pass
-        for path in reversed(made_dirs):
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
+        bpffs.remove_dirs(made_dirs)
         if isinstance(exc, BPFKitError):
             raise exc.wrap(f"load {args.object}") from None
         raise

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from . import argtypes
+
 HELP = "list, show or dump the system's BPF maps"
 DESCRIPTION = "List every BPF map in the system, show one, or dump its entries (like bpftool map)."
 
@@ -27,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lst.add_argument("--json", action="store_true", help="one JSON object a line")
     for name, text in (("show", "one map by id or pinned path"), ("dump", "the entries of one map")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("target", metavar="ID|PATH")
+        p.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("map"))
         p.add_argument("--json", action="store_true", help="JSON object(s), one a line")
 
 
@@ -55,11 +57,11 @@ def describe(m: Any) -> dict[str, Any]:
     }
 
 
-def open_map(target: str) -> Any:
+def open_map(target: "int | str") -> Any:
     from ..maps import Map
 
-    if target.isdigit():
-        return Map.from_id(int(target))
+    if isinstance(target, int):
+        return Map.from_id(target)
     return Map.load_pinned(target)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from . import argtypes
+
 HELP = "list or show the system's BPF programs"
 DESCRIPTION = "List every BPF program loaded in the system, or show one by id or pinned path (like bpftool prog)."
 
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lst = sub.add_parser("list", help="every program")
     lst.add_argument("--json", action="store_true", help="one JSON object a line")
     show = sub.add_parser("show", help="one program by id or pinned path")
-    show.add_argument("target", metavar="ID|PATH")
+    show.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("program"))
     show.add_argument("--json", action="store_true", help="one JSON object")
 
 
@@ -56,12 +58,12 @@ def describe(prog: Any) -> dict[str, Any]:
     }
 
 
-def open_program(target: str) -> Any:
+def open_program(target: "int | str") -> Any:
     """A Program from an id or a pinned path."""
     from ..program import Program
 
-    if target.isdigit():
-        return Program.from_id(int(target))
+    if isinstance(target, int):
+        return Program.from_id(target)
     return Program.load_pinned(target)
 
 

@@ -18,6 +18,8 @@ import argparse
 import time
 from typing import Any
 
+from . import argtypes
+
 HELP = "list, register, emit and delete user_events (trace events defined from user space)"
 DESCRIPTION = (
     "Linux user_events (CONFIG_USER_EVENTS, 6.4+): trace events that user processes define and "
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     reg = sub.add_parser("register", help="register an event (persistent unless --hold)")
     reg.add_argument("name", help="event name ([A-Za-z_][A-Za-z0-9_]*)")
-    reg.add_argument("fields", nargs="*", help="fields, e.g. 'u32 a; char[16] b' (one or several words)")
+    reg.add_argument("fields", nargs="*", default=[], help="fields, e.g. 'u32 a; char[16] b' (one or several words)")
     reg.add_argument("--hold", action="store_true",
                      help="stay registered until Ctrl-C, printing enable/disable changes (not persistent)")
     reg.add_argument("--multi-format", action="store_true",
@@ -42,17 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     emit = sub.add_parser("emit", help="write one event (values by position or NAME=VALUE)")
     emit.add_argument("name")
-    emit.add_argument("values", nargs="*", help="field values; ints take 0x..., bytes fields hex:0a0b...")
+    emit.add_argument("values", nargs="*", default=[], help="field values; ints take 0x..., bytes fields hex:0a0b...")
     emit.add_argument("--format", dest="fields", metavar="FIELDS",
                       help="the event's fields, when dynamic_events cannot tell (multi-format events)")
-    emit.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+    emit.add_argument("--wait", type=argtypes.seconds, default=0.0, metavar="SECONDS",
                       help="wait up to this long for a tracer to enable the event (default: no wait)")
-    emit.add_argument("--count", type=int, default=1, help="write this many times (default 1)")
+    emit.add_argument("--count", type=argtypes.count, default=1, help="write this many times (default 1)")
     emit.add_argument("--multi-format", action="store_true", help="join the multi-format event of this format")
 
     dele = sub.add_parser("delete", help="delete an event (DIAG_IOCSDEL, retried while busy)")
     dele.add_argument("name")
-    dele.add_argument("--timeout", type=float, default=1.0, help="seconds to retry while EBUSY (default 1)")
+    dele.add_argument("--timeout", type=argtypes.seconds, default=1.0, help="seconds to retry while EBUSY (default 1)")
 
 
 def parse_values(fmt: Any, words: list[str]) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -27,13 +29,42 @@ COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
+class IntermixedParser(argparse.ArgumentParser):
+    """A sub-command parser that takes options anywhere among the positionals
+    (``attach OBJ -p NAME SPEC`` as well as ``attach -p NAME OBJ SPEC``), through argparse's
+    intermixed parsing. A parser with its own sub-commands (``prog show``, ``link pin``) parses
+    as usual and its sub-commands intermix (argparse cannot intermix around a sub-command)."""
+
+    _plain = False  # set while parse_known_intermixed_args calls back into parse_known_args
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if self._plain or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._plain = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._plain = False
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """-v/--verbose in nested sub-commands too (``bpfkit prog show ID -v``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                if not any("-v" in a.option_strings for a in nested._actions):
+                    nested.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                        help="print full details of errors")
+                _verbose_everywhere(nested)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bpfkit",
         description="Load eBPF objects, attach them and read what they send.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"bpfkit.cli.cmd_{name.replace('-', '_')}")
@@ -45,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="print full details of errors")
         module.add_arguments(cmd)
+        _verbose_everywhere(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
 
@@ -83,15 +115,50 @@ def report(exc: BaseException, verbose: bool) -> None:
             print(f"{prefix}{exc.name!r} rejected: {exc.reason}", file=sys.stderr)
 
 
+def _report_os_error(exc: OSError, verbose: bool) -> None:
+    """An OSError that reached the command line (a path bpfkit was given or derived from what
+    it was given): one line naming the path, never a traceback."""
+    import errno as _errno
+
+    from ..errors import errno_name
+
+    name = errno_name(exc.errno) if exc.errno else type(exc).__name__
+    reason = exc.strerror or str(exc)
+    if exc.errno == _errno.ENAMETOOLONG:
+        reason += ": a file name is at most 255 bytes, a path 4095"
+    paths = []
+    for path in (exc.filename, exc.filename2):
+        if path is not None:
+            text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+            if len(text) > 200:  # a 10,000-character argument makes a useless message
+                text = f"{text[:120]}...{text[-40:]} ({len(text)} characters)"
+            paths.append(text)
+    where = " -> ".join(paths) or "(no path)"
+    print(f"bpfkit: error: {where}: {name} ({reason})", file=sys.stderr)
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
     from ..errors import BPFKitError
 
     try:
+        # Until here a Ctrl-C exits quietly (bpfkit.cli); commands get KeyboardInterrupt, so
+        # their finally blocks detach and unpin what they made.
+        from . import _interrupted_early
+
+        if signal.getsignal(signal.SIGINT) is _interrupted_early:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return int(args._run(args) or 0)
     except BPFKitError as exc:
         report(exc, args.verbose)
@@ -100,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        _report_os_error(exc, args.verbose)
+        return EXIT_FAILED
+    except MemoryError:
+        print("bpfkit: error: out of memory (ENOMEM)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

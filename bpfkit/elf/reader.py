@@ -196,11 +196,11 @@ def _cstr(table: bytes, offset: int, what: str) -> str:
 
 
 def read_binary(path: str) -> bytes:
-    """The bytes of the ELF binary at ``path``, with bpfkit errors for a missing one or a directory."""
+    """The bytes of the ELF binary at ``path``: a regular file of bounded size (bpfkit._files),
+    with bpfkit errors for a missing one, a directory, a FIFO, a device, ..."""
+    from .._files import BINARY_LIMIT, read_regular
+
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
+        return read_regular(path, "binary", BINARY_LIMIT)
+    except NotFoundError:
         raise NotFoundError(f"binary {path} does not exist") from None
-    except IsADirectoryError:
-        raise ParseError(f"{path} is a directory, not an ELF binary") from None

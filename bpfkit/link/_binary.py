@@ -17,6 +17,7 @@ import glob
 import os
 import platform
 import shutil
+import stat
 import struct
 
 from ..elf.reader import read_binary
@@ -295,11 +296,17 @@ def _library_candidates(name: str) -> list[str]:
 
 
 def _is_elf(path: str) -> bool:
+    """True for a regular file starting with the ELF magic (never blocks on a FIFO)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _find_library(name: str) -> str | None:

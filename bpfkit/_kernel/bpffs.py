@@ -1,0 +1,146 @@
+"""Pin paths in bpffs, checked before anything is created.
+
+Names that end up in a pin path (a map pinned by name, a program or link pinned by
+``bpfkit load``/``attach --pin``) come from the object file, which bpfkit does not trust:
+clang writes any symbol name (``__asm__("../x")``). So a pin name must be one path component
+(no ``/``, not ``.`` or ``..``, not empty), and the resolved path must stay in its directory
+(a symlink already in bpffs must not lead elsewhere).
+
+A pin directory must be on a bpf filesystem before bpfkit creates any part of it: the nearest
+existing ancestor is checked with statfs(2) (f_type == BPF_FS_MAGIC, include/uapi/linux/magic.h).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ..errors import UsageError, kernel_error
+
+__all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pin_dir", "check_pin_name",
+           "pin_path", "make_dirs", "remove_dirs"]
+
+BPF_FS_MAGIC = 0xCAFE4A11  # include/uapi/linux/magic.h
+BPFFS_DEFAULT = "/sys/fs/bpf"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+_libc.statfs.restype = ctypes.c_int
+
+
+def fs_magic(path: str) -> int:
+    """statfs(2)'s f_type for ``path``. f_type is the first member of struct statfs
+    (__fsword_t, a long, on the 64-bit ABIs; 120 bytes in all, a 256-byte buffer is ample)."""
+    buf = ctypes.create_string_buffer(256)
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        err = ctypes.get_errno()
+        raise kernel_error("statfs", err, path)
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def nearest_existing(path: str) -> str:
+    """``path`` (made absolute, symlinks resolved) or its nearest ancestor that exists."""
+    current = os.path.realpath(path)
+    while not os.path.lexists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return current
+
+
+def is_bpffs(path: str) -> bool:
+    """True when ``path`` (or, when missing, its nearest existing ancestor) is on bpffs."""
+    try:
+        return fs_magic(nearest_existing(path)) == BPF_FS_MAGIC
+    except Exception:  # statfs failed (EACCES on an ancestor, ...): not usable as bpffs
+        return False
+
+
+def check_pin_dir(path: str | os.PathLike[str], what: str = "pin directory") -> str:
+    """The resolved absolute form of pin directory ``path`` after checking, before anything
+    is created, that it lies on bpffs. ``..`` and symlinks are resolved first, so
+    ``/sys/fs/bpf/../../tmp/x`` is judged as /sys/tmp/x. When the path is under /sys/fs/bpf
+    and nothing is mounted there, bpffs is mounted (as systemd does at boot)."""
+    given = os.fspath(path)
+    if not given:
+        raise UsageError(f"{what}: empty path")
+    if "\0" in given:
+        raise UsageError(f"{what} {given!r}: contains a NUL byte")
+    real = os.path.realpath(given)
+    if is_bpffs(real):
+        return real
+    shown = given if real == given else f"{given} (resolved: {real})"
+    if real == BPFFS_DEFAULT or real.startswith(BPFFS_DEFAULT + "/"):
+        # /sys/fs/bpf exists but is plain sysfs: mount bpffs there, then judge again.
+        from .abi import ffi, libc
+
+        if libc.mount(b"bpf", BPFFS_DEFAULT.encode(), b"bpf", 0, ffi.NULL) != 0:
+            raise kernel_error("mount bpffs", ffi.errno, f"at {BPFFS_DEFAULT} (for {what} {shown})")
+        if is_bpffs(real):
+            return real
+    raise UsageError(f"{what} {shown} is not on a bpf filesystem ({nearest_existing(real)} is not bpffs); "
+                     "pins live in bpffs (mount -t bpf bpf DIR); nothing was created")
+
+
+def check_pin_name(name: str, what: str) -> None:
+    """Refuse a name from the object that is not a single path component."""
+    why = ""
+    if not name:
+        why = "it is empty"
+    elif "/" in name:
+        why = "it contains '/', so its pin would leave the pin directory"
+    elif name in (".", ".."):
+        why = f"{name!r} names a directory, not a pin"
+    elif "\0" in name:
+        why = "it contains a NUL byte"
+    if why:
+        raise UsageError(f"{what} {name!r} cannot be pinned: {why}; rename it in the object")
+
+
+def pin_path(directory: str, name: str, what: str, pin_name: str | None = None) -> str:
+    """``directory/pin_name`` (``pin_name`` defaults to ``name``, the object's name it is
+    derived from) after checking that both are one path component and that the resolved path
+    (following a symlink already there) stays directly under the resolved ``directory``."""
+    check_pin_name(name, what)
+    if pin_name is None:
+        pin_name = name
+    elif pin_name != name:
+        check_pin_name(pin_name, f"{what} {name!r}: pin name")
+    path = os.path.join(directory, pin_name)
+    real_dir = os.path.realpath(directory)
+    real = os.path.realpath(path)
+    if os.path.dirname(real) != real_dir:
+        raise UsageError(f"{what} {name!r}: its pin path {path} resolves to {real}, outside {real_dir}")
+    return path
+
+
+def make_dirs(path: str, made: list[str]) -> None:
+    """mkdir -p ``path``, appending every directory created to ``made`` (outermost first),
+    so a caller can undo them. Call :func:`check_pin_dir` first."""
+    missing = []
+    current = path
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            if not os.path.isdir(p):
+                raise
+            continue
+        made.append(p)
+
+
+def remove_dirs(made: list[str]) -> None:
+    """Undo :func:`make_dirs` (innermost first); a directory no longer empty stays."""
+    for p in reversed(made):
+        try:
+            os.rmdir(p)
+        except OSError:
+            pass
+    made.clear()
