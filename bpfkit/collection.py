@@ -246,7 +246,6 @@ class Collection:
         self.btf_fd = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
         self._borrowed: set[str] = set()
-        self._new_pins: list[Map] = []
         self._pinned_here: list[Map] = []
         self._made_dirs: list[str] = []
         self.btf_error: BPFKitError | None = None
@@ -315,8 +314,6 @@ class Collection:
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
-        for m in self._new_pins:
-            self._pin(m)
         self._fit.close()  # module BTF fds: the kernel holds its own references now
 
     @property
@@ -468,7 +465,26 @@ class Collection:
             except BPFKitError as exc:
                 raise exc.wrap(f"initialise global data map {name!r}")
         if mspec.pinning == PinType.BY_NAME:
-            self._new_pins.append(m)
+            self._pin_or_reuse(name, m, kspec)
+
+    def _pin_or_reuse(self, name: str, m: Map, kspec: MapSpec) -> None:
+        """Pin the map just made at pin_dir/name, before any program refers to it. Another
+        process may have pinned the same name since :meth:`_open_pin` looked (BPF_OBJ_PIN then
+        fails with EEXIST): as libbpf's bpf_object__create_maps retry, drop the map made here
+        and reuse the pinned one if it is compatible."""
+        path = os.path.join(self.pin_dir, name)
+        try:
+            self._pin(m)
+            return
+        except KernelError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+        existing = self._open_pin(path, kspec)
+        if existing is None:  # unpinned again in between: a third party is churning the name
+            raise KernelError(f"pin map {name!r} at {path}", errno.EEXIST,
+                              "the path was taken and then removed while this load ran")
+        m.close()
+        self.maps[name] = existing
 
     def _open_pin(self, path: str, kspec: MapSpec) -> Map | None:
         """The map already pinned at ``path`` if compatible with ``kspec``; None if no pin."""
@@ -553,7 +569,12 @@ class Collection:
                 missing.append(path)
                 path = os.path.dirname(path)
             for path in reversed(missing):
-                os.mkdir(path)
+                try:
+                    os.mkdir(path)
+                except FileExistsError:
+                    if os.path.isdir(path):
+                        continue  # another loader made it just now: shared, not ours to remove
+                    raise
                 self._made_dirs.append(path)
         except OSError as exc:
             raise KernelError(f"create pin directory {self.pin_dir}", exc.errno or 0) from None

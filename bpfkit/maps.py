@@ -97,6 +97,10 @@ class MapSpec:
         # BPF_F_RDONLY_PROG and friends are reported back; NO_PREALLOC etc. must match.
         if int(info.map_flags) != self.flags:
             return f"map_flags is {int(info.map_flags):#x}, the object wants {self.flags:#x}"
+        # bpf_map_info.map_extra exists since 5.16; older kernels leave the field zero, as
+        # the map they made has no extra (libbpf's map_is_reuse_compat checks it too).
+        if int(info.map_extra) != self.map_extra:
+            return f"map_extra is {int(info.map_extra):#x}, the object wants {self.map_extra:#x}"
         return ""
 
 
