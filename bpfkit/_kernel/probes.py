@@ -99,7 +99,8 @@ def _failure(exc: BaseException) -> Outcome:
     answer for this process; anything else is inconclusive and not cached."""
     err = getattr(exc, "errno", None)
     if err in (errno.EPERM, errno.EACCES):
-        return False, f"{describe_errno(err)}: not permitted (needs root, or CAP_BPF and CAP_PERFMON)"
+        hint = getattr(exc, "hint", "") or "not permitted"
+        return False, f"{describe_errno(err)}: {hint}"
     if isinstance(exc, BPFKitError):
         return inconclusive(f"probe failed: {exc}")
     return inconclusive(f"probe failed: {type(exc).__name__}: {exc}")
