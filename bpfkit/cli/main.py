@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 # Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
 # partially installed tree still runs the commands it has.
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="print full details of errors")
         module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run)
+        cmd.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)))
     return parser
 
 
@@ -78,6 +78,33 @@ def report(exc: BaseException, verbose: bool) -> None:
             cause = cause.__cause__ or cause.__context__
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    """warnings.showwarning for the command line: ``bpfkit: warning: TEXT`` on one line (no
+    source file, line number or code line; a message's continuation lines, such as a verifier log
+    tail, are left to --verbose)."""
+    text = str(message).strip()
+    if text.startswith("bpfkit: "):
+        text = text[len("bpfkit: "):]
+    first = text.splitlines()[0] if text else category.__name__
+    try:
+        print(f"bpfkit: warning: {first}", file=file or sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def setup_warnings(offline: bool, verbose: bool) -> None:
+    """Offline commands (inspect, usdt: no kernel objects made) print no warnings from bpfkit;
+    the others print each on one line (in full with --verbose)."""
+    import warnings
+
+    if offline and not verbose:
+        warnings.filterwarnings("ignore", module=r"bpfkit(\.|$)")
+        warnings.filterwarnings("ignore", message=r"bpfkit: ")
+    elif not verbose:
+        warnings.showwarning = _one_line_warning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -85,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from ..errors import BPFKitError
+
+    setup_warnings(args._offline, args.verbose)
 
     try:
         return int(args._run(args) or 0)
