@@ -9,6 +9,16 @@ The top level re-exports the everyday names lazily, so ``import bpfkit`` stays c
 
 from __future__ import annotations
 
+import sys as _sys
+
+if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
+    # Run as the `bpfkit` console script: quiet SIGINT/SIGTERM handling from the first import
+    # of the package on, before anything else is imported (bpfkit.cli: no traceback when
+    # Ctrl-C lands while the command is still starting).
+    from .cli import quiet_signals as _quiet_signals
+
+    _quiet_signals()
+
 import importlib
 from typing import Any
 

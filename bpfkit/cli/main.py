@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from typing import Any, Sequence
 
@@ -105,7 +106,29 @@ def setup_warnings(offline: bool, verbose: bool) -> None:
         warnings.showwarning = _one_line_warning
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from . import quiet_signals, signals_are_quiet
+
+    if not signals_are_quiet():  # a library caller's process: its handlers are its own
+        return _main(argv)
+    # The command line: while a command runs, SIGINT and SIGTERM unwind it (KeyboardInterrupt,
+    # so every finally block closes what it made; `attach` installs its own wait); before and
+    # after, they end the process quietly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        quiet_signals()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

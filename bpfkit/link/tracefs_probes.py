@@ -127,8 +127,10 @@ class TracefsProbe:
         _tracefs.validate_name("name", event)
         kind_char = ("r" + (str(maxactive) if maxactive else "")) if retprobe else "p"
         line = f"{kind_char}:{group}/{event} {target}"
-        _tracefs.add_probe_event(kind, line)
         try:
+            # Inside the try: a KeyboardInterrupt (Ctrl-C, SIGTERM in the CLI) taken after the
+            # kernel made the event, before this returns, must not leave it in tracefs.
+            _tracefs.add_probe_event(kind, line)
             try:
                 event_id = _tracefs.event_id(group, event)
             except NotFoundError:
