@@ -11,22 +11,15 @@ from __future__ import annotations
 
 import sys as _sys
 
+if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
+    # Run as the `bpfkit` console script: quiet SIGINT/SIGTERM handling from the first import
+    # of the package on, before anything else is imported (bpfkit.cli: no traceback when
+    # Ctrl-C lands while the command is still starting).
+    from .cli import quiet_signals as _quiet_signals
 
-def _interrupted_early(signum: int, frame: object) -> None:
-    raise SystemExit(130)  # the CLI's EXIT_INTERRUPTED; SystemExit prints no traceback
+    _quiet_signals()
 
-
-# The `bpfkit` command: a Ctrl-C while the command's modules import must exit 130 quietly, not
-# print a KeyboardInterrupt traceback from inside an import. So the handler is installed here,
-# by the first bpfkit code that runs, before importing anything (bpfkit.cli.main puts the
-# default handler back when the command proper starts).
-if _sys.argv and (_sys.argv[0].endswith("/bpfkit") or _sys.argv[0] == "bpfkit"):
-    import signal as _signal
-
-    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-        _signal.signal(_signal.SIGINT, _interrupted_early)
-
-import importlib  # noqa: E402 - after the handler; already loaded by Python, cheap
+import importlib
 
 __version__ = "0.1.0"
 

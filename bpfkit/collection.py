@@ -256,7 +256,6 @@ class Collection:
         self.btf_fd = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
         self._borrowed: set[str] = set()
-        self._new_pins: list[tuple[Map, str]] = []
         self._pinned_here: list[Map] = []
         self._made_dirs: list[str] = []
         self._pin_paths: dict[str, str] = {}  # map name -> its checked pin path (LIBBPF_PIN_BY_NAME)
@@ -335,8 +334,6 @@ class Collection:
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
-        for m, path in self._new_pins:
-            self._pin(m, path)
         self._fit.close()  # module BTF fds: the kernel holds its own references now
 
     @property
@@ -488,7 +485,25 @@ class Collection:
             except BPFKitError as exc:
                 raise exc.wrap(f"initialise global data map {name!r}")
         if mspec.pinning == PinType.BY_NAME and path is not None:
-            self._new_pins.append((m, path))
+            self._pin_or_reuse(name, m, kspec, path)
+
+    def _pin_or_reuse(self, name: str, m: Map, kspec: MapSpec, path: str) -> None:
+        """Pin the map just made at ``path`` (pin_dir/name, checked), before any program refers
+        to it. Another process may have pinned the same name since :meth:`_open_pin` looked
+        (BPF_OBJ_PIN then fails with EEXIST): as libbpf's bpf_object__create_maps retry, drop
+        the map made here and reuse the pinned one if it is compatible."""
+        try:
+            self._pin(m, path)
+            return
+        except KernelError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+        existing = self._open_pin(path, kspec)
+        if existing is None:  # unpinned again in between: a third party is churning the name
+            raise KernelError(f"pin map {name!r} at {path}", errno.EEXIST,
+                              "the path was taken and then removed while this load ran")
+        m.close()
+        self.maps[name] = existing
 
     def _open_pin(self, path: str, kspec: MapSpec) -> Map | None:
         """The map already pinned at ``path`` if compatible with ``kspec``; None if no pin."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+from typing import Callable
 
 __all__ = [
     "BPFKitError",
@@ -78,15 +79,17 @@ class KernelError(BPFKitError):
 
 
 class KernelPermissionError(KernelError):
-    """EPERM or EACCES. ``capability`` names what the caller lacks (CAP_BPF, CAP_PERFMON, ...)."""
+    """EPERM or EACCES. ``capability`` names what the caller lacks (CAP_BPF, CAP_PERFMON, ...;
+    '' when it lacks none and something else refused: lockdown, an LSM, a path outside bpffs);
+    ``hint`` says which, in a sentence."""
 
-    def __init__(self, op: str, err: int, capability: str = "", detail: str = "") -> None:
+    def __init__(self, op: str, err: int, capability: str = "", detail: str = "", hint: str | None = None) -> None:
         self.capability = capability
-        hint = detail
-        if capability:
-            need = f"needs {capability} (or root)"
-            hint = f"{detail}; {need}" if detail else need
-        super().__init__(op, err, hint)
+        if hint is None:
+            hint = f"needs {capability}" if capability else ""
+        self.hint = hint
+        text = f"{detail}; {hint}" if detail and hint else (detail or hint)
+        super().__init__(op, err, text)
 
 
 class BusyError(KernelError):
@@ -108,6 +111,9 @@ class VerifierError(KernelError):
             detail += ":\n" + tail
         elif err == _errno.EPERM:
             detail += " with an empty verifier log (the kernel refused before verification)"
+            self.hint = permission_hint(op, err)
+            if self.hint:
+                detail += f"; {self.hint}"
         super().__init__(op, err, detail)
 
     def tail(self, lines: int | None = None) -> str:
@@ -193,9 +199,37 @@ _CAPABILITY_FOR_OP = {
 }
 
 
-def kernel_error(op: str, err: int, detail: str = "") -> KernelError:
-    """The KernelError subclass that fits ``err`` for operation ``op``."""
+_explain_permission: Callable[..., tuple[str, str]] | None = None
+
+
+def set_permission_explainer(fn: Callable[..., tuple[str, str]]) -> None:
+    """Installed by bpfkit._kernel.caps: ``fn(op, err, detail, path)`` -> (missing, hint) from the
+    process's real capability sets and the kernel's sysctls."""
+    global _explain_permission
+    _explain_permission = fn
+
+
+def permission_hint(op: str, err: int, needs_also: tuple[str, ...] = ()) -> str:
+    """What is missing for EPERM/EACCES from ``op``, in a sentence ('' without an explainer)."""
+    if _explain_permission is None:
+        return ""
+    try:
+        return _explain_permission(op, err, "", None, needs_also)[1]
+    except Exception:
+        return ""
+
+
+def kernel_error(op: str, err: int, detail: str = "", path: str | None = None) -> KernelError:
+    """The KernelError subclass that fits ``err`` for operation ``op`` (``path``: the file the
+    operation was on, for pins)."""
     if err in (_errno.EPERM, _errno.EACCES):
+        if _explain_permission is not None:
+            try:
+                missing, hint = _explain_permission(op, err, detail, path)
+            except Exception:  # a hint must never hide the error itself
+                pass
+            else:
+                return KernelPermissionError(op, err, missing, detail, hint)
         return KernelPermissionError(op, err, _CAPABILITY_FOR_OP.get(op, "CAP_BPF"), detail)
     if err in (_errno.EBUSY, _errno.EEXIST):
         return BusyError(op, err, detail)

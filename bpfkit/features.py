@@ -9,8 +9,10 @@ Every probe is a small conclusive experiment (bpfkit._kernel.probes): load the s
 of a type, create the smallest map, hand the kernel deliberately invalid fds and tell EBADF
 ("I know this and went looking for the fd") from EINVAL ("I don't know this"), load a tiny
 hand-made BTF blob, read the PMU files in sysfs. Probes close every fd and remove every tracefs
-entry they make. Results are cached for the life of the process (capabilities dropped later
-do not change them). docs/features.md lists the features.
+entry they make. The kernel's definite answers (including a refusal, EPERM) are cached for the
+life of the process (capabilities dropped later do not change them); a probe that failed for a
+passing reason (EINTR, EAGAIN, ENOMEM, EBUSY, an unexpected errno) reports "unsupported" with
+an "inconclusive" reason and is asked again next time. docs/features.md lists the features.
 """
 
 from __future__ import annotations
@@ -76,15 +78,17 @@ def describe(name: str) -> FeatureInfo:
 
 
 def probe(name: str) -> FeatureResult:
-    """Whether the running kernel has feature ``name`` (cached per process)."""
+    """Whether the running kernel has feature ``name`` (definite answers cached per process)."""
     with _lock:
         cached = _cache.get(name)
         if cached is not None:
             return cached
         p = _lookup(name)
-        supported, reason = _probes.run(name)
+        outcome = _probes.run(name)
+        supported, reason = outcome
         result = FeatureResult(name, supported, reason, p.min_version)
-        _cache[name] = result
+        if _probes.is_definite(outcome):
+            _cache[name] = result
         return result
 
 

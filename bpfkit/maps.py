@@ -97,6 +97,10 @@ class MapSpec:
         # BPF_F_RDONLY_PROG and friends are reported back; NO_PREALLOC etc. must match.
         if int(info.map_flags) != self.flags:
             return f"map_flags is {int(info.map_flags):#x}, the object wants {self.flags:#x}"
+        # bpf_map_info.map_extra exists since 5.16; older kernels leave the field zero, as
+        # the map they made has no extra (libbpf's map_is_reuse_compat checks it too).
+        if int(info.map_extra) != self.map_extra:
+            return f"map_extra is {int(info.map_extra):#x}, the object wants {self.map_extra:#x}"
         return ""
 
 
@@ -433,11 +437,11 @@ class Map:
 
     # ------------------------------------------------------------------------- pinning
     def pin(self, path: str) -> None:
-        """Pin in bpffs at ``path`` so the map outlives this process."""
-        try:
-            _bpf.obj_pin(self.fd, path)
-        except BPFKitError as exc:
-            raise exc.wrap(f"pin map {self.name!r} at {path}")
+        """Pin in bpffs at ``path`` so the map outlives this process (missing directories under
+        bpffs are made, as libbpf does)."""
+        from ._kernel.bpffs import pin_object
+
+        pin_object(self.fd, path, f"map {self.name!r}")
         self.pinned_path = path
 
     def unpin(self) -> None:

@@ -13,7 +13,7 @@ from ._kernel.abi import ffi
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, permission_hint
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 
@@ -159,6 +159,7 @@ class Program:
                 # Rebuild the message around the whole log instead of its tail.
                 exc.TAIL_LINES = 1 << 30
                 exc.__init__(exc.op, exc.errno, exc.name, exc.log, exc.truncated)  # type: ignore[misc]
+            _explain_permission(exc, spec)
             _explain_trampoline_refusal(exc, spec)
             _refuse_unknown_callbacks(exc, spec)
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
@@ -237,10 +238,10 @@ class Program:
         return retval, out
 
     def pin(self, path: str) -> None:
-        try:
-            _bpf.obj_pin(self.fd, path)
-        except BPFKitError as exc:
-            raise exc.wrap(f"pin program {self.name!r} at {path}")
+        """Pin in bpffs at ``path`` (missing directories under bpffs are made, as libbpf does)."""
+        from ._kernel.bpffs import pin_object
+
+        pin_object(self.fd, path, f"program {self.name!r}")
         self.pinned_path = path
 
     def unpin(self) -> None:
@@ -300,11 +301,25 @@ def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
     if spec.attach_type in (AttachType.TRACE_ITER, AttachType.TRACE_RAW_TP):
         return
     exc.message += (
-        "; this kernel refuses BPF trampoline programs (fentry/fexit/fmod_ret/lsm) before verification: "
-        "missing CAP_BPF+CAP_PERFMON, a lockdown or LSM policy, or no trampoline support "
+        "; BPF trampoline programs (fentry/fexit/fmod_ret/lsm) need trampoline support on this kernel "
         "(bpfkit.features.probe('tracing_programs') tells whether any fentry program loads here)"
     )
     exc.args = (exc.message,)
+
+
+def _explain_permission(exc: VerifierError, spec: ProgramSpec) -> None:
+    """Rephrase the EPERM hint for this program's type: tracing types need CAP_PERFMON,
+    networking ones CAP_NET_ADMIN, besides CAP_BPF (kernel/bpf/syscall.c bpf_prog_load)."""
+    old = getattr(exc, "hint", "")
+    if exc.errno != errno.EPERM or exc.log.strip() or not old:
+        return
+    from ._kernel import caps as _caps
+
+    new = permission_hint(exc.op, exc.errno, _caps.prog_type_needs(int(spec.type)))
+    if new and new != old:
+        exc.message = exc.message.replace(old, new)
+        exc.args = (exc.message,)
+        exc.hint = new
 
 
 def program_ids() -> Any:

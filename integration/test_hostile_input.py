@@ -234,7 +234,7 @@ def fifo(tmp_path):
     (["attach", "-p", "up_getppid", "{probes}", "uprobe:/dev/zero:x"],
      "attach uprobe /dev/zero:x: binary /dev/zero is a character device, not a regular file"),
     (["usdt", "list", "{fifo}"], "binary {fifo} is a FIFO, not a regular file"),
-    (["inspect", "--core", "--kernel-btf", "{fifo}", "{core}"], "BTF file {fifo} is a FIFO, not a regular file"),
+    (["inspect", "--core", "--kernel-btf", "{fifo}", "{core}"], "inspect {core}: BTF file {fifo} is a FIFO, not a regular file"),
     (["events", "/sys/fs/bpf/none", "--btf", "{fifo}"], "object {fifo} is a FIFO, not a regular file"),
 ])
 def test_not_a_regular_file_is_refused_at_once(bpf_obj, fifo, argv, expected) -> None:

@@ -170,3 +170,51 @@ def test_docs_list_every_feature_with_its_version() -> None:
         info = features.describe(name)
         row = re.search(rf"^\| `{re.escape(name)}` \|[^\n]*\| {re.escape(info.min_version)} \|", text, re.M)
         assert row, f"docs/features.md has no row for {name} ({info.min_version}): run scripts/gen_features_doc.py"
+
+
+# Transient failures (issue #19 item 7). The kernel cannot be made to give EINTR, EAGAIN or
+# ENOMEM to one chosen bpf() call, so these tests inject them at bpfkit's bpf() wrapper (a mock,
+# for faults only); the retry then asks the real kernel.
+@pytest.mark.root
+@pytest.mark.parametrize("err", ["EINTR", "ENOMEM", "EAGAIN", "EBUSY"])
+@pytest.mark.parametrize("feature", ["map_type_hash", "prog_type_socket_filter", "btf", "perf_link"])
+def test_transient_failure_is_not_cached(monkeypatch: pytest.MonkeyPatch, err: str, feature: str) -> None:
+    import errno as _errno
+
+    from bpfkit._kernel import bpf as _bpf
+    from bpfkit.errors import kernel_error
+
+    def bpf_failing(cmd, attr, size=_bpf.ATTR_SIZE, detail=""):  # type: ignore[no-untyped-def]
+        raise kernel_error(f"BPF_{cmd.name}", getattr(_errno, err), detail)
+
+    features.clear_cache()
+    with monkeypatch.context() as patch:  # every bpf() fails during the first probe
+        patch.setattr(_bpf, "bpf", bpf_failing)
+        first = features.probe(feature)
+    assert not first.supported
+    assert err in first.reason and "inconclusive: not cached" in first.reason, first.reason
+    second = features.probe(feature)
+    assert second.supported, second.reason
+    assert features.probe(feature) is second  # the definite answer is cached
+    features.clear_cache()
+
+
+def test_refusal_is_a_definite_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EPERM is the kernel's answer for this process: cached (a mocked refusal, as above)."""
+    import errno as _errno
+
+    from bpfkit._kernel import bpf as _bpf
+    from bpfkit.errors import kernel_error
+
+    calls: list[int] = []
+
+    def bpf_refusing(cmd, attr, size=_bpf.ATTR_SIZE, detail=""):  # type: ignore[no-untyped-def]
+        calls.append(int(cmd))
+        raise kernel_error(f"BPF_{cmd.name}", _errno.EPERM, detail)
+
+    features.clear_cache()
+    monkeypatch.setattr(_bpf, "bpf", bpf_refusing)
+    first = features.probe("map_type_hash")
+    assert not first.supported and "EPERM" in first.reason and "inconclusive" not in first.reason
+    assert features.probe("map_type_hash") is first and len(calls) == 1
+    features.clear_cache()

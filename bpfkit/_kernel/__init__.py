@@ -1,0 +1,3 @@
+"""The kernel ABI (see DESIGN.md)."""
+
+from . import caps as _caps  # noqa: F401 - installs the EPERM explainer bpfkit.errors.kernel_error uses

@@ -40,7 +40,8 @@ def bpf(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> int:
         if err == errno.EINTR or (err == errno.EAGAIN and cmd == Cmd.PROG_LOAD and retries > 0):
             retries -= 1
             continue
-        raise kernel_error(f"BPF_{cmd.name}", err, detail)
+        path = detail if cmd in (Cmd.OBJ_PIN, Cmd.OBJ_GET) else None
+        raise kernel_error(f"BPF_{cmd.name}", err, detail, path)
 
 
 def bpf_fd(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> FD:

@@ -13,12 +13,13 @@ existing ancestor is checked with statfs(2) (f_type == BPF_FS_MAGIC, include/uap
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 
 from ..errors import UsageError, kernel_error
 
 __all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pin_dir", "check_pin_name",
-           "pin_path", "make_dirs", "remove_dirs"]
+           "pin_path", "make_dirs", "remove_dirs", "pin_object"]
 
 BPF_FS_MAGIC = 0xCAFE4A11  # include/uapi/linux/magic.h
 BPFFS_DEFAULT = "/sys/fs/bpf"
@@ -144,3 +145,29 @@ def remove_dirs(made: list[str]) -> None:
         except OSError:
             pass
     made.clear()
+
+
+def pin_object(fd: object, path: str, what: str) -> None:
+    """BPF_OBJ_PIN ``fd`` at ``path``, making missing parent directories first (as libbpf's
+    make_parent_dir), once the nearest existing one is checked to be bpffs. Errors name
+    ``what`` ("map 'events'", "perf_event link") and the path; directories made for a pin that
+    then fails are removed again."""
+    from ..errors import BPFKitError
+    from .bpf import obj_pin
+
+    parent = os.path.dirname(os.path.abspath(path))
+    made: list[str] = []
+    try:
+        if not os.path.isdir(parent):
+            check_pin_dir(parent, f"directory of the pin of {what}")
+            try:
+                make_dirs(parent, made)
+            except OSError as exc:
+                raise kernel_error(f"pin {what} at {path}: create {exc.filename or parent}",
+                                   exc.errno or 0) from None
+        obj_pin(fd, path)  # type: ignore[arg-type]
+    except BPFKitError as exc:
+        remove_dirs(made)
+        if getattr(exc, "errno", 0) == errno.EPERM and not is_bpffs(parent):
+            exc.wrap(f"{parent} is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)")
+        raise exc.wrap(f"pin {what} at {path}")

@@ -75,14 +75,35 @@ def describe_errno(err: int) -> str:
     return f"{errno_name(err)} ({os.strerror(err)})"
 
 
+class Inconclusive(tuple):  # type: ignore[type-arg]
+    """An Outcome that is no answer from the kernel about the feature (a transient or
+    unexpected failure): reported as unsupported now, never cached, asked again next time."""
+
+
+# Failures that say nothing about the feature and may pass: a signal (EINTR), memory pressure
+# or a memcg limit (ENOMEM, ENOBUFS), "try again" (EAGAIN: the verifier under memory pressure,
+# a busy tracefs), a resource held by someone else (EBUSY).
+TRANSIENT_ERRNOS = frozenset({errno.EINTR, errno.EAGAIN, errno.ENOMEM, errno.ENOBUFS, errno.EBUSY})
+
+
+def inconclusive(reason: str) -> Outcome:
+    return Inconclusive((False, f"{reason} (inconclusive: not cached, asked again next time)"))
+
+
+def is_definite(outcome: Outcome) -> bool:
+    return not isinstance(outcome, Inconclusive)
+
+
 def _failure(exc: BaseException) -> Outcome:
-    """An error nobody expected: unsupported, with the reason saying it was inconclusive."""
+    """An error nobody expected: unsupported. A refusal (EPERM/EACCES) is the kernel's definite
+    answer for this process; anything else is inconclusive and not cached."""
     err = getattr(exc, "errno", None)
     if err in (errno.EPERM, errno.EACCES):
-        return False, f"{describe_errno(err)}: not permitted (needs root, or CAP_BPF and CAP_PERFMON)"
+        hint = getattr(exc, "hint", "") or "not permitted"
+        return False, f"{describe_errno(err)}: {hint}"
     if isinstance(exc, BPFKitError):
-        return False, f"probe failed: {exc}"
-    return False, f"probe failed: {type(exc).__name__}: {exc}"
+        return inconclusive(f"probe failed: {exc}")
+    return inconclusive(f"probe failed: {type(exc).__name__}: {exc}")
 
 
 def kernel_version_code() -> int:
@@ -290,6 +311,8 @@ def probe_mmapable_maps() -> Outcome:
             return False, f"BPF_MAP_CREATE with BPF_F_MMAPABLE gave {describe_errno(exc.errno)}: flag unknown"
         return _failure(exc)
     except OSError as exc:
+        if exc.errno in TRANSIENT_ERRNOS:
+            return inconclusive(f"the map was created but mmap failed: {describe_errno(exc.errno or 0)}")
         return False, f"the map was created but mmap failed: {describe_errno(exc.errno or 0)}"
     return True, "created and mmapped an array map with BPF_F_MMAPABLE"
 
@@ -354,6 +377,8 @@ def probe_log_true_size() -> Outcome:
     except _bpf._LoadLogError as exc:
         if exc.true_size > 0:
             return True, f"the rejected load reported log_true_size={exc.true_size}"
+        if exc.errno in TRANSIENT_ERRNOS:
+            return inconclusive(f"the load failed with {describe_errno(exc.errno)} before verification")
         return False, f"the rejected load ({describe_errno(exc.errno)}) left log_true_size at 0"
     except KernelError as exc:
         return _failure(exc)
@@ -411,6 +436,8 @@ def probe_tracing_programs() -> Outcome:
         if exc.errno == errno.EPERM and not exc.log.strip():
             return False, (f"BPF_PROG_LOAD of an fentry program: {describe_errno(exc.errno)} with an empty verifier "
                            "log: the kernel refuses BPF trampolines before verification")
+        if exc.errno in TRANSIENT_ERRNOS:
+            return _failure(exc)
         if exc.errno != errno.EINVAL or "is not a function" not in exc.log:
             return False, f"BPF_PROG_LOAD of a tracing program: {describe_errno(exc.errno)}: {exc.tail(1).strip()}"
     except KernelError as exc:
@@ -422,6 +449,8 @@ def probe_tracing_programs() -> Outcome:
     try:
         _load_logged(ProgType.TRACING, attach_btf_id=btf_id, **kind).close()
     except VerifierError as exc:
+        if exc.errno in TRANSIENT_ERRNOS:
+            return _failure(exc)
         why = exc.tail(1).strip() or "empty verifier log: refused before verification"
         return False, f"fentry program on {target} rejected: {describe_errno(exc.errno)}: {why}"
     except KernelError as exc:
@@ -641,6 +670,8 @@ def _tracefs_probe(kind: str, definition: str) -> Outcome:
         err = exc.errno or 0
         if err == errno.ENOENT and kind == "kprobe":
             return True, f"{control} parsed a test definition (its symbol was not found)"
+        if err in TRANSIENT_ERRNOS:
+            return inconclusive(f"writing a test probe to {root}/{control} failed: {describe_errno(err)}")
         return False, f"writing a test probe to {root}/{control} failed: {describe_errno(err)}"
     try:
         tracefs.append_line(control, f"-:{PROBE_GROUP}/{event}\n")
@@ -731,6 +762,8 @@ def _prog_type_probe(prog_type: ProgType) -> Callable[[], Outcome]:
                     if exc.errno == errno.EPERM and not exc.log.strip():
                         return False, (f"{c_name} load refused with {describe_errno(exc.errno)} and an empty "
                                        "verifier log (the kernel refuses it before verification)")
+                    if exc.errno in TRANSIENT_ERRNOS:
+                        return _failure(exc)
                     return False, f"{c_name} load gave {describe_errno(exc.errno)}" + (
                         f": {exc.tail(1).strip()}" if exc.log.strip() else "")
                 except KernelError as exc:
@@ -838,7 +871,8 @@ for _mt in MapType:
 
 
 def run(name: str) -> Outcome:
-    """Run probe ``name`` now (uncached); never raises for kernel answers."""
+    """Run probe ``name`` now (uncached); never raises for kernel answers. An outcome that is
+    not the kernel's definite answer is an :class:`Inconclusive` (see :func:`is_definite`)."""
     probe = REGISTRY[name]
     try:
         return probe.run()

@@ -1,17 +1,26 @@
-"""The ``bpfkit`` command. Uses only bpfkit's public API; heavy imports stay inside commands.
-
-Run as the command, a Ctrl-C before the command proper has started (while modules import,
-while arguments parse) exits 130 quietly instead of printing a KeyboardInterrupt traceback
-from inside an import: the console script gets the handler from bpfkit/__init__.py (the first
-bpfkit code it runs), ``python -m bpfkit.cli`` from here.
-"""
+"""The ``bpfkit`` command. Uses only bpfkit's public API; heavy imports stay inside commands."""
 
 import os as _os
 import signal as _signal
-import sys as _sys
 
-from .. import _interrupted_early
 
-if (_sys.argv and _sys.argv[0].endswith(_os.path.join("bpfkit", "cli", "__main__.py"))
-        and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler):
-    _signal.signal(_signal.SIGINT, _interrupted_early)
+def _exit_quietly(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while the command starts or after it finished (nothing of it exists in
+    the kernel then): end at once with the shell's 128+N status, without a traceback."""
+    _os._exit(128 + signum)
+
+
+def quiet_signals() -> None:
+    """SIGINT and SIGTERM end the process quietly (see bpfkit.cli.main.main for the command's
+    own handling in between)."""
+    for signum in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(signum, _exit_quietly)
+
+
+def signals_are_quiet() -> bool:
+    return _signal.getsignal(_signal.SIGINT) is _exit_quietly
+
+
+# As the console script (``bpfkit``), from the first import on (bpfkit/__init__.py calls
+# quiet_signals first thing): Python's own SIGINT handler would raise KeyboardInterrupt inside
+# whatever import is running and print a traceback.

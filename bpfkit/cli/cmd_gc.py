@@ -1,9 +1,11 @@
 """``bpfkit gc``: remove the tracefs probes of bpfkit processes that no longer run.
 
 Probes that bpfkit makes through kprobe_events/uprobe_events are named
-``bpfkit_<pid>_<tag>/<event>``; a process killed with SIGKILL cannot remove its own. This
-command finds those whose pid is gone and removes them; one still used by a perf event (a
-pinned link) is kept and reported as busy.
+``bpfkit_<pid>_<start>_<tag>/<event>`` (pid in the initial PID namespace, start time from
+/proc/PID/stat); a process killed with SIGKILL cannot remove its own. This command finds those
+whose owner is gone (no such pid, or the pid reused by a process started at another time) and
+removes them; one still used by a perf event (a pinned link) is kept and reported as busy. In a
+PID namespace with its own /proc no owner can be judged, and nothing is removed.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import argparse
 
 HELP = "remove tracefs probes left by bpfkit processes that died"
 DESCRIPTION = (
-    "Find the k/uprobes in tracefs kprobe_events and uprobe_events whose bpfkit_<pid>_... group "
-    "names a process that no longer runs, and remove them. Probes still in use (behind a pinned "
-    "link) are kept and reported."
+    "Find the k/uprobes in tracefs kprobe_events and uprobe_events whose bpfkit_<pid>_<start>_... "
+    "group names a process that no longer runs (its pid gone, or reused by a process started at "
+    "another time), and remove them. Probes still in use (behind a pinned link) are kept and reported."
 )
 
 
@@ -26,15 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import link
 
-    if args.all:
-        for probe in link.bpfkit_probes():
-            if probe.alive:
-                print(f"live     {probe.event.kind} {probe.name} (pid {probe.pid}): {probe.event.target}")
+    from .._kernel import owner as _owner
+
+    unknown = 0
+    for probe in link.bpfkit_probes():
+        if not probe.known or not probe.pid:
+            unknown += 1
+            if args.all:
+                print(f"unknown  {probe.event.kind} {probe.name} ({probe.owner}): {probe.event.target}")
+        elif probe.alive and args.all:
+            print(f"live     {probe.event.kind} {probe.name} ({probe.owner}): {probe.event.target}")
+    if unknown and not _owner.proc_numbers_globally():
+        print(f"{unknown} bpfkit probe(s) not judged: this process's /proc belongs to a PID namespace "
+              "of its own, so owners (named by their pid in the initial namespace) cannot be looked up; "
+              "run bpfkit gc outside the container")
     results = link.remove_stale_probes(dry_run=args.dry_run)
     removed = kept = 0
     for r in results:
         p = r.probe
-        where = f"{p.event.kind} {p.name} (pid {p.pid} gone): {p.event.target}"
+        where = f"{p.event.kind} {p.name} ({p.owner} gone): {p.event.target}"
         if r.removed:
             removed += 1
             print(f"removed  {where}")

@@ -20,7 +20,7 @@ import importlib
 import os
 import signal
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 # Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
 # partially installed tree still runs the commands it has.
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print full details of errors")
         module.add_arguments(cmd)
         _verbose_everywhere(cmd)
-        cmd.set_defaults(_run=module.run)
+        cmd.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)))
     return parser
 
 
@@ -141,24 +141,65 @@ def _report_os_error(exc: OSError, verbose: bool) -> None:
         traceback.print_exception(exc, file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    """warnings.showwarning for the command line: ``bpfkit: warning: TEXT`` on one line (no
+    source file, line number or code line; a message's continuation lines, such as a verifier log
+    tail, are left to --verbose)."""
+    text = str(message).strip()
+    if text.startswith("bpfkit: "):
+        text = text[len("bpfkit: "):]
+    first = text.splitlines()[0] if text else category.__name__
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        print(f"bpfkit: warning: {first}", file=file or sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def setup_warnings(offline: bool, verbose: bool) -> None:
+    """Offline commands (inspect, usdt: no kernel objects made) print no warnings from bpfkit;
+    the others print each on one line (in full with --verbose)."""
+    import warnings
+
+    if offline and not verbose:
+        warnings.filterwarnings("ignore", module=r"bpfkit(\.|$)")
+        warnings.filterwarnings("ignore", message=r"bpfkit: ")
+    elif not verbose:
+        warnings.showwarning = _one_line_warning
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from . import quiet_signals, signals_are_quiet
+
+    if not signals_are_quiet():  # a library caller's process: its handlers are its own
+        return _main(argv)
+    # The command line: while a command runs, SIGINT and SIGTERM unwind it (KeyboardInterrupt,
+    # so every finally block closes what it made; `attach` installs its own wait); before and
+    # after, they end the process quietly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _main(argv)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        quiet_signals()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
     from ..errors import BPFKitError
 
+    setup_warnings(args._offline, args.verbose)
     try:
-        # Until here a Ctrl-C exits quietly (bpfkit.cli); commands get KeyboardInterrupt, so
-        # their finally blocks detach and unpin what they made.
-        from . import _interrupted_early
-
-        if signal.getsignal(signal.SIGINT) is _interrupted_early:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
         return int(args._run(args) or 0)
     except BPFKitError as exc:
         report(exc, args.verbose)

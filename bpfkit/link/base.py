@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .._kernel import bpf as _bpf
+from .._kernel.bpffs import pin_object
 from .._kernel.consts import LinkType, PerfEventType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
@@ -245,17 +246,13 @@ class RawLink:
         old = self._pinned_path
         if old == path:
             return
-        try:
-            if old:
+        if old:
+            try:
                 os.rename(old, path)
-            else:
-                _bpf.obj_pin(self.fd, path)
-        except OSError as exc:
-            raise KernelError(f"rename pin {old} -> {path}", exc.errno or errno.EIO) from None
-        except BPFKitError as exc:
-            if getattr(exc, "errno", 0) == errno.EPERM and not _on_bpffs(path):
-                exc.wrap(f"{os.path.dirname(path) or '.'} is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)")
-            raise exc.wrap(f"pin {self.kind} link at {path}")
+            except OSError as exc:
+                raise KernelError(f"rename pin {old} -> {path}", exc.errno or errno.EIO) from None
+        else:
+            pin_object(self.fd, path, f"{self.kind} link")  # makes missing bpffs directories
         self._pinned_path = path
 
     def unpin(self) -> None:
@@ -354,18 +351,6 @@ class FdOnlyLink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _on_bpffs(path: str) -> bool:
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        with open("/proc/self/mountinfo") as f:
-            mounts = [(line.split()[4], line.split(" - ")[1].split()[0]) for line in f if " - " in line]
-    except OSError:
-        return True
-    best = max((m for m in mounts if directory == m[0] or directory.startswith(m[0].rstrip("/") + "/")),
-               key=lambda m: len(m[0]), default=None)
-    return best is not None and best[1] == "bpf"
 
 
 # ----------------------------------------------------------- pinned links, ids, iteration

@@ -4,9 +4,11 @@ Unlike a PMU probe, which lives exactly as long as its perf event fd, a probe wr
 ``kprobe_events``/``uprobe_events`` is a system-wide trace event that outlives the process that
 made it unless someone removes it. bpfkit therefore:
 
-* names each probe's group ``bpfkit_<pid>_<8 hex digits>`` (one group per probe, as cilium/ebpf
-  does, so any number of probes on one symbol can coexist), so the owning process can be read
-  back from the name;
+* names each probe's group ``bpfkit_<pid>_<start>_<8 hex digits>`` (one group per probe, as
+  cilium/ebpf does, so any number of probes on one symbol can coexist), so the owning process
+  can be read back from the name: its PID in the initial PID namespace (tracefs is shared by
+  every container on the machine) and its start time, so a reused PID is not taken for the
+  owner (bpfkit._kernel.owner; pid 0 when it could not be found out, start 0 when unknown);
 * removes the probe when its link or perf event closes, when an attach fails half-way, and at
   interpreter exit (a finalizer that runs at exit, in the owner's process only: a forked child
   never removes its parent's probes);
@@ -28,6 +30,7 @@ import threading
 import weakref
 from typing import Any, Protocol
 
+from .._kernel import owner as _owner
 from .._kernel import tracefs as _tracefs
 from ..errors import BPFKitError, BusyError, NotFoundError, NotSupportedError, UsageError
 
@@ -45,21 +48,34 @@ __all__ = [
 ]
 
 GROUP_PREFIX = "bpfkit"
-_GROUP = re.compile(rf"^{GROUP_PREFIX}_(?P<pid>\d+)_(?P<tag>[0-9a-f]{{8}})$")
+# bpfkit_<pid>_<start>_<tag>; groups of older bpfkit versions lack <start>.
+_GROUP = re.compile(rf"^{GROUP_PREFIX}_(?P<pid>\d+)(?:_(?P<start>\d+))?_(?P<tag>[0-9a-f]{{8}})$")
 # The kernel limits group and event names to MAX_EVENT_NAME_LEN - 1 = 63 characters.
 _MAX_NAME = 63
 _EVENT_MAX = 48
 
 
-def new_group(pid: int | None = None) -> str:
-    """A fresh group name ``bpfkit_<pid>_<random>`` owned by ``pid`` (default: this process)."""
-    return f"{GROUP_PREFIX}_{os.getpid() if pid is None else pid}_{secrets.token_hex(4)}"
+def new_group(pid: int | None = None, start: int | None = None) -> str:
+    """A fresh group name ``bpfkit_<pid>_<start>_<random>`` owned by the process ``pid`` (in the
+    initial PID namespace) started at ``start`` (default: this process)."""
+    if pid is None:
+        pid = _owner.global_pid() or 0
+        start = _owner.own_start_time() if start is None else start
+    return f"{GROUP_PREFIX}_{pid}_{start or 0}_{secrets.token_hex(4)}"
+
+
+def parse_owner(group: str) -> tuple[int, int | None] | None:
+    """(pid, start time or None) of a bpfkit group name; None for any other group."""
+    m = _GROUP.match(group)
+    if not m:
+        return None
+    return int(m["pid"]), (int(m["start"]) if m["start"] is not None else None)
 
 
 def parse_group(group: str) -> int | None:
     """The owner pid encoded in a bpfkit group name, or None for any other group."""
-    m = _GROUP.match(group)
-    return int(m["pid"]) if m else None
+    owner = parse_owner(group)
+    return owner[0] if owner else None
 
 
 def event_name(hint: str) -> str:
@@ -69,10 +85,6 @@ def event_name(hint: str) -> str:
     if name[0].isdigit():
         name = "_" + name
     return name[:_EVENT_MAX]
-
-
-def _pid_alive(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")
 
 
 def _remove(kind: str, group: str, event: str, owner: int) -> None:
@@ -115,8 +127,10 @@ class TracefsProbe:
         _tracefs.validate_name("name", event)
         kind_char = ("r" + (str(maxactive) if maxactive else "")) if retprobe else "p"
         line = f"{kind_char}:{group}/{event} {target}"
-        _tracefs.add_probe_event(kind, line)
         try:
+            # Inside the try: a KeyboardInterrupt (Ctrl-C, SIGTERM in the CLI) taken after the
+            # kernel made the event, before this returns, must not leave it in tracefs.
+            _tracefs.add_probe_event(kind, line)
             try:
                 event_id = _tracefs.event_id(group, event)
             except NotFoundError:
@@ -203,12 +217,21 @@ class ProbeOwnerInfo:
     """A bpfkit probe found in kprobe_events/uprobe_events, with its owner's state."""
 
     event: _tracefs.ProbeEvent
-    pid: int
-    alive: bool
+    pid: int  # in the initial PID namespace; 0: unknown
+    alive: bool  # True also when it cannot be told (see ``known``): such probes are never stale
+    start: int | None = None  # the owner's start time (ticks after boot); None/0: not recorded
+    known: bool = True  # False: this process cannot tell (its /proc numbers PIDs otherwise)
 
     @property
     def name(self) -> str:
         return f"{self.event.group}/{self.event.event}"
+
+    @property
+    def owner(self) -> str:
+        """``pid 123`` / ``pid 123 started 4567``, for messages."""
+        if not self.pid:
+            return "owner unknown"
+        return f"pid {self.pid}" + (f" started {self.start}" if self.start else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,14 +246,18 @@ def bpfkit_probes() -> list[ProbeOwnerInfo]:
     found = []
     for kind in _tracefs.PROBE_KINDS:
         for ev in _tracefs.list_probe_events(kind):
-            pid = parse_group(ev.group)
-            if pid is not None:
-                found.append(ProbeOwnerInfo(ev, pid, _pid_alive(pid)))
+            owner = parse_owner(ev.group)
+            if owner is not None:
+                pid, start = owner
+                alive = _owner.owner_alive(pid, start)
+                found.append(ProbeOwnerInfo(ev, pid, alive is not False, start, alive is not None))
     return found
 
 
 def stale_probes() -> list[ProbeOwnerInfo]:
-    """bpfkit probes whose owning process no longer runs."""
+    """bpfkit probes whose owning process no longer runs: its PID is gone or now names a process
+    started at another time (PID reuse). Probes whose owner this process cannot judge (it runs
+    in a PID namespace with its own /proc; the owner's PID was unknown) are never stale."""
     return [p for p in bpfkit_probes() if not p.alive]
 
 
