@@ -14,7 +14,16 @@ import sys as _sys
 if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
     # Run as the `bpfkit` console script: quiet SIGINT/SIGTERM handling from the first import
     # of the package on, before anything else is imported (bpfkit.cli: no traceback when
-    # Ctrl-C lands while the command is still starting).
+    # Ctrl-C lands while the command is still starting). First through the C module _signal,
+    # always loaded, because importing `signal` runs Python code a Ctrl-C could interrupt.
+    import _signal
+    import os as _os
+
+    def _exit_at_once(signum: int, frame: object) -> None:
+        _os._exit(128 + signum)
+
+    _signal.signal(_signal.SIGINT, _exit_at_once)
+    _signal.signal(_signal.SIGTERM, _exit_at_once)
     from .cli import quiet_signals as _quiet_signals
 
     _quiet_signals()

@@ -151,7 +151,12 @@ def test_attach_many_failure_and_close_failure() -> None:
     assert any("also failed to close" in note for note in info.value.__notes__)
 
 
-def test_pin_is_all_or_nothing(tmp_path) -> None:
+def test_pin_is_all_or_nothing(tmp_path, monkeypatch) -> None:
+    # Fake links pin nothing in the kernel, so a plain tmp directory stands in for bpffs (a mock:
+    # the group checks that the directory is on bpffs before making it).
+    from bpfkit._kernel import bpffs
+
+    monkeypatch.setattr(bpffs, "is_bpffs", lambda path: True)
     a, b = FakeLink("l1"), FakeLink("l2")
     group = LinkGroup([a, b])
     where = tmp_path / "grp"
