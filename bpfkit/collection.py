@@ -291,7 +291,9 @@ class Collection:
             if pspec.needs_kernel_version and not kversion:
                 kversion = _kernel_version_code()
             target_btf = None  # a module's BTF fd (attach_btf_obj_fd), held until the load is done
-            if self._needs_attach_btf_id(pspec):
+            if self._is_ext(pspec):
+                target_btf, pspec = self._ext_target(pspec)  # target_btf: the opened target prog
+            elif self._needs_attach_btf_id(pspec):
                 type_id, module = self._attach_btf_id(pspec)
                 if module:
                     target_btf = self._module_btf_fd(pspec, module)
@@ -347,6 +349,37 @@ class Collection:
                 f"program {pspec.name!r}: section {pspec.section!r} is not one libbpf knows, so its program "
                 "type is unknown; rename the section or set spec.programs[...].type"
             )
+
+    @staticmethod
+    def _is_ext(pspec: ProgramSpec) -> bool:
+        from ._kernel.consts import ProgType
+
+        return pspec.type == ProgType.EXT and not (pspec.attach_prog_fd and pspec.attach_btf_id)
+
+    @staticmethod
+    def _ext_target(pspec: ProgramSpec) -> tuple[Any, ProgramSpec]:
+        """(fd to close after the load or None, spec with attach_prog_fd/attach_btf_id) for an
+        ext (freplace) program: the kernel verifies it against the replaced function's
+        prototype in the target program's BTF, so both are fixed at load (bpfkit.ext)."""
+        from .ext import describe_target, open_target, target_func_id
+
+        target = pspec.attach_prog if pspec.attach_prog is not None else (pspec.attach_prog_fd or None)
+        func = pspec.attach_to
+        if target is None or not func:
+            raise UsageError(
+                f"program {pspec.name!r}: an ext (freplace) program needs a target program and the global function "
+                f"it replaces{f' (section {pspec.section!r} names {func!r})' if func else ''}; name them before loading: "
+                f"spec.programs[{pspec.name!r}].set_attach_target({func or 'FUNC'!r}, prog=TARGET) with TARGET a "
+                "loaded Program, an fd or a pinned path (or prog_id=N)"
+            )
+        fd, owned = open_target(target)
+        try:
+            btf_id = target_func_id(fd, func, describe_target(target))
+        except BaseException:
+            if owned is not None:
+                owned.close()
+            raise
+        return owned, dataclasses.replace(pspec, attach_prog_fd=int(fd), attach_btf_id=btf_id)
 
     @staticmethod
     def _needs_attach_btf_id(pspec: ProgramSpec) -> bool:

@@ -885,6 +885,20 @@ def btf_info(fd: FD | int) -> tuple[int, str, bool]:
     return int(info.id), ffi.string(name).decode(errors="replace"), bool(info.kernel_btf)
 
 
+def btf_blob(fd: FD | int) -> bytes:
+    """The raw BTF of a loaded BTF object (a program's, or a kernel one), asked for twice:
+    once for its size, once with a buffer that large (bpf_btf_info.btf, 4.18)."""
+    info = ffi.new("struct bpf_btf_info *")
+    obj_info_into(fd, info, 16)  # btf, btf_size, id: the fields every kernel knows
+    size = int(info.btf_size)
+    buf = ffi.new("char[]", max(size, 1))
+    info = ffi.new("struct bpf_btf_info *")
+    info.btf = addr(buf)
+    info.btf_size = size
+    obj_info_into(fd, info, 16)
+    return bytes(ffi.buffer(buf, size))
+
+
 def kernel_btf_fd(module: str) -> FD:
     """A new fd for the kernel BTF object of ``module`` (what kfunc calls and typed __ksym
     variables in modules name through fd_array / the ld_imm64's second half)."""

@@ -16,6 +16,7 @@
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
+    lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
     with link.iterate(prog) as it: text = it.read_all()         # SEC("iter/task")
     lk = link.perf_event_sample(prog, "cpu-clock", freq=99)      # every CPU: a LinkGroup
     group = link.attach_many(syms, lambda s: exe.uprobe(s, prog))  # LinkGroup; closes concurrently
@@ -64,6 +65,7 @@ from .tracing import (
     fentry,
     fexit,
     fmod_ret,
+    freplace,
     lsm,
     raw_tracepoint,
     tp_btf,
@@ -90,6 +92,7 @@ __all__ = [
     "fentry",
     "fexit",
     "fmod_ret",
+    "freplace",
     "tp_btf",
     "lsm",
     "RawTracepointLink",

@@ -66,6 +66,7 @@ _PLUGGED_SECTIONS: dict[str, tuple[str, str]] = {
     "fmod_ret.s": ("fmod_ret", "tracing:auto_tracing"),
     "lsm": ("lsm", "tracing:auto_tracing"),
     "lsm.s": ("lsm", "tracing:auto_tracing"),
+    "freplace": ("freplace", "tracing:auto_freplace"),
     "iter": ("iter", "iter:auto_iter"),
     "iter.s": ("iter", "iter:auto_iter"),
 }
