@@ -77,6 +77,11 @@ class MapSpec:
     # The name the kernel sees when it differs from ``name`` (libbpf names .rodata of
     # "prog.bpf.o" "prog.rodata"); 15 characters at most.
     kernel_name: str = ""
+    # struct_ops maps (BPF_MAP_TYPE_STRUCT_OPS): the section's variable (bpfkit.struct_ops
+    # StructOpsSpec), and, once resolved against the kernel, the id of its value type
+    # (struct bpf_struct_ops_<name>) in vmlinux or a module's BTF.
+    struct_ops: Any = None
+    btf_vmlinux_value_type_id: int = 0
 
     def copy(self) -> "MapSpec":
         return dataclasses.replace(
@@ -109,7 +114,7 @@ class Map:
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
     ``with``."""
 
-    def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0) -> None:
+    def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0, value_type_btf_obj_fd: int = 0) -> None:
         bump_memlock()  # kernels before 5.11 charge maps to RLIMIT_MEMLOCK
         if spec.type in _MAP_IN_MAP and not inner_map_fd:
             raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
@@ -133,6 +138,8 @@ class Map:
                 btf_key_type_id=spec.btf_key_type_id if with_btf else 0,
                 btf_value_type_id=spec.btf_value_type_id if with_btf else 0,
                 map_extra=spec.map_extra,
+                btf_vmlinux_value_type_id=spec.btf_vmlinux_value_type_id,
+                value_type_btf_obj_fd=value_type_btf_obj_fd,
             )
 
         try:

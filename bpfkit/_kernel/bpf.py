@@ -152,6 +152,7 @@ def map_create(
     map_extra: int = 0,
     ifindex: int = 0,
     btf_vmlinux_value_type_id: int = 0,
+    value_type_btf_obj_fd: int = 0,
 ) -> FD:
     attr = new_attr()
     attr.map_type = map_type
@@ -167,6 +168,9 @@ def map_create(
     attr.btf_key_type_id = btf_key_type_id
     attr.btf_value_type_id = btf_value_type_id
     attr.btf_vmlinux_value_type_id = btf_vmlinux_value_type_id
+    if value_type_btf_obj_fd:
+        # 6.9 (9e926acda0c2): a struct_ops value type in a module's BTF; with BPF_F_VTYPE_BTF_OBJ_FD.
+        attr.value_type_btf_obj_fd = value_type_btf_obj_fd
     attr.map_extra = map_extra
     return bpf_fd(Cmd.MAP_CREATE, attr, detail=f"map {name!r}" if name else "")
 
