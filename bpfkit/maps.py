@@ -85,7 +85,8 @@ class MapSpec:
 
     def copy(self) -> "MapSpec":
         return dataclasses.replace(
-            self, contents=list(self.contents), inner=self.inner.copy() if self.inner else None
+            self, contents=list(self.contents), inner=self.inner.copy() if self.inner else None,
+            struct_ops=self.struct_ops.copy() if self.struct_ops is not None else None,
         )
 
     def compatible_with(self, info: Any) -> str:
@@ -118,8 +119,9 @@ class Map:
         bump_memlock()  # kernels before 5.11 charge maps to RLIMIT_MEMLOCK
         if spec.type in _MAP_IN_MAP and not inner_map_fd:
             raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
-        if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id):
-            btf_fd = 0
+        if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id
+                                              or spec.btf_vmlinux_value_type_id):
+            btf_fd = 0  # a struct_ops map needs the object's BTF fd even with no key/value ids
         name = spec.kernel_name or spec.name
         if not _MAP_NAME_OK(name):
             name = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in name)
