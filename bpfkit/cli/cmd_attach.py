@@ -55,7 +55,7 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = "ioctl" if type(lk).__name__ == "PerfEventIoctlLink" else "link"
+    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link"}.get(type(lk).__name__, "link")
     return f"{what} ({how})"
 
 
@@ -177,7 +177,7 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
 
     skipped: dict[str, str] = {}
     programs = dict(coll.programs)
-    if args.program and args.program not in programs:
+    if args.program and args.program not in programs and args.program not in coll.struct_ops_maps():
         raise UsageError(f"no program {args.program!r} in the object (it has: {', '.join(programs) or 'none'})")
     todo = []
     for name, prog in programs.items():
@@ -197,6 +197,14 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
                 skipped[name] = made
             else:
                 attached[name] = made
+        # struct_ops maps register like programs attach; their callbacks need no note then.
+        for name, m in coll.struct_ops_maps().items():
+            if args.program and name != args.program:
+                continue
+            attached[name] = link.struct_ops(m)
+            for prog_name in m.struct_ops.programs.values():
+                if skipped.get(prog_name, "").startswith(f"section {getattr(programs.get(prog_name), 'section', '')!r} is never"):
+                    del skipped[prog_name]
     finally:
         progress.done()
     return skipped

@@ -111,14 +111,16 @@ register_link_class(LinkType.STRUCT_OPS, StructOpsLink)
 class StructOpsMapLink:
     """A struct_ops map registered without a bpf_link (a ``.struct_ops`` map, or any before
     6.4): it stays registered until :meth:`close` deletes the map's element (the map itself
-    belongs to its Collection). pin and update raise NotSupportedError."""
+    belongs to its Collection), even past the process: the kernel holds a registered map.
+    :meth:`pin` pins the map and leaves it registered; update and info raise NotSupportedError."""
 
     kind = "struct_ops (map)"
-    pinned_path = None
+    description = ""
 
     def __init__(self, m: Any) -> None:
         self.map = m
         self._closed = False
+        self.pinned_path: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -130,10 +132,28 @@ class StructOpsMapLink:
                                  "6.4")
 
     def pin(self, path: str) -> None:
-        raise self._unsupported("pin")
+        """Keep the registration past this process: pin the map at ``path`` (a registered map
+        is held by the kernel anyway; the pin is how to find it again) and leave it registered
+        on close. Unregister later by deleting key 0 of the pinned map."""
+        if self._closed:
+            raise UsageError(f"pin {_what(self.map)}: the registration was closed")
+        try:
+            _bpf.obj_pin(self.map.fd, path)
+        except BPFKitError as exc:
+            raise exc.wrap(f"pin {_what(self.map)} at {path}")
+        self.pinned_path = path
 
     def unpin(self) -> None:
-        raise self._unsupported("unpin")
+        """Remove the pin; closing then unregisters again."""
+        import os
+
+        if self.pinned_path is None:
+            return
+        try:
+            os.unlink(self.pinned_path)
+        except FileNotFoundError:
+            pass
+        self.pinned_path = None
 
     def update(self, prog: Any, old: Any = None) -> None:
         raise self._unsupported("update")
@@ -149,8 +169,8 @@ class StructOpsMapLink:
         if self._closed:
             return
         self._closed = True
-        if self.map.fd.closed:
-            return  # closing the map's last fd unregistered it already
+        if self.map.fd.closed or self.pinned_path is not None:
+            return  # pinned: stays registered (the kernel holds a registered map itself)
         key = ffi.new("uint32_t *", 0)
         try:
             _bpf.map_delete(self.map.fd, key)
@@ -175,7 +195,9 @@ def struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
     as_link = bool(int(getattr(m, "flags", 0)) & int(MapFlag.LINK))
     _register_value(m, allow_busy=as_link)
     if not as_link:
-        return StructOpsMapLink(m)
+        made = StructOpsMapLink(m)
+        made.description = _what(m)
+        return made
     try:
         fd = _bpf.link_create(m.fd, 0, int(AttachType.STRUCT_OPS), detail=m.name)
     except KernelError as exc:
@@ -185,7 +207,9 @@ def struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
         elif exc.errno == errno.EINVAL:
             why = ": the kernel refused the table (a required member unset, or a value it does not accept)"
         raise exc.wrap(f"attach {_what(m)} (BPF_LINK_CREATE)" + why) from None
-    return StructOpsLink(fd)
+    lk = StructOpsLink(fd)
+    lk.description = _what(m)  # type: ignore[attr-defined]
+    return lk
 
 
 def auto_struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
