@@ -2,12 +2,13 @@
 // A TCP congestion control in BPF (struct tcp_congestion_ops, 5.6): Reno through the kernel's
 // tcp_reno_* kfuncs (5.13), registered as "bpfkit_reno". Every callback counts its calls in
 // calls[] so a test sees the algorithm in use. `bpfkit_reno_legacy` is the same algorithm in
-// a plain .struct_ops map (registered by map update, no bpf_link), named "bpfkit_reno2".
+// a plain .struct_ops map (registered by map update, no bpf_link), named "bpfkit_reno2", and
+// bpfkit_reno_v2 a replacement for bpfkit_reno (a StructOpsLink update).
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-enum { CALL_INIT, CALL_CONG_AVOID, CALL_SSTHRESH, CALL_UNDO_CWND, CALL_RELEASE, CALL_STATE, NR_CALLS };
+enum { CALL_INIT, CALL_CONG_AVOID, CALL_SSTHRESH, CALL_UNDO_CWND, CALL_RELEASE, CALL_STATE, CALL_INIT_V2, NR_CALLS };
 
 __u64 calls[NR_CALLS];
 
@@ -19,6 +20,12 @@ SEC("struct_ops/reno_init")
 void BPF_PROG(reno_init, struct sock *sk)
 {
 	__sync_fetch_and_add(&calls[CALL_INIT], 1);
+}
+
+SEC("struct_ops/reno_init_v2")
+void BPF_PROG(reno_init_v2, struct sock *sk)
+{
+	__sync_fetch_and_add(&calls[CALL_INIT_V2], 1);
 }
 
 SEC("struct_ops/reno_cong_avoid")
@@ -76,6 +83,17 @@ struct tcp_congestion_ops bpfkit_reno_legacy = {
 	.undo_cwnd = (void *)reno_undo_cwnd,
 	.flags = 0x1,
 	.name = "bpfkit_reno2",
+};
+
+/* A second version of bpfkit_reno (same name: tcp_update_congestion_control wants it) for
+ * StructOpsLink.update(); "?" leaves it out unless the loader is told to create it. */
+SEC("?.struct_ops.link")
+struct tcp_congestion_ops bpfkit_reno_v2 = {
+	.init = (void *)reno_init_v2,
+	.cong_avoid = (void *)reno_cong_avoid,
+	.ssthresh = (void *)reno_ssthresh,
+	.undo_cwnd = (void *)reno_undo_cwnd,
+	.name = "bpfkit_reno",
 };
 
 char LICENSE[] SEC("license") = "GPL";

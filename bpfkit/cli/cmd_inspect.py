@@ -76,6 +76,7 @@ def describe(spec: Any) -> dict[str, list[dict[str, Any]]]:
             "type": m.struct_ops.kernel_type_name,
             "section": m.struct_ops.section,
             "link": m.struct_ops.link,
+            "autocreate": m.struct_ops.autocreate,
             "members": dict(m.struct_ops.programs),
         }
         for m in spec.maps.values() if m.struct_ops is not None
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         rows = [["MAP", "STRUCT", "SECTION", "MEMBERS"]]
         for so in info["struct_ops"]:
             members = ", ".join(f"{k}={v}" for k, v in so["members"].items()) or "-"
-            rows.append([so["map"], so["type"], so["section"], members])
+            name = so["map"] if so["autocreate"] else so["map"] + " (not created by default)"
+            rows.append([name, so["type"], so["section"], members])
         out += _table(rows)
     out.append(f"variables ({len(info['variables'])}):")
     if info["variables"]:
