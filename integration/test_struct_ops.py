@@ -219,3 +219,43 @@ def test_cli_attach_and_inspect(bpf_obj: Any) -> None:
     assert proc.returncode in (0, 130), err  # 130: stopped by a signal, cleanly
     assert "skipped program reno_init" not in err
     assert not {"bpfkit_reno", "bpfkit_reno2"} & set(_available())
+
+
+def _scx_state() -> str:
+    with open(SCX_STATE) as f:
+        return f.read().strip()
+
+
+def _wait_scx(state: str, timeout: float = 60.0) -> str:
+    """sched_ext enables and disables asynchronously (a kthread switches every task)."""
+    deadline = time.monotonic() + timeout
+    now = _scx_state()
+    while now != state and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = _scx_state()
+    return now
+
+
+def test_sched_ext_fifo_scheduler(bpf_obj: Any) -> None:
+    spec = bpfkit.load_spec(bpf_obj("struct_ops_scx"))
+    try:
+        coll = bpfkit.Collection(spec)
+    except NotFoundError as exc:
+        assert "struct bpf_struct_ops_sched_ext_ops is not in the kernel's BTF" in str(exc)
+        pytest.skip(f"no sched_ext here (CONFIG_SCHED_CLASS_EXT): {exc}")
+    with coll:
+        assert _scx_state() == "disabled"
+        lk = link.struct_ops(coll.maps["bpfkit_fifo"])
+        try:
+            assert isinstance(lk, link.StructOpsLink)
+            assert _wait_scx("enabled") == "enabled"
+            with open("/sys/kernel/sched_ext/root/ops") as f:
+                assert f.read().strip() == "bpfkit_fifo"
+            subprocess.run(["true"], check=True)  # a new task: scheduled by bpfkit_fifo
+            time.sleep(0.5)
+            v = spec.variables["enqueued"]
+            enqueued = int.from_bytes(coll.maps[v.section][0][v.offset : v.offset + 8], "little")
+            assert enqueued > 0
+        finally:
+            lk.close()
+        assert _wait_scx("disabled") == "disabled"
