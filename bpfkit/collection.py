@@ -714,6 +714,13 @@ class Collection:
         if self._closed:
             return
         self._closed = True
+        for m in self.maps.values():
+            registration = getattr(m, "_struct_ops_registration", None)
+            if registration is not None and not registration.closed and registration.pinned_path is None:
+                try:
+                    registration.close()  # a map-only struct_ops registration would outlive the process
+                except BPFKitError:
+                    pass
         for prog in self.programs.values():
             prog.close()
         for name, m in self.maps.items():

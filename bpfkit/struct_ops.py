@@ -34,7 +34,7 @@ import struct
 from typing import Any
 
 from .btf import BTF
-from .btf.types import Array, Func, FuncProto, Kind, Pointer, Struct
+from .btf.types import FuncProto, Kind, Pointer, Struct
 from .errors import BPFKitError, NotFoundError, ParseError, UsageError
 
 __all__ = ["StructOpsSpec", "KernelStructOps", "find_kernel_struct_ops", "STRUCT_OPS_SECTIONS"]

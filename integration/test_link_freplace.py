@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest

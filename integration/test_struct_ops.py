@@ -18,17 +18,15 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import bpfkit
 from bpfkit import link
 from bpfkit._kernel.consts import LinkType, MapFlag
-from bpfkit.errors import KernelError, NotFoundError, NotSupportedError, UsageError
+from bpfkit.errors import KernelError, NotFoundError, NotSupportedError
 
-ROOT = Path(__file__).resolve().parent.parent
 PIN_ROOT = "/sys/fs/bpf"
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 CALL_INIT, CALL_CONG_AVOID, CALL_SSTHRESH, CALL_UNDO_CWND, CALL_RELEASE, CALL_STATE, CALL_INIT_V2 = range(7)
@@ -143,6 +141,13 @@ def test_tcp_congestion_control_map_only(bpf_obj: Any) -> None:
             with pytest.raises(NotSupportedError):
                 lk.update(m)
         assert "bpfkit_reno2" not in _available()
+        with pytest.raises(KernelError, match="a struct_ops map's value is set once"):
+            link.struct_ops(m)
+    _, coll = _load_cc(bpf_obj)
+    with coll:
+        link.struct_ops(coll.maps["bpfkit_reno_legacy"])  # left registered: closing the collection unregisters it
+        assert "bpfkit_reno2" in _available()
+    assert "bpfkit_reno2" not in _available()
 
 
 def test_struct_ops_link_update_pin_detach(bpf_obj: Any) -> None:

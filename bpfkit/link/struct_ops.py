@@ -25,7 +25,6 @@ from typing import Any
 from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
 from .._kernel.consts import AttachType, LinkType, MapFlag
-from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from .base import RawLink, register_info_decoder, register_link_class
 
@@ -71,7 +70,8 @@ def _register_value(m: Any, *, allow_busy: bool) -> None:
         why = {
             errno.EEXIST: "something of that name is registered already (a struct_ops name must be unique), or "
                           "the kernel allows one at a time (sched_ext)",
-            errno.EBUSY: "the map is registered already",
+            errno.EBUSY: "the map is registered already, or was and has been unregistered (a struct_ops map's value "
+                         "is set once: load the object again to register it again)",
             errno.EINVAL: "the kernel refused the table: a member it requires is unset, a data member has a value "
                           "it does not accept, or a program does not fit its member",
             524: "this kernel cannot register this struct_ops type (ENOTSUPP)",
@@ -121,6 +121,9 @@ class StructOpsMapLink:
         self.map = m
         self._closed = False
         self.pinned_path: str | None = None
+        # The kernel holds a registered map past this process: the Collection closing the map
+        # unregisters it unless pinned (Collection.close), so nothing outlives it by accident.
+        m._struct_ops_registration = self
 
     @property
     def closed(self) -> bool:
