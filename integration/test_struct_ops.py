@@ -264,3 +264,32 @@ def test_sched_ext_fifo_scheduler(bpf_obj: Any) -> None:
         finally:
             lk.close()
         assert _wait_scx("disabled") == "disabled"
+
+
+def test_cli_attach_pin(bpf_obj: Any, tmp_path: Any) -> None:
+    """--pin: the link at DIR/<map>_link, the map-only registration as the pinned map itself."""
+    _, coll = _load_cc(bpf_obj)
+    coll.close()
+    pin_dir = os.path.join(PIN_ROOT, f"bpfkit_test_struct_ops_cli_{os.getpid()}")
+    obj = str(bpf_obj("struct_ops_tcp_ca"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", obj, "--pin", pin_dir],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert os.path.exists(os.path.join(pin_dir, "bpfkit_reno_legacy"))
+        assert {"bpfkit_reno", "bpfkit_reno2"} <= set(_available())  # both outlive the command
+        if _kernel_at_least(6, 4):
+            assert os.path.exists(os.path.join(pin_dir, "bpfkit_reno_link"))
+    finally:
+        legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
+        if os.path.exists(legacy):
+            with bpfkit.Map.load_pinned(legacy) as m:
+                m.delete(0)  # unregister: removing the pin alone would not
+        for name in sorted(os.listdir(pin_dir)) if os.path.isdir(pin_dir) else []:
+            os.unlink(os.path.join(pin_dir, name))
+        if os.path.isdir(pin_dir):
+            os.rmdir(pin_dir)
+    deadline = time.monotonic() + 30
+    while {"bpfkit_reno", "bpfkit_reno2"} & set(_available()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the link goes once bpffs drops its last reference (RCU, then a work queue)
+    assert not {"bpfkit_reno", "bpfkit_reno2"} & set(_available())

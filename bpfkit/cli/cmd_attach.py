@@ -216,8 +216,10 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
     os.makedirs(directory, exist_ok=True)
     for name, lk in attached.items():
         path = os.path.join(directory, name.replace("/", "_").replace(":", "_").replace("@", "_"))
+        if type(lk).__name__ == "StructOpsLink":
+            path += "_link"  # DIR/<map> is the struct_ops map's own pin
         lk.pin(path)
-        say(f"pinned link {name} at {path}")
+        say(f"pinned {'struct_ops map (registered)' if type(lk).__name__ == 'StructOpsMapLink' else 'link'} {name} at {path}")
     for name, m in coll.maps.items():
         path = os.path.join(directory, name.lstrip("."))
         if getattr(m, "pinned_path", None):

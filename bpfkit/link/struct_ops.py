@@ -140,11 +140,11 @@ class StructOpsMapLink:
         on close. Unregister later by deleting key 0 of the pinned map."""
         if self._closed:
             raise UsageError(f"pin {_what(self.map)}: the registration was closed")
-        try:
-            _bpf.obj_pin(self.map.fd, path)
-        except BPFKitError as exc:
-            raise exc.wrap(f"pin {_what(self.map)} at {path}")
-        self.pinned_path = path
+        if getattr(self.map, "pinned_path", None) is None:
+            self.map.pin(path)
+            self.pinned_path = path
+        else:
+            self.pinned_path = self.map.pinned_path  # pinned already: that pin keeps it
 
     def unpin(self) -> None:
         """Remove the pin; closing then unregisters again."""
@@ -152,10 +152,13 @@ class StructOpsMapLink:
 
         if self.pinned_path is None:
             return
-        try:
-            os.unlink(self.pinned_path)
-        except FileNotFoundError:
-            pass
+        if getattr(self.map, "pinned_path", None) == self.pinned_path:
+            self.map.unpin()
+        else:
+            try:
+                os.unlink(self.pinned_path)
+            except FileNotFoundError:
+                pass
         self.pinned_path = None
 
     def update(self, prog: Any, old: Any = None) -> None:
