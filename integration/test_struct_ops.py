@@ -281,12 +281,13 @@ def test_cli_attach_pin(bpf_obj: Any, tmp_path: Any) -> None:
         if _kernel_at_least(6, 4):
             assert os.path.exists(os.path.join(pin_dir, "bpfkit_reno_link"))
     finally:
-        legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
-        if os.path.exists(legacy):
-            with bpfkit.Map.load_pinned(legacy) as m:
-                m.delete(0)  # unregister: removing the pin alone would not
         for name in sorted(os.listdir(pin_dir)) if os.path.isdir(pin_dir) else []:
-            os.unlink(os.path.join(pin_dir, name))
+            path = os.path.join(pin_dir, name)
+            if name in ("bpfkit_reno", "bpfkit_reno_legacy"):  # map-only registrations (bpfkit_reno: before 6.4)
+                with bpfkit.Map.load_pinned(path) as m:
+                    if int(m.flags) & int(MapFlag.LINK) == 0:
+                        m.delete(0)  # unregister: removing the pin alone would not
+            os.unlink(path)
         if os.path.isdir(pin_dir):
             os.rmdir(pin_dir)
     deadline = time.monotonic() + 30
