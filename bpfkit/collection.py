@@ -262,6 +262,8 @@ class Collection:
         self.btf_error: BPFKitError | None = None
         self._closed = False
         self._fit: KernelFit | None = None
+        self._struct_ops_progs: dict[str, tuple[int, int, str]] = {}  # program -> (type id, member, module)
+        self._struct_ops_layouts: dict[str, Any] = {}  # map -> bpfkit.struct_ops.Plan
         try:
             self._fit = KernelFit(spec, kernel_btf, kconfig)
             self._load(map_replacements or {}, programs, options or LoadOptions())
@@ -300,17 +302,27 @@ class Collection:
         for name, mspec in spec.maps.items():
             if name == ".kconfig" and kconfig_data is not None:
                 mspec = dataclasses.replace(mspec, data=kconfig_data)
+            if mspec.struct_ops is not None and name not in replacements:
+                if mspec.struct_ops.autocreate:
+                    self._create_struct_ops_map(name, mspec)
+                continue
             if name in replacements:
                 self._use_replacement(name, mspec, replacements[name])
             else:
                 self._create_map(name, mspec)
         kversion = 0
+        from ._kernel.consts import ProgType
+
         for name in names:
             pspec = spec.programs[name]
             if pspec.needs_kernel_version and not kversion:
                 kversion = _kernel_version_code()
             target_btf = None  # a module's BTF fd (attach_btf_obj_fd), held until the load is done
-            if self._needs_attach_btf_id(pspec):
+            if self._is_ext(pspec):
+                target_btf, pspec = self._ext_target(pspec)  # target_btf: the opened target prog
+            elif pspec.type == ProgType.STRUCT_OPS and not pspec.attach_btf_id:
+                target_btf, pspec = self._struct_ops_target(pspec)
+            elif self._needs_attach_btf_id(pspec):
                 type_id, module = self._attach_btf_id(pspec)
                 if module:
                     target_btf = self._module_btf_fd(pspec, module)
@@ -331,6 +343,7 @@ class Collection:
             finally:
                 if target_btf is not None:
                     target_btf.close()
+        self._fill_struct_ops()
         for name, mspec in spec.maps.items():
             if mspec.contents and name not in self._borrowed and not self._reused(name):
                 self._fill_contents(name, mspec)
@@ -347,9 +360,16 @@ class Collection:
         return self._fit.btf_rewrites if self._fit is not None else []
 
     def _select(self, selected: Iterable[str] | None) -> list[str]:
+        from ._kernel.consts import ProgType
+
         progs = self.spec.programs
         if selected is None:
-            return [name for name, p in progs.items() if p.autoload]
+            # As libbpf: a struct_ops program no created struct_ops map points to is not
+            # loaded (it could not be: its attach type is the member it fills).
+            used = {p for m in self.spec.maps.values() if m.struct_ops is not None and m.struct_ops.autocreate
+                    for p in m.struct_ops.programs.values()}
+            return [name for name, p in progs.items()
+                    if p.autoload and (p.type != ProgType.STRUCT_OPS or name in used or p.attach_btf_id)]
         names = list(selected)
         missing = [n for n in names if n not in progs]
         if missing:
@@ -364,6 +384,113 @@ class Collection:
                 f"program {pspec.name!r}: section {pspec.section!r} is not one libbpf knows, so its program "
                 "type is unknown; rename the section or set spec.programs[...].type"
             )
+
+    # ----------------------------------------------------------------------- struct_ops
+    def _create_struct_ops_map(self, name: str, mspec: MapSpec) -> None:
+        """Create a STRUCT_OPS map for the kernel's struct bpf_struct_ops_<type> and note
+        which member each of its programs fills (bpfkit.struct_ops)."""
+        from ._kernel import bpf as _bpf
+        from ._kernel.consts import MapFlag
+        from .struct_ops import find_kernel_struct_ops, plan
+
+        ops = mspec.struct_ops
+        try:
+            kernel = find_kernel_struct_ops(ops.kernel_type_name)
+            layout = plan(name, ops, kernel)
+        except BPFKitError as exc:
+            raise exc.wrap(f"struct_ops map {name!r}")
+        for member, (index, _) in layout.slots.items():
+            prog = ops.programs[member]
+            want = (kernel.type_id, index, kernel.module)
+            have = self._struct_ops_progs.setdefault(prog, want)
+            if have != want:
+                raise UsageError(f"program {prog!r} fills member {member!r} of struct_ops map {name!r} and another "
+                                 "member or struct_ops type elsewhere; a struct_ops program serves one member of one type")
+        kspec = dataclasses.replace(mspec, value_size=kernel.value_size, btf_key_type_id=0, btf_value_type_id=0,
+                                    btf_vmlinux_value_type_id=kernel.value_type_id)
+        module_fd = _bpf.kernel_btf_fd(kernel.module) if kernel.module else None
+        if module_fd is not None:
+            kspec.flags |= int(MapFlag.VTYPE_BTF_OBJ_FD)
+        if self.btf_fd is None:
+            raise UsageError(f"struct_ops map {name!r}: the kernel needs the object's BTF to create it, and "
+                             f"loading that BTF failed ({self.btf_error})")
+        btf_fd = int(self.btf_fd)
+        try:
+            try:
+                m = Map(kspec, btf_fd=btf_fd, value_type_btf_obj_fd=int(module_fd) if module_fd is not None else 0)
+            except KernelError as exc:
+                if exc.errno != errno.EINVAL or not kspec.flags & int(MapFlag.LINK):
+                    raise
+                # Before 6.4 (68b04864ca42) STRUCT_OPS maps take no BPF_F_LINK: register by
+                # map update only, as .struct_ops maps are.
+                kspec = dataclasses.replace(kspec, flags=kspec.flags & ~int(MapFlag.LINK))
+                m = Map(kspec, btf_fd=btf_fd, value_type_btf_obj_fd=int(module_fd) if module_fd is not None else 0)
+        finally:
+            if module_fd is not None:
+                module_fd.close()
+        m.struct_ops = ops  # type: ignore[attr-defined]
+        m.struct_ops_kernel = kernel  # type: ignore[attr-defined]
+        m.struct_ops_value = bytes(layout.value)  # type: ignore[attr-defined]
+        self._struct_ops_layouts[name] = layout
+        self.maps[name] = m
+
+    def _struct_ops_target(self, pspec: ProgramSpec) -> tuple[Any, ProgramSpec]:
+        found = self._struct_ops_progs.get(pspec.name)
+        if found is None:
+            raise UsageError(f"program {pspec.name!r} (section {pspec.section!r}) is a struct_ops callback, but no "
+                             "created struct_ops map points to it; set it in a .struct_ops variable (or leave it out)")
+        type_id, index, module = found
+        module_fd = self._module_btf_fd(pspec, module) if module else None
+        # expected_attach_type is the member's index here, not an enum bpf_attach_type value.
+        attach_type: Any = index
+        return module_fd, dataclasses.replace(
+            pspec, attach_btf_id=type_id, attach_type=attach_type,
+            attach_btf_obj_fd=int(module_fd) if module_fd is not None else 0,
+        )
+
+    def _fill_struct_ops(self) -> None:
+        """Put each loaded program's fd in its slot of every struct_ops map's value."""
+        from .struct_ops import fill_programs
+
+        fds = {name: int(p.fd) for name, p in self.programs.items()}
+        for name, layout in self._struct_ops_layouts.items():
+            m = self.maps[name]
+            m.struct_ops_value = fill_programs(layout, m.struct_ops, fds)  # type: ignore[attr-defined]
+
+    def struct_ops_maps(self) -> dict[str, Map]:
+        """The struct_ops maps of this collection (attach each with bpfkit.link.struct_ops)."""
+        return {name: m for name, m in self.maps.items() if getattr(m, "struct_ops", None) is not None}
+
+    @staticmethod
+    def _is_ext(pspec: ProgramSpec) -> bool:
+        from ._kernel.consts import ProgType
+
+        return pspec.type == ProgType.EXT and not (pspec.attach_prog_fd and pspec.attach_btf_id)
+
+    @staticmethod
+    def _ext_target(pspec: ProgramSpec) -> tuple[Any, ProgramSpec]:
+        """(fd to close after the load or None, spec with attach_prog_fd/attach_btf_id) for an
+        ext (freplace) program: the kernel verifies it against the replaced function's
+        prototype in the target program's BTF, so both are fixed at load (bpfkit.ext)."""
+        from .ext import describe_target, open_target, target_func_id
+
+        target = pspec.attach_prog if pspec.attach_prog is not None else (pspec.attach_prog_fd or None)
+        func = pspec.attach_to
+        if target is None or not func:
+            raise UsageError(
+                f"program {pspec.name!r}: an ext (freplace) program needs a target program and the global function "
+                f"it replaces{f' (section {pspec.section!r} names {func!r})' if func else ''}; name them before loading: "
+                f"spec.programs[{pspec.name!r}].set_attach_target({func or 'FUNC'!r}, prog=TARGET) with TARGET a "
+                "loaded Program, an fd or a pinned path (or prog_id=N)"
+            )
+        fd, owned = open_target(target)
+        try:
+            btf_id = target_func_id(fd, func, describe_target(target))
+        except BaseException:
+            if owned is not None:
+                owned.close()
+            raise
+        return owned, dataclasses.replace(pspec, attach_prog_fd=int(fd), attach_btf_id=btf_id)
 
     @staticmethod
     def _needs_attach_btf_id(pspec: ProgramSpec) -> bool:
@@ -616,6 +743,13 @@ class Collection:
         if self._closed:
             return
         self._closed = True
+        for m in self.maps.values():
+            registration = getattr(m, "_struct_ops_registration", None)
+            if registration is not None and not registration.closed and registration.pinned_path is None:
+                try:
+                    registration.close()  # a map-only struct_ops registration would outlive the process
+                except BPFKitError:
+                    pass
         for prog in self.programs.values():
             prog.close()
         for name, m in self.maps.items():

@@ -77,10 +77,16 @@ class MapSpec:
     # The name the kernel sees when it differs from ``name`` (libbpf names .rodata of
     # "prog.bpf.o" "prog.rodata"); 15 characters at most.
     kernel_name: str = ""
+    # struct_ops maps (BPF_MAP_TYPE_STRUCT_OPS): the section's variable (bpfkit.struct_ops
+    # StructOpsSpec), and, once resolved against the kernel, the id of its value type
+    # (struct bpf_struct_ops_<name>) in vmlinux or a module's BTF.
+    struct_ops: Any = None
+    btf_vmlinux_value_type_id: int = 0
 
     def copy(self) -> "MapSpec":
         return dataclasses.replace(
-            self, contents=list(self.contents), inner=self.inner.copy() if self.inner else None
+            self, contents=list(self.contents), inner=self.inner.copy() if self.inner else None,
+            struct_ops=self.struct_ops.copy() if self.struct_ops is not None else None,
         )
 
     def compatible_with(self, info: Any) -> str:
@@ -142,12 +148,13 @@ class Map:
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
     ``with``."""
 
-    def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0) -> None:
+    def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0, value_type_btf_obj_fd: int = 0) -> None:
         bump_memlock()  # kernels before 5.11 charge maps to RLIMIT_MEMLOCK
         if spec.type in _MAP_IN_MAP and not inner_map_fd:
             raise UsageError(f"map {spec.name!r}: a map-in-map needs an inner map template")
-        if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id):
-            btf_fd = 0
+        if spec.type in _NO_BTF_TYPES or not (spec.btf_value_type_id or spec.btf_key_type_id
+                                              or spec.btf_vmlinux_value_type_id):
+            btf_fd = 0  # a struct_ops map needs the object's BTF fd even with no key/value ids
         name = spec.kernel_name or spec.name
         if not _MAP_NAME_OK(name):
             name = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in name)
@@ -166,6 +173,8 @@ class Map:
                 btf_key_type_id=spec.btf_key_type_id if with_btf else 0,
                 btf_value_type_id=spec.btf_value_type_id if with_btf else 0,
                 map_extra=spec.map_extra,
+                btf_vmlinux_value_type_id=spec.btf_vmlinux_value_type_id,
+                value_type_btf_obj_fd=value_type_btf_obj_fd,
             )
 
         try:

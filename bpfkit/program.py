@@ -13,7 +13,7 @@ from ._kernel.abi import ffi
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, permission_hint
+from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, VerifierError, permission_hint
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 
@@ -45,6 +45,10 @@ class ProgramSpec:
     attach_btf_id: int = 0
     attach_btf_obj_fd: int = 0
     attach_prog_fd: int = 0
+    # freplace (BPF_PROG_TYPE_EXT): the program whose function this one replaces, as given to
+    # set_attach_target (a Program, an FD or fd number, a pinned path, or ("id", N)); the
+    # Collection resolves it to attach_prog_fd/attach_btf_id when it loads.
+    attach_prog: Any = dataclasses.field(default=None, repr=False)
     ifindex: int = 0
     # Filled by the ELF loader; resolved when a Collection loads the program.
     references: list["Reference"] = dataclasses.field(default_factory=list)
@@ -58,15 +62,25 @@ class ProgramSpec:
     # (slot 0 unused); set by the Collection while it loads.
     fd_array: list[int] = dataclasses.field(default_factory=list, repr=False)
 
-    def set_attach_target(self, target: str) -> None:
-        """Name what a BTF-enabled program (fentry/fexit/fmod_ret, tp_btf, lsm, iter) attaches
-        to, before loading, as libbpf's bpf_program__set_attach_target does: a function
+    def set_attach_target(self, target: str, prog: Any = None, *, prog_id: int = 0) -> None:
+        """Name what a BTF-enabled program (fentry/fexit/fmod_ret, tp_btf, lsm, iter, freplace)
+        attaches to, before loading, as libbpf's bpf_program__set_attach_target does: a function
         (``do_unlinkat``, ``MODULE:function``), tracepoint, LSM hook or iterator target. It
         replaces what the section names (``SEC("fentry")`` may name nothing); the BTF id is
-        resolved when a Collection loads the program."""
+        resolved when a Collection loads the program.
+
+        For an ``ext`` (``SEC("freplace/FUNC")``) program, ``target`` is the global function to
+        replace and ``prog`` (or ``prog_id``) the program holding it: a loaded Program, an FD or
+        fd number, or the path of a pinned program. The target must have been loaded with BTF.
+        """
         self.attach_to = target
         self.attach_btf_id = 0
         self.attach_btf_obj_fd = 0
+        if prog is not None and prog_id:
+            raise UsageError(f"program {self.name!r}: give the target program or its id, not both")
+        if prog is not None or prog_id:
+            self.attach_prog = ("id", prog_id) if prog_id else prog
+            self.attach_prog_fd = 0
 
     def copy(self) -> "ProgramSpec":
         return dataclasses.replace(
@@ -296,12 +310,12 @@ def _refuse_unknown_callbacks(exc: VerifierError, spec: ProgramSpec) -> None:
 def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
     """EPERM with an empty log for an fentry/fexit/fmod_ret/lsm program: the kernel refused
     the BPF trampoline before the verifier ran; say so (seen on kernels that forbid them)."""
-    if exc.errno != errno.EPERM or exc.log.strip() or spec.type not in (ProgType.TRACING, ProgType.LSM):
+    if exc.errno != errno.EPERM or exc.log.strip() or spec.type not in (ProgType.TRACING, ProgType.LSM, ProgType.EXT):
         return
-    if spec.attach_type in (AttachType.TRACE_ITER, AttachType.TRACE_RAW_TP):
+    if spec.type != ProgType.EXT and spec.attach_type in (AttachType.TRACE_ITER, AttachType.TRACE_RAW_TP):
         return
     exc.message += (
-        "; BPF trampoline programs (fentry/fexit/fmod_ret/lsm) need trampoline support on this kernel "
+        "; BPF trampoline programs (fentry/fexit/fmod_ret/lsm/freplace) need trampoline support on this kernel "
         "(bpfkit.features.probe('tracing_programs') tells whether any fentry program loads here)"
     )
     exc.args = (exc.message,)

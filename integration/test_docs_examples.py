@@ -3,7 +3,7 @@
 A fenced block whose info string is ``python runnable`` or ``sh runnable`` is extracted and run
 from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
-may add ``needs=KIND`` (``kprobes``, ``user_events``) to say what the kernel must have;
+may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``) to say what the kernel must have;
 it is skipped, naming that, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
 fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
@@ -66,6 +66,15 @@ def _kernel_has(kind: str) -> str:
         if os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
             return ""
         return "this kernel has no kprobes (CONFIG_KPROBES): the example runs in a VM (docs/vm-runner.md)"
+    if kind == "trampolines":
+        from bpfkit import features
+
+        result = features.probe("tracing_programs")
+        return "" if result.supported else f"this kernel refuses BPF trampolines: {result.reason}"
+    if kind == "sched_ext":
+        if os.path.exists("/sys/kernel/sched_ext/state"):
+            return ""
+        return "this kernel lacks sched_ext (CONFIG_SCHED_CLASS_EXT, Linux 6.12+; Debian's 7.2 has it)"
     if kind == "user_events":
         if os.path.exists("/sys/kernel/tracing/user_events_data"):
             return ""

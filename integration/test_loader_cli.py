@@ -48,7 +48,8 @@ def test_inspect_json(bpf_obj):
     proc = bpfkit_cli("inspect", "--json", str(bpf_obj("loader_basic")))
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert set(info) == {"programs", "maps", "variables"}
+    assert set(info) == {"programs", "maps", "variables", "struct_ops"}
+    assert info["struct_ops"] == []
     progs = {p["name"]: p for p in info["programs"]}
     tp = progs["tp_getppid"]
     assert {k: tp[k] for k in ("section", "type", "attach_type", "attach_to")} == {

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 REQUIRED = {
     "bpf_syscall", "bpf_link", "perf_link", "bpf_cookie", "kprobe_pmu", "uprobe_pmu", "uprobe_ref_ctr_pmu",
     "kprobe_events", "uprobe_events", "kprobe_multi", "uprobe_multi", "ringbuf", "perf_event_array", "btf",
-    "btf_func", "btf_func_global", "btf_datasec", "btf_float", "btf_decl_tag", "btf_type_tag", "btf_enum64",
+    "btf_func", "btf_func_global", "btf_datasec", "btf_qmark_datasec", "btf_float", "btf_decl_tag", "btf_type_tag", "btf_enum64",
     "mmapable_maps", "raw_tracepoint_link", "log_true_size", "tracing_programs",
 }
 

@@ -153,6 +153,7 @@ def map_create(
     map_extra: int = 0,
     ifindex: int = 0,
     btf_vmlinux_value_type_id: int = 0,
+    value_type_btf_obj_fd: int = 0,
 ) -> FD:
     attr = new_attr()
     attr.map_type = map_type
@@ -168,6 +169,9 @@ def map_create(
     attr.btf_key_type_id = btf_key_type_id
     attr.btf_value_type_id = btf_value_type_id
     attr.btf_vmlinux_value_type_id = btf_vmlinux_value_type_id
+    if value_type_btf_obj_fd:
+        # 6.9 (9e926acda0c2): a struct_ops value type in a module's BTF; with BPF_F_VTYPE_BTF_OBJ_FD.
+        attr.value_type_btf_obj_fd = value_type_btf_obj_fd
     attr.map_extra = map_extra
     return bpf_fd(Cmd.MAP_CREATE, attr, detail=f"map {name!r}" if name else "")
 
@@ -879,6 +883,20 @@ def btf_info(fd: FD | int) -> tuple[int, str, bool]:
         obj_info_into(fd, info, 16)  # btf, btf_size, id: what 5.10 knows
         return int(info.id), "", False
     return int(info.id), ffi.string(name).decode(errors="replace"), bool(info.kernel_btf)
+
+
+def btf_blob(fd: FD | int) -> bytes:
+    """The raw BTF of a loaded BTF object (a program's, or a kernel one), asked for twice:
+    once for its size, once with a buffer that large (bpf_btf_info.btf, 4.18)."""
+    info = ffi.new("struct bpf_btf_info *")
+    obj_info_into(fd, info, 16)  # btf, btf_size, id: the fields every kernel knows
+    size = int(info.btf_size)
+    buf = ffi.new("char[]", max(size, 1))
+    info = ffi.new("struct bpf_btf_info *")
+    info.btf = addr(buf)
+    info.btf_size = size
+    obj_info_into(fd, info, 16)
+    return bytes(ffi.buffer(buf, size))
 
 
 def kernel_btf_fd(module: str) -> FD:

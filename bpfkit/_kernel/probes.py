@@ -205,6 +205,14 @@ def _btf_datasec() -> bytes:
     return b.encode()
 
 
+def _btf_qmark_datasec() -> bytes:
+    b = BTFBuilder()
+    i = b.int_()
+    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 0))
+    b.add("?.data", KIND_DATASEC, 1, 4, struct.pack("<III", var, 0, 4))
+    return b.encode()
+
+
 def _btf_float() -> bytes:
     b = BTFBuilder()
     b.add("float", KIND_FLOAT, 0, 4)
@@ -249,6 +257,7 @@ BTF_BLOBS: dict[str, Callable[[], bytes]] = {
     "btf_func": lambda: _btf_func(0),
     "btf_func_global": lambda: _btf_func(1),
     "btf_datasec": _btf_datasec,
+    "btf_qmark_datasec": _btf_qmark_datasec,
     "btf_float": _btf_float,
     "btf_decl_tag": _btf_decl_tag,
     "btf_type_tag": _btf_type_tag,
@@ -277,6 +286,8 @@ for _name, _ver, _kind, _what in (
     ("btf_func", "5.0", "BTF_KIND_FUNC and BTF_KIND_FUNC_PROTO", "BTF_KIND_FUNC/FUNC_PROTO (func_info for programs)"),
     ("btf_func_global", "5.6", "a BTF_KIND_FUNC of global linkage", "global function linkage in BTF_KIND_FUNC"),
     ("btf_datasec", "5.2", "BTF_KIND_VAR and BTF_KIND_DATASEC", "BTF_KIND_VAR/DATASEC (global data sections)"),
+    ("btf_qmark_datasec", "6.10", "a DATASEC named '?.data'",
+     "DATASEC names starting with '?' (SEC(\"?.struct_ops\") variables; refused by 6.1, accepted from about 6.10)"),
     ("btf_float", "5.13", "BTF_KIND_FLOAT", "BTF_KIND_FLOAT"),
     ("btf_decl_tag", "5.16", "BTF_KIND_DECL_TAG", "BTF_KIND_DECL_TAG (__attribute__((btf_decl_tag)))"),
     ("btf_type_tag", "5.17", "BTF_KIND_TYPE_TAG", "BTF_KIND_TYPE_TAG (__attribute__((btf_type_tag)))"),

@@ -52,6 +52,8 @@ def needed_features(btf: BTF) -> set[str]:
             found.add(name)
         if isinstance(t, Func) and t.linkage == Linkage.GLOBAL:
             found.add("btf_func_global")
+        if isinstance(t, Datasec) and t.name.startswith("?"):
+            found.add("btf_qmark_datasec")  # SEC("?.struct_ops") variables
         if type(t) is Enum and t.signed:
             found.add("btf_enum64")  # signed ENUMs (the kind_flag) came with ENUM64 in 6.0
     return found
@@ -95,6 +97,9 @@ def sanitize(btf: BTF, has: Callable[[str], bool]) -> tuple[BTF, list[str]]:
                 name = t.name.replace(".", "_").replace("?", "_")
                 new = Struct(i, name, t.size, members)
                 note("DATASEC -> STRUCT")
+            elif t.name.startswith("?") and not ok("btf_qmark_datasec"):
+                t.name = "_" + t.name[1:]  # as libbpf: the kernel refuses '?' in names before about 6.10
+                note("DATASEC '?' name -> '_'")
         elif isinstance(t, FuncProto):
             if not ok("btf_func"):
                 new = _proto_as_enum(i, t)

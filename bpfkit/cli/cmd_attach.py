@@ -60,7 +60,7 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = "ioctl" if type(lk).__name__ == "PerfEventIoctlLink" else "link"
+    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link"}.get(type(lk).__name__, "link")
     return f"{what} ({how})"
 
 
@@ -182,7 +182,7 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
 
     skipped: dict[str, str] = {}
     programs = dict(coll.programs)
-    if args.program and args.program not in programs:
+    if args.program and args.program not in programs and args.program not in coll.struct_ops_maps():
         raise UsageError(f"no program {args.program!r} in the object (it has: {', '.join(programs) or 'none'})")
     todo = []
     for name, prog in programs.items():
@@ -202,13 +202,28 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
                 skipped[name] = made
             else:
                 attached[name] = made
+        # struct_ops maps register like programs attach; their callbacks need no note then.
+        for name, m in coll.struct_ops_maps().items():
+            if args.program and name != args.program:
+                continue
+            attached[name] = link.struct_ops(m)
+            for prog_name in m.struct_ops.programs.values():
+                if skipped.get(prog_name, "").startswith(f"section {getattr(programs.get(prog_name), 'section', '')!r} is never"):
+                    del skipped[prog_name]
     finally:
         progress.done()
     return skipped
 
 
-def _link_pin_name(name: str) -> str:
-    return name.replace("/", "_").replace(":", "_").replace("@", "_")
+def _link_pin_name(name: str, lk: Any = None) -> str:
+    pin_name = name.replace("/", "_").replace(":", "_").replace("@", "_")
+    if type(lk).__name__ == "StructOpsLink":
+        pin_name += "_link"  # DIR/<map> is the struct_ops map's own pin
+    return pin_name
+
+
+def _link_kind(lk: Any) -> str:
+    return "struct_ops map (registered)" if type(lk).__name__ == "StructOpsMapLink" else "link"
 
 
 def _map_pin_name(name: str) -> str:
@@ -237,10 +252,14 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
     undo: list[Any] = []
     # A link's name is its program's (checked before loading), or program@SPEC, whose SPEC
     # ("uprobe:/bin/bash:readline") is the user's: only the derived pin name is judged.
-    plan = [(f"link {name}", bpffs.pin_path(directory, _link_pin_name(name), f"link {name!r}: pin name"), lk)
+    plan = [(_link_kind(lk) + f" {name}",
+             bpffs.pin_path(directory, _link_pin_name(name, lk), f"link {name!r}: pin name"), lk)
             for name, lk in attached.items()]
-    plan += [(f"map {name}", bpffs.pin_path(directory, name, "map", _map_pin_name(name)), m)
-             for name, m in coll.maps.items() if not getattr(m, "pinned_path", None)]
+    taken = {path for _, path, _ in plan}  # a map-only struct_ops registration pins its map
+    for name, m in coll.maps.items():
+        path = bpffs.pin_path(directory, name, "map", _map_pin_name(name))
+        if not getattr(m, "pinned_path", None) and path not in taken:
+            plan.append((f"map {name}", path, m))
     try:
         try:
             bpffs.make_dirs(directory, made_dirs)

@@ -22,7 +22,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="a BPF object file (clang -target bpf -c)")
     parser.add_argument("--json", action="store_true",
-                        help='print one JSON object: {"programs": [...], "maps": [...], "variables": [...]}')
+                        help='print one JSON object: {"programs": [...], "maps": [...], "variables": [...], "struct_ops": [...]}')
     parser.add_argument("--core", action="store_true",
                         help="also list the CO-RE relocations and how each resolves on this kernel "
                              '(JSON: a "core" list)')
@@ -71,7 +71,18 @@ def describe(spec: Any) -> dict[str, list[dict[str, Any]]]:
                 "value": value if isinstance(value, int) else value.hex(),
             }
         )
-    return {"programs": programs, "maps": maps, "variables": variables}
+    struct_ops = [
+        {
+            "map": m.name,
+            "type": m.struct_ops.kernel_type_name,
+            "section": m.struct_ops.section,
+            "link": m.struct_ops.link,
+            "autocreate": m.struct_ops.autocreate,
+            "members": dict(m.struct_ops.programs),
+        }
+        for m in spec.maps.values() if m.struct_ops is not None
+    ]
+    return {"programs": programs, "maps": maps, "variables": variables, "struct_ops": struct_ops}
 
 
 def describe_core(spec: Any, kernel_btf: str | None = None) -> list[dict[str, Any]]:
@@ -130,6 +141,14 @@ def run(args: argparse.Namespace) -> int:
         for m in info["maps"]:
             rows.append([m["name"], m["type"], str(m["key_size"]), str(m["value_size"]), str(m["max_entries"]),
                          f"{m['flags']:#x}", m["pinning"]])
+        out += _table(rows)
+    if info["struct_ops"]:
+        out.append(f"struct_ops ({len(info['struct_ops'])}): registered by `bpfkit attach` (a bpf_link for .struct_ops.link)")
+        rows = [["MAP", "STRUCT", "SECTION", "MEMBERS"]]
+        for so in info["struct_ops"]:
+            members = ", ".join(f"{k}={v}" for k, v in so["members"].items()) or "-"
+            name = so["map"] if so["autocreate"] else so["map"] + " (not created by default)"
+            rows.append([name, so["type"], so["section"], members])
         out += _table(rows)
     out.append(f"variables ({len(info['variables'])}):")
     if info["variables"]:

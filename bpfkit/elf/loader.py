@@ -131,6 +131,7 @@ class _ObjectParser:
         self._data(spec)
         self._externs(spec)
         self._programs(spec)
+        self._struct_ops(spec)
         self._map_values(spec)
         return spec
 
@@ -374,6 +375,24 @@ class _ObjectParser:
             if f.name in spec.programs:
                 raise ParseError(f"program {f.name!r} is defined twice")
             spec.programs[f.name] = self._link(f, spec)
+
+    def _struct_ops(self, spec) -> None:
+        """Each variable of a .struct_ops/.struct_ops.link section is a STRUCT_OPS map
+        (bpfkit.struct_ops); its value size and BTF id come from the kernel at load."""
+        from ..struct_ops import STRUCT_OPS_SECTIONS, parse_section
+
+        for sec in self.elf.sections:
+            if sec.name.lstrip("?") not in STRUCT_OPS_SECTIONS or sec.flags & SHF_EXECINSTR or not sec.size:
+                continue
+            datasec = None
+            if self.btf is not None:
+                datasec = next((t for t in self.btf.find(sec.name) if isinstance(t, Datasec)), None)
+            found = parse_section(self.btf, sec, self.relocs.get(sec.index, []), self.program_at, datasec)
+            for var, ops in found.items():
+                self._add_map(spec, MapSpec(
+                    var, MapType.STRUCT_OPS, key_size=4, value_size=len(ops.data), max_entries=1,
+                    flags=int(MapFlag.LINK) if ops.link else 0, struct_ops=ops,
+                ))
 
     def _link(self, entry: _Function, spec) -> ProgramSpec:
         """Lay out ``entry`` and every function it reaches; return its ProgramSpec."""

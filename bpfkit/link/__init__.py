@@ -16,6 +16,8 @@
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
+    lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
+    lk = link.struct_ops(coll.maps["my_cc"])                      # register a struct_ops map (tcp_congestion_ops...)
     with link.iterate(prog) as it: text = it.read_all()         # SEC("iter/task")
     lk = link.perf_event_sample(prog, "cpu-clock", freq=99)      # every CPU: a LinkGroup
     group = link.attach_many(syms, lambda s: exe.uprobe(s, prog))  # LinkGroup; closes concurrently
@@ -64,11 +66,13 @@ from .tracing import (
     fentry,
     fexit,
     fmod_ret,
+    freplace,
     lsm,
     raw_tracepoint,
     tp_btf,
 )
 from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
+from .struct_ops import StructOpsInfo, StructOpsLink, StructOpsMapLink, struct_ops
 from .group import LinkGroup, attach_many, close_links
 from .multi import (
     KprobeMultiInfo,
@@ -90,6 +94,11 @@ __all__ = [
     "fentry",
     "fexit",
     "fmod_ret",
+    "freplace",
+    "struct_ops",
+    "StructOpsLink",
+    "StructOpsMapLink",
+    "StructOpsInfo",
     "tp_btf",
     "lsm",
     "RawTracepointLink",

@@ -66,6 +66,7 @@ _PLUGGED_SECTIONS: dict[str, tuple[str, str]] = {
     "fmod_ret.s": ("fmod_ret", "tracing:auto_tracing"),
     "lsm": ("lsm", "tracing:auto_tracing"),
     "lsm.s": ("lsm", "tracing:auto_tracing"),
+    "freplace": ("freplace", "tracing:auto_freplace"),
     "iter": ("iter", "iter:auto_iter"),
     "iter.s": ("iter", "iter:auto_iter"),
 }
@@ -83,6 +84,8 @@ _PLUGGED_PROBES: dict[str, str] = {
 }
 # Sections that are never auto-attached, with the reason attach_all reports.
 _NEVER_AUTO = {
+    "struct_ops": "struct_ops callbacks run through their struct_ops map, which attach_all registers (link.struct_ops)",
+    "struct_ops.s": "struct_ops callbacks run through their struct_ops map, which attach_all registers (link.struct_ops)",
     "perf_event": "perf_event programs sample counters chosen at run time; attach with bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)",
 }
 _FUNC_OFF = re.compile(r"^(?P<func>[^+]+?)(?:\+(?P<off>(?:0x[0-9a-fA-F]+|\d+)))?$")
@@ -308,6 +311,17 @@ def attach_all(
                 result.skipped[name] = made
             else:
                 result.links[name] = made
+        # struct_ops maps (SEC(".struct_ops[.link]") variables) attach like programs, by map name.
+        struct_ops_maps = getattr(collection, "struct_ops_maps", None)
+        for name, m in (struct_ops_maps() if callable(struct_ops_maps) else {}).items():
+            if wanted is not None and name not in wanted:
+                continue
+            from .struct_ops import struct_ops
+
+            try:
+                result.links[name] = struct_ops(m)
+            except BPFKitError as exc:
+                raise exc.wrap(f"auto-attach struct_ops map {name!r}")
         if wanted is not None:
             missing = wanted - set(result.links) - set(result.skipped)
             if missing:

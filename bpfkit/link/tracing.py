@@ -47,6 +47,7 @@ __all__ = [
     "fmod_ret",
     "tp_btf",
     "lsm",
+    "freplace",
 ]
 
 
@@ -206,6 +207,10 @@ def attach_tracing(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepoint
     let it attach again after its link is closed, older ones need it loaded again.
     """
     ptype = getattr(prog, "type", None)
+    if ptype == ProgType.EXT:
+        if cookie:
+            raise UsageError(f"attach freplace program {getattr(prog, 'name', '')!r}: freplace links take no cookie")
+        return freplace(prog)
     attach_type = getattr(prog, "attach_type", None)
     what = _describe(prog, attach_type)
     if ptype is not None and ptype not in (ProgType.TRACING, ProgType.LSM):
@@ -296,6 +301,68 @@ def lsm(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     return _checked(AttachType.LSM_MAC, prog, cookie)
 
 
+def freplace(prog: Any, target: Any = None, function: str = "", *, prog_id: int = 0) -> TracingLink | RawTracepointFd:
+    """Attach an ext (``SEC("freplace/FUNC")``) program: from now on calls of the global
+    function ``function`` in program ``target`` run ``prog`` instead (cilium's
+    link.AttachFreplace). ``target`` is a loaded Program, an FD or fd number, a pinned path,
+    or ``prog_id``; by default the program and function ``prog`` was loaded against.
+
+    Both given: BPF_LINK_CREATE with target_fd and the function's BTF id in the target's BTF
+    (5.10); another target than the load-time one must have a function of the same prototype.
+    Neither: the load-time target (BPF_LINK_CREATE with zeros; BPF_RAW_TRACEPOINT_OPEN before
+    5.10). Closing the link restores the original function.
+    """
+    from ..ext import describe_target, open_target, target_func_id
+
+    name = getattr(prog, "name", "")
+    ptype = getattr(prog, "type", None)
+    if ptype is not None and ptype != ProgType.EXT:
+        raise UsageError(f"attach freplace: program {name!r} is a {getattr(ptype, 'kernel_name', ptype)} program, "
+                         "not ext (SEC(\"freplace/FUNC\"))")
+    if target is not None and prog_id:
+        raise UsageError(f"attach freplace program {name!r}: give the target program or its id, not both")
+    if prog_id:
+        target = ("id", prog_id)
+    function = function or _spec_target(prog)
+    prog_fd = _prog_fd(prog)
+    if target is None:
+        what = f"freplace program {name!r}" + (f" on {function}" if function else "") + " (its load-time target)"
+        try:
+            try:
+                fd = _bpf.link_create_tracing(prog_fd, 0)
+            except KernelError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                fd = _bpf.raw_tracepoint_open(None, prog_fd)  # before 5.10
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                raise exc.wrap(f"attach {what}: the program has no load-time target left (it was attached before; "
+                               "name the target: link.freplace(prog, target, function))") from None
+            raise exc.wrap(f"attach {what}")
+        return _wrap(fd, TracingLink, what)  # type: ignore[return-value]
+    tdesc = describe_target(target)
+    if not function:
+        raise UsageError(f"attach freplace program {name!r} to {tdesc}: name the function to replace")
+    what = f"freplace program {name!r} on {function} of {tdesc}"
+    fd_target, owned = open_target(target)
+    try:
+        btf_id = target_func_id(fd_target, function, tdesc)
+        fd = _bpf.link_create_tracing(prog_fd, 0, target_fd=int(fd_target), target_btf_id=btf_id)
+    except KernelError as exc:
+        if exc.errno == errno.EINVAL:
+            raise exc.wrap(f"attach {what}: the kernel refused it (a target other than the load-time one needs "
+                           "Linux 5.10+ and a function of the same prototype)") from None
+        if exc.errno == errno.EBUSY:
+            raise exc.wrap(f"attach {what}: that function is already replaced by another extension") from None
+        raise exc.wrap(f"attach {what}")
+    except BPFKitError as exc:
+        raise exc.wrap(f"attach {what}")
+    finally:
+        if owned is not None:
+            owned.close()
+    return _wrap(fd, TracingLink, what)  # type: ignore[return-value]
+
+
 # ------------------------------------------------------------------------- auto-attach
 def _spec_target(prog: Any) -> str:
     return getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
@@ -337,4 +404,9 @@ def probe_tracing(spec: Any, prog: Any, options: Any) -> TracingLink | RawTracep
             f"probe {spec}: program {name!r} was loaded for {loaded_for!r}, and a tracing program's target is "
             f"fixed at load time; load it for {wanted!r} (spec.programs[{name!r}].set_attach_target({wanted!r}))"
         )
+    return attach_tracing(prog, cookie=options.cookie)
+
+
+def auto_freplace(prog: Any, target: Any, options: Any) -> TracingLink | RawTracepointFd:
+    """auto.py: ``freplace/FUNC``: attached at the program and function it was loaded against."""
     return attach_tracing(prog, cookie=options.cookie)
