@@ -202,8 +202,8 @@ class AttachType(_CEnum):
     NETKIT_PRIMARY = 54
     NETKIT_PEER = 55
     TRACE_KPROBE_SESSION = 56
-    TRACE_UPROBE_SESSION = 57  # 6.16
-    TRACE_FSESSION = 58  # named in libbpf 1.7's section table
+    TRACE_UPROBE_SESSION = 57  # 6.13 (absent from 6.12's UAPI headers)
+    TRACE_FSESSION = 58  # after 6.18 (not in its BTF), in 7.2's; named in libbpf 1.7's section table
 
 
 class LinkType(_CEnum):

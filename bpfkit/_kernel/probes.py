@@ -564,6 +564,53 @@ def probe_uprobe_multi() -> Outcome:
     return False, "BPF_LINK_CREATE(uprobe_multi) accepted '/'; cannot tell"
 
 
+@_register("kprobe_session", "links", "6.10", "kprobe sessions: one program on entry and return of kernel functions (BPF_TRACE_KPROBE_SESSION)",
+           "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) on vprintk; EINVAL = unknown, EOPNOTSUPP = no CONFIG_FPROBE")
+def probe_kprobe_session() -> Outcome:
+    # 6.10 (libbpf's UAPI sync of May 2024): link_create() sends BPF_TRACE_KPROBE_SESSION to
+    # the kprobe_multi attach; an older kernel's KPROBE case matches no attach type: EINVAL.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_KPROBE_SESSION)))
+        except KernelError as exc:
+            return _failure(exc)
+        try:
+            _bpf.link_create_kprobe_multi(prog, syms=["vprintk"], attach_type=AttachType.TRACE_KPROBE_SESSION).close()
+        except KernelError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, (f"BPF_LINK_CREATE(kprobe session) gave {describe_errno(exc.errno)}: the kernel knows "
+                               "sessions but lacks CONFIG_FPROBE")
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) gave EINVAL: the kernel has no kprobe sessions"
+            if exc.errno == errno.ESRCH:
+                return True, "BPF_LINK_CREATE(kprobe session) gave ESRCH: it knows sessions but not vprintk"
+            return _failure(exc)
+    return True, "attached (and detached) a kprobe session link on vprintk"
+
+
+@_register("uprobe_session", "links", "6.13", "uprobe sessions: one program on entry and return of user functions (BPF_TRACE_UPROBE_SESSION)",
+           "BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) on path '/': EBADF = known, EINVAL = not")
+def probe_uprobe_session() -> Outcome:
+    # 6.13 (libbpf's UAPI sync of Nov 2024): the uprobe_multi attach, reached only for a known
+    # attach type, fails on a path that is not a regular file with EBADF.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_SESSION)))
+        except KernelError as exc:
+            return _failure(exc)
+        try:
+            _bpf.link_create_uprobe_multi(prog, "/", [0], attach_type=AttachType.TRACE_UPROBE_SESSION).close()
+        except KernelError as exc:
+            if exc.errno == errno.EBADF:
+                return True, "BPF_LINK_CREATE(uprobe session) on '/' gave EBADF: the kernel parsed the request"
+            if exc.errno in (errno.EINVAL, errno.E2BIG):
+                return False, f"BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) gave {describe_errno(exc.errno)}: no uprobe sessions"
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, f"BPF_LINK_CREATE(uprobe session) gave {describe_errno(exc.errno)}: no CONFIG_UPROBES"
+            return _failure(exc)
+    return False, "BPF_LINK_CREATE(uprobe session) accepted '/'; cannot tell"
+
+
 # ----------------------------------------------------------------------------- probes
 def _pmu_probe(name: str) -> Outcome:
     try:
