@@ -56,14 +56,24 @@ def recorded() -> str:
         h, n = kernels[host], kernels[newest]
         beyond = [name for name in features.names()
                   if n["answers"].get(name, {}).get("supported") and not h["answers"].get(name, {}).get("supported", True)]
+        def ver(v: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in v.split("."))
+
+        newer = [n for n in beyond if ver(features.describe(n).min_version or "0") > ver(host)]
+        env = [n for n in beyond if n not in newer]
         out.append(f"\n### What {newest} offers beyond {host} (the host)\n")
-        out.append(f"Features {newest} answers yes and the host {host} no (the host's reason: a missing "
-                   "feature, or a config option it lacks).\n")
+        out.append(f"New since {host} (`bpfkit features --newer-than {host}` on {newest}):\n")
         out.append(f"| name | what | since | {host} says |")
         out.append("|---|---|---|---|")
-        for name in beyond:
+        for name in newer:
             info = features.describe(name)
             out.append(f"| `{name}` | {info.what} | {info.min_version} | {h['answers'][name]['reason']} |")
+        out.append(f"\nOlder features {newest} has and the host lacks, by its configuration or its environment "
+                   "(no kprobes, BPF trampolines refused):\n")
+        out.append("| name | since | host says |")
+        out.append("|---|---|---|")
+        for name in env:
+            out.append(f"| `{name}` | {features.describe(name).min_version} | {h['answers'][name]['reason']} |")
     return "\n".join(out) + "\n"
 
 

@@ -47,7 +47,22 @@ def record(kernel: str, work: Path) -> dict:
     if proc.returncode != 0 or not junit.exists():
         raise SystemExit(f"recording {kernel} failed (exit {proc.returncode})")
     got = _property(junit)
-    return {"release": got["release"], "config": got["config"], "answers": got["answers"]}
+    config = got["config"] or _cached_config(kernel, got["release"])
+    return {"release": got["release"], "config": config, "answers": got["answers"]}
+
+
+def _cached_config(kernel: str, release: str) -> dict:
+    """The config of a VM kernel that did not show it to the guest (Debian's bookworm packages
+    keep it in boot/), from the package integration/vm.py unpacked into its cache."""
+    sys.path.insert(0, str(REPO))
+    from bpfkit._kernel import probes
+    from integration import vm_kernels
+
+    root = vm_kernels.cache_root() / "kernels" / kernel / "root"
+    for path in (root / "boot" / f"config-{release}", root / "usr" / "lib" / "modules" / release / "config"):
+        if path.exists():
+            return probes.recorded_config(path.read_text(errors="replace"))
+    raise SystemExit(f"no kernel config for {kernel} ({release}) in the VM or under {root}")
 
 
 def main() -> int:

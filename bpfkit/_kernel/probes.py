@@ -27,6 +27,7 @@ import errno
 import itertools
 import mmap
 import os
+import re
 import struct
 import sys
 from typing import Any, Callable, Iterator
@@ -1077,8 +1078,31 @@ for _mt in MapType:
     )
 
 
+# The kernel config options feature answers depend on (kprobes, FPROBE, LSM, LIRC, netkit, ...):
+# recorded with each kernel's answers (scripts/record_features.py) to explain a "no".
+CONFIG_RECORDED = re.compile(
+    r"^(?:# )?(CONFIG_\w*(?:BPF|KPROBE|FPROBE|UPROBE|XDP|LWTUNNEL|LIRC|CGROUP|LSM|NET_CLS|NET_ACT|SCHED_CLASS_EXT|"
+    r"DEBUG_INFO_BTF|STREAM_PARSER|NETFILTER|NETKIT|FTRACE|PERF_EVENTS|USER_EVENTS|FUNCTION_TRACER|SOCK|INET|"
+    r"IPV6|HID|RC_CORE)\w*)(?:=(.*)| is not set)$")
+
+
+def recorded_config(text: str) -> dict[str, str]:
+    """{CONFIG_X: value} of the options in CONFIG_RECORDED; "n" for "# CONFIG_X is not set"."""
+    found = {}
+    for line in text.splitlines():
+        m = CONFIG_RECORDED.match(line)
+        if m:
+            found[m[1]] = m[2] if m[2] is not None else "n"
+    return found
+
+
 def run(name: str) -> Outcome:
     """Run probe ``name`` now (uncached); never raises for kernel answers."""
+    from .rlimit import bump_memlock
+
+    # Before 5.11 programs and maps are charged to RLIMIT_MEMLOCK: without this, probes that
+    # run before any Map/Program was made see EPERM (seen on Debian 5.10).
+    bump_memlock()
     probe = REGISTRY[name]
     try:
         return probe.run()

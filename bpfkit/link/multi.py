@@ -30,8 +30,9 @@ else falls back to one perf-event k/uprobe per target, with that target's cookie
 return flag, gathered in a :class:`MultiPerfGroup` (a LinkGroup, closed concurrently); MULTI
 refuses to fall back; PERF always does.
 
-**Sessions** (:func:`kprobe_session`, 6.10; :func:`uprobe_session`, 6.13): the same links made with attach type BPF_TRACE_KPROBE_SESSION /
-BPF_TRACE_UPROBE_SESSION run one program on entry *and* return of every target. The entry run's
+**Sessions** (:func:`kprobe_session`, 6.10; :func:`uprobe_session`, 6.13): the same links, made
+with attach type BPF_TRACE_KPROBE_SESSION / BPF_TRACE_UPROBE_SESSION, run one program on entry
+*and* return of every target. The entry run's
 return value decides the return run: 0 lets it happen, anything else suppresses it. The kfuncs
 ``bpf_session_is_return()`` and ``bpf_session_cookie()`` (a u64 shared by the entry and the
 return run of one call) tell the two apart; since 7.0 (with fsession) both take the program's
