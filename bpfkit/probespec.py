@@ -13,6 +13,8 @@ Grammar (bpftrace's, with its short aliases):
     kretprobe:FN  kretprobe:MODULE:FN                 kr
     uprobe:BINARY:FN[+OFF]  uprobe:BINARY:0xADDR      u      (BINARY: a path or a library name)
     uretprobe:BINARY:FN                               ur
+    kprobe.session:FN                                        (entry and return, one link; 6.10)
+    uprobe.session:BINARY:FN                                 (entry and return, one link; 6.13)
     usdt:BINARY:[PROVIDER:]NAME                       U
     tracepoint:CATEGORY:NAME                          t
     rawtracepoint:[MODULE:]NAME                       rt
@@ -50,7 +52,7 @@ ALIASES = {
     "s": "software",
     "h": "hardware",
 }
-KINDS = frozenset(ALIASES.values()) | {"xdp", "tc", "interval"}  # interval: no short alias here
+KINDS = frozenset(ALIASES.values()) | {"xdp", "tc", "interval", "kprobe.session", "uprobe.session"}  # no short aliases
 
 SOFTWARE_EVENTS = SOFTWARE_EVENT_NAMES  # name -> PERF_COUNT_SW_* (bpfkit._kernel.consts)
 HARDWARE_EVENTS = HARDWARE_EVENT_NAMES  # name -> PERF_COUNT_HW_*
@@ -194,6 +196,19 @@ def _uprobe(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSp
     return ProbeSpec(kind, text, binary=binary, function=func, offset=offset)
 
 
+def _session(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    """kprobe.session:FN and uprobe.session:BINARY:FN (libbpf's section names): a session
+    link takes function names or wildcards, no offsets, addresses or modules."""
+    if kind == "kprobe.session":
+        _arity(text, args, starts, 1, 1, "kprobe.session:FUNCTION")
+        return ProbeSpec(kind, text, function=_check(_IDENT, text, args[0], starts[0], "function name"))
+    _arity(text, args, starts, 2, 2, "uprobe.session:BINARY:FUNCTION")
+    binary = args[0]
+    if not binary:
+        raise _fail(text, starts[0], "missing binary")
+    return ProbeSpec(kind, text, binary=binary, function=_check(_IDENT, text, args[1], starts[1], "function name"))
+
+
 def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 2, 3, "usdt:BINARY:[PROVIDER:]NAME")
     provider = ""
@@ -260,6 +275,8 @@ _PARSERS = {
     "kretprobe": _kprobe,
     "uprobe": _uprobe,
     "uretprobe": _uprobe,
+    "kprobe.session": _session,
+    "uprobe.session": _session,
     "usdt": _usdt,
     "tracepoint": _tracepoint,
     "rawtracepoint": _btf_func,

@@ -646,7 +646,7 @@ def test_program_type(prog_type: ProgType) -> None:
 
 
 MAP_TYPES = [mt for mt in MapType if mt != MapType.UNSPEC]
-_SIMPLE_KV = {MapType.HASH, MapType.ARRAY, MapType.LRU_HASH, MapType.LPM_TRIE}
+_SIMPLE_KV = {MapType.HASH, MapType.ARRAY, MapType.LRU_HASH, MapType.LPM_TRIE, MapType.RHASH}
 
 
 @pytest.mark.parametrize("map_type", MAP_TYPES, ids=lambda mt: mt.kernel_name)
@@ -702,3 +702,113 @@ def test_map_type(map_type: MapType) -> None:
                 prot = mmap.PROT_READ | (0 if map_type == MapType.USER_RINGBUF else mmap.PROT_WRITE)
                 with mmap.mmap(m.fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, prot):
                     pass
+
+
+# ------------------------------------------------------------- 6.13 .. 7.2 additions
+def test_ringbuf_overwrite() -> None:
+    r = need("ringbuf_overwrite")
+    try:
+        fd = kbpf.map_create(int(MapType.RINGBUF), 0, 0, mmap.PAGESIZE, flags=1 << 19)
+    except KernelError as exc:
+        assert not r.supported and errno_name(exc.errno) in r.reason
+        return
+    with fd:
+        assert r.supported
+        with mmap.mmap(fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE):
+            pass
+
+
+def test_percpu_cpu_flag_writes_one_cpu() -> None:
+    from bpfkit._kernel.cpus import num_possible_cpus
+
+    r = need("percpu_cpu_flag")
+    n = num_possible_cpus()
+    with kbpf.map_create(int(MapType.PERCPU_ARRAY), 4, 8, 1) as fd:
+        key = ffi.new("uint32_t *", 0)
+        one = ffi.new("uint64_t[]", [7] + [0] * (n - 1))
+        try:
+            kbpf.map_update(fd, key, one, probes.BPF_F_CPU | (0 << 32))  # CPU 0 only: one value
+        except KernelError as exc:
+            assert not r.supported and exc.errno == errno.EINVAL
+            return
+        assert r.supported
+        values = ffi.new("uint64_t[]", n)
+        assert kbpf.map_lookup(fd, key, values)
+        assert list(values) == [7] + [0] * (n - 1)
+
+
+def test_prog_stream_read_of_a_quiet_program() -> None:
+    r = need("prog_stream_read")
+    prog = kbpf.prog_load(int(ProgType.SOCKET_FILTER), asm.return_imm(0), name="stream_probe")
+    with prog:
+        buf = ffi.new("char[256]")
+        attr = kbpf.new_attr()
+        struct.pack_into("<QIII", ffi.buffer(attr), 0, int(ffi.cast("uintptr_t", buf)), 256, 2, prog.raw)  # BPF_STDERR
+        try:
+            got = kbpf.bpf(kbpf.Cmd.PROG_STREAM_READ_BY_FD, attr)
+        except KernelError as exc:
+            assert not r.supported and exc.errno == errno.EINVAL
+            return
+        assert r.supported and got == 0  # nothing written to the program's stderr
+
+
+def test_uprobe_multi_path_fd_attaches_by_fd() -> None:
+    r = need("uprobe_multi_path_fd")
+    if not features.probe("uprobe_multi"):
+        pytest.skip("no uprobe_multi links")
+    target = os.path.realpath(shutil.which("true") or "/bin/true")
+    entry = _entry_file_offset(target)
+    prog = kbpf.prog_load(int(ProgType.KPROBE), asm.return_imm(0), name="pathfd_probe",
+                          expected_attach_type=int(AttachType.TRACE_UPROBE_MULTI))
+    with prog, open(target, "rb") as f:
+        offsets = ffi.new("uint64_t[1]", [entry])
+
+        def fill(attr: Any) -> Any:
+            attr.link_create.uprobe_multi.offsets = kbpf.addr(offsets)
+            attr.link_create.uprobe_multi.cnt = 1
+            attr.link_create.uprobe_multi.flags = 2  # BPF_F_UPROBE_MULTI_PATH_FD
+            struct.pack_into("<I", ffi.buffer(attr), 60, f.fileno())
+            return offsets
+
+        try:
+            kbpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill).close()
+        except KernelError as exc:
+            assert not r.supported and exc.errno == errno.EINVAL, exc
+            return
+        assert r.supported
+
+
+def _entry_file_offset(path: str) -> int:
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        entry = elf.header.e_entry
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= entry < seg["p_vaddr"] + seg["p_filesz"]:
+                return entry - seg["p_vaddr"] + seg["p_offset"]
+    raise AssertionError(f"no PT_LOAD holds the entry of {path}")
+
+
+def test_session_kfunc_prototypes_match_the_probes() -> None:
+    """kfunc_session_ctx tells which prototype the kernel has; the session object's weak externs
+    resolve the matching flavor (bpf/session_probes.bpf.c loads either way)."""
+    session, ctx = features.probe("kfunc_session"), features.probe("kfunc_session_ctx")
+    if not session:
+        pytest.skip(f"no session kfuncs (Linux {session.min_version}+): {session.reason}")
+    assert ("0 arguments" in session.reason) != bool(ctx)
+
+
+def test_record_answers(record_testsuite_property: Any) -> None:
+    """Every probe's answer on this kernel, as a junit property for scripts/record_features.py
+    (docs/features-kernels.json, the per-kernel columns of docs/features.md)."""
+    from bpfkit._kernel import kinfo
+
+    results = features.probe_all()
+    try:
+        text, _ = kinfo.read_kconfig()
+    except Exception:  # noqa: BLE001 - no config in this VM: scripts/record_features.py reads the package's
+        text = ""
+    config = probes.recorded_config(text)
+    record_testsuite_property("bpfkit_features", json.dumps(
+        {"release": os.uname().release, "config": config,
+         "answers": {n: {"supported": r.supported, "reason": r.reason} for n, r in results.items()}},
+        sort_keys=True))

@@ -44,8 +44,17 @@ SCRIPT = REPO / "scripts" / "uapi-headers.sh"
 # Constants bpfkit knows that are newer than the headers the test fetches (Linux 6.12): checked
 # when the headers have them, reported (not failed) when they do not. Name -> release.
 NEWER_THAN_HEADERS = {
-    "BPF_TRACE_UPROBE_SESSION": "6.16",
-    "BPF_TRACE_FSESSION": "6.19",
+    "BPF_TRACE_UPROBE_SESSION": "6.13",
+    "BPF_TRACE_FSESSION": "7.0",
+    "BPF_TRACE_FENTRY_MULTI": "7.2",
+    "BPF_TRACE_FEXIT_MULTI": "7.2",
+    "BPF_TRACE_FSESSION_MULTI": "7.2",
+    "BPF_LINK_TYPE_TRACING_MULTI": "7.2",
+    "BPF_MAP_TYPE_INSN_ARRAY": "6.19",
+    "BPF_MAP_TYPE_RHASH": "7.2",
+    "BPF_PROG_STREAM_READ_BY_FD": "6.17",
+    "BPF_PROG_ASSOC_STRUCT_OPS": "7.0",
+    "BPF_F_RB_OVERWRITE": "6.19",
 }
 # Module-level constants of consts.py whose UAPI spelling differs, or that have none.
 CONST_C_NAMES = {"PERF_EVENT_IOC_FLAG_GROUP": "PERF_IOC_FLAG_GROUP"}

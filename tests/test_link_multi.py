@@ -105,3 +105,14 @@ def test_link_create_attr_layout_matches_the_uapi() -> None:
     assert off(lc.uprobe_multi, "pid") == 56
     assert ffi.offsetof("union bpf_attr", "link_create") == 0
     assert ffi.offsetof("struct bpf_link_info", "kprobe_multi") == ffi.offsetof("struct bpf_link_info", "uprobe_multi") == 16
+
+
+def test_sessions_have_no_perf_form_and_sections_plug_in() -> None:
+    # Refused before any kernel call: a session exists only as a multi link.
+    with pytest.raises(UsageError, match="no perf-event form"):
+        multi._require_session(link.MultiMode.PERF, "uprobe_session", "BPF_TRACE_UPROBE_SESSION")
+    for section, kind in (("uprobe.session/libc.so.6:getpp*", "uprobe_session"),
+                          ("uprobe.session.s/libc.so.6:f", "uprobe_session"), ("kprobe.session/vfs_*", "kprobe_session")):
+        target = link.parse_section(section)
+        assert target is not None and target.kind == kind and link.skip_reason(section) is None
+    assert link.kprobe_session is multi.kprobe_session and link.uprobe_session is multi.uprobe_session

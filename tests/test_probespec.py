@@ -90,3 +90,14 @@ def test_errors_point_at_the_bad_part(text, column, why):
 def test_empty_spec():
     with pytest.raises(ParseError, match="empty"):
         parse_probe("  ")
+
+
+def test_session_specs():
+    spec = parse_probe("uprobe.session:libc:str*")
+    assert (spec.kind, spec.binary, spec.function, spec.is_wildcard) == ("uprobe.session", "libc", "str*", True)
+    spec = parse_probe("kprobe.session:vfs_read")
+    assert (spec.kind, spec.function, spec.module) == ("kprobe.session", "vfs_read", "")
+    for bad, why in (("kprobe.session:mod:fn", "too many fields"), ("uprobe.session:libc", "too few fields"),
+                     ("uprobe.session::fn", "missing binary"), ("kprobe.session:fn+4", "invalid function name")):
+        with pytest.raises(ParseError, match=why):
+            parse_probe(bad)

@@ -511,11 +511,13 @@ def link_create_kprobe_multi(
     cookies: Sequence[int] | None = None,
     flags: int = 0,
     detail: str = "",
+    attach_type: AttachType = AttachType.TRACE_KPROBE_MULTI,
 ) -> FD:
     """BPF_LINK_CREATE with attach_type BPF_TRACE_KPROBE_MULTI (5.18, 0dcac2725406): one
     bpf_link (fprobe) on many kernel functions, given by name or address. The kernel sorts the
     symbols itself, carrying the cookies along (bpf_kprobe_multi_link_attach, sort_r), and
-    fails the whole attach with ESRCH when one symbol is unknown."""
+    fails the whole attach with ESRCH when one symbol is unknown. ``attach_type``
+    BPF_TRACE_KPROBE_SESSION (6.10) makes the same link a session: entry and return."""
     count = len(syms) if syms else len(addrs or ())
     names = [ffi.new("char[]", s.encode()) for s in syms or ()]
     sym_arr = ffi.new("uint64_t[]", [addr(n) for n in names]) if names else None
@@ -523,7 +525,7 @@ def link_create_kprobe_multi(
     cookie_arr = _u64_array(cookies)
     attr = new_attr()
     attr.link_create.prog_fd = int(prog_fd)
-    attr.link_create.attach_type = int(AttachType.TRACE_KPROBE_MULTI)
+    attr.link_create.attach_type = int(attach_type)
     attr.link_create.kprobe_multi.flags = flags
     attr.link_create.kprobe_multi.cnt = count
     attr.link_create.kprobe_multi.syms = addr(sym_arr) if sym_arr is not None else 0
@@ -544,17 +546,19 @@ def link_create_uprobe_multi(
     flags: int = 0,
     pid: int = 0,
     detail: str = "",
+    attach_type: AttachType = AttachType.TRACE_UPROBE_MULTI,
 ) -> FD:
     """BPF_LINK_CREATE with attach_type BPF_TRACE_UPROBE_MULTI (6.6, 89ae89f53d20): one bpf_link
     holding a uprobe at each file offset of ``path``, each with its own cookie and USDT
-    semaphore offset, firing only in process ``pid`` when it is not 0."""
+    semaphore offset, firing only in process ``pid`` when it is not 0. ``attach_type``
+    BPF_TRACE_UPROBE_SESSION (6.13) makes it a session: entry and return."""
     cpath = ffi.new("char[]", os.fsencode(path))
     off_arr = _u64_array(offsets)
     ref_arr = _u64_array(ref_ctr_offsets)
     cookie_arr = _u64_array(cookies)
     attr = new_attr()
     attr.link_create.prog_fd = int(prog_fd)
-    attr.link_create.attach_type = int(AttachType.TRACE_UPROBE_MULTI)
+    attr.link_create.attach_type = int(attach_type)
     attr.link_create.uprobe_multi.path = addr(cpath)
     attr.link_create.uprobe_multi.offsets = addr(off_arr) if off_arr is not None else 0
     attr.link_create.uprobe_multi.ref_ctr_offsets = addr(ref_arr) if ref_arr is not None else 0

@@ -63,6 +63,8 @@ class Cmd(_CEnum):
     LINK_DETACH = 34
     PROG_BIND_MAP = 35
     TOKEN_CREATE = 36
+    PROG_STREAM_READ_BY_FD = 37  # 6.17
+    PROG_ASSOC_STRUCT_OPS = 38  # 7.0
 
 
 class MapType(_CEnum):
@@ -102,6 +104,8 @@ class MapType(_CEnum):
     USER_RINGBUF = 31
     CGRP_STORAGE = 32
     ARENA = 33
+    INSN_ARRAY = 34  # 6.19: instruction offsets through verification and JIT
+    RHASH = 35  # 7.2: resizable hash map (BPF_F_NO_PREALLOC only)
 
 
 class ProgType(_CEnum):
@@ -202,8 +206,11 @@ class AttachType(_CEnum):
     NETKIT_PRIMARY = 54
     NETKIT_PEER = 55
     TRACE_KPROBE_SESSION = 56
-    TRACE_UPROBE_SESSION = 57  # 6.16
-    TRACE_FSESSION = 58  # named in libbpf 1.7's section table
+    TRACE_UPROBE_SESSION = 57  # 6.13 (absent from 6.12's UAPI headers)
+    TRACE_FSESSION = 58  # 7.0 (not in 6.18's BTF, in 7.2's); named in libbpf 1.7's section table
+    TRACE_FENTRY_MULTI = 59  # 7.2, with BPF_LINK_TYPE_TRACING_MULTI
+    TRACE_FEXIT_MULTI = 60  # 7.2
+    TRACE_FSESSION_MULTI = 61  # 7.2
 
 
 class LinkType(_CEnum):
@@ -224,6 +231,7 @@ class LinkType(_CEnum):
     UPROBE_MULTI = 12
     NETKIT = 13
     SOCKMAP = 14
+    TRACING_MULTI = 15  # 7.2
 
 
 class PerfEventType(_CEnum):
@@ -295,6 +303,7 @@ class MapFlag(enum.IntFlag):
     TOKEN_FD = 1 << 16
     SEGV_ON_FAULT = 1 << 17
     NO_USER_CONV = 1 << 18
+    RB_OVERWRITE = 1 << 19  # 6.19: a ring buffer that overwrites its oldest records when full
 
 
 # BPF_MAP_UPDATE_ELEM flags.

@@ -27,6 +27,7 @@ import errno
 import itertools
 import mmap
 import os
+import re
 import struct
 import sys
 from typing import Any, Callable, Iterator
@@ -36,7 +37,7 @@ from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError,
 from . import bpf as _bpf
 from . import pmu, tracefs
 from .abi import ffi
-from .consts import BPF_F_SLEEPABLE, AttachType, FuncId, MapFlag, MapType, ProgType
+from .consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .fd import FD
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
@@ -57,7 +58,7 @@ class Probe:
 
 
 REGISTRY: dict[str, Probe] = {}
-GROUPS = ("syscall", "links", "probes", "btf", "program types", "map types")
+GROUPS = ("syscall", "links", "probes", "btf", "kfuncs", "program types", "map types")
 
 
 def _register(name: str, group: str, min_version: str, what: str, how: str) -> Callable[[Callable[[], Outcome]], Callable[[], Outcome]]:
@@ -604,6 +605,241 @@ def probe_uprobe_multi() -> Outcome:
     return False, "BPF_LINK_CREATE(uprobe_multi) accepted '/'; cannot tell"
 
 
+@_register("kprobe_session", "links", "6.10", "kprobe sessions: one program on entry and return of kernel functions (BPF_TRACE_KPROBE_SESSION)",
+           "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) on vprintk; EINVAL = unknown, EOPNOTSUPP = no CONFIG_FPROBE")
+def probe_kprobe_session() -> Outcome:
+    # 6.10 (libbpf's UAPI sync of May 2024): link_create() sends BPF_TRACE_KPROBE_SESSION to
+    # the kprobe_multi attach; an older kernel's KPROBE case matches no attach type: EINVAL.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_KPROBE_SESSION)))
+        except KernelError as exc:
+            return _failure(exc)
+        try:
+            _bpf.link_create_kprobe_multi(prog, syms=["vprintk"], attach_type=AttachType.TRACE_KPROBE_SESSION).close()
+        except KernelError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, (f"BPF_LINK_CREATE(kprobe session) gave {describe_errno(exc.errno)}: the kernel knows "
+                               "sessions but lacks CONFIG_FPROBE")
+            if exc.errno == errno.EINVAL:
+                return False, "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) gave EINVAL: the kernel has no kprobe sessions"
+            if exc.errno == errno.ESRCH:
+                return True, "BPF_LINK_CREATE(kprobe session) gave ESRCH: it knows sessions but not vprintk"
+            return _failure(exc)
+    return True, "attached (and detached) a kprobe session link on vprintk"
+
+
+@_register("uprobe_session", "links", "6.13", "uprobe sessions: one program on entry and return of user functions (BPF_TRACE_UPROBE_SESSION)",
+           "BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) on path '/': EBADF = known, EINVAL = not")
+def probe_uprobe_session() -> Outcome:
+    # 6.13 (libbpf's UAPI sync of Nov 2024): the uprobe_multi attach, reached only for a known
+    # attach type, fails on a path that is not a regular file with EBADF.
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_SESSION)))
+        except KernelError as exc:
+            return _failure(exc)
+        try:
+            _bpf.link_create_uprobe_multi(prog, "/", [0], attach_type=AttachType.TRACE_UPROBE_SESSION).close()
+        except KernelError as exc:
+            if exc.errno == errno.EBADF:
+                return True, "BPF_LINK_CREATE(uprobe session) on '/' gave EBADF: the kernel parsed the request"
+            if exc.errno in (errno.EINVAL, errno.E2BIG):
+                return False, f"BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) gave {describe_errno(exc.errno)}: no uprobe sessions"
+            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
+                return False, f"BPF_LINK_CREATE(uprobe session) gave {describe_errno(exc.errno)}: no CONFIG_UPROBES"
+            return _failure(exc)
+    return False, "BPF_LINK_CREATE(uprobe session) accepted '/'; cannot tell"
+
+
+def _attr_u32(attr: Any, offset: int, value: int) -> None:
+    """Write a u32 into ``attr`` at ``offset``: fields newer than the ABI bpfkit compiles
+    (6.12's union bpf_attr) are set by offset (the kernel's layout, from its BTF)."""
+    struct.pack_into("<I", ffi.buffer(attr), offset, value)
+
+
+def _cmd_probe(cmd: Cmd, what: str, fds_at: tuple[int, ...]) -> Outcome:
+    """A command given invalid fds: EBADF = known (it went looking for the fd), EINVAL = not."""
+    attr = _bpf.new_attr()
+    for offset in fds_at:
+        _attr_u32(attr, offset, 0xFFFFFFFF)
+    try:
+        _bpf.bpf(cmd, attr)
+    except KernelError as exc:
+        if exc.errno == errno.EBADF:
+            return True, f"{cmd.c_name} with invalid fds gave EBADF: the kernel knows {what}"
+        if exc.errno == errno.EINVAL:
+            return False, f"{cmd.c_name} gave EINVAL: the kernel has no such command"
+        return _failure(exc)
+    return False, f"{cmd.c_name} accepted invalid fds; cannot tell"
+
+
+@_register("prog_stream_read", "syscall", "6.17", "BPF streams: read a program's stdout/stderr stream (BPF_PROG_STREAM_READ_BY_FD)",
+           "BPF_PROG_STREAM_READ_BY_FD with prog fd -1: EBADF = known, EINVAL = not")
+def probe_prog_stream_read() -> Outcome:
+    # prog_stream_read: stream_buf u64, stream_buf_len u32, stream_id u32, prog_fd u32 (offset 16).
+    return _cmd_probe(Cmd.PROG_STREAM_READ_BY_FD, "BPF streams", (16,))
+
+
+@_register("prog_assoc_struct_ops", "syscall", "7.0", "BPF_PROG_ASSOC_STRUCT_OPS: associate a program with a struct_ops map",
+           "BPF_PROG_ASSOC_STRUCT_OPS with map and prog fd -1: EBADF = known, EINVAL = not")
+def probe_prog_assoc_struct_ops() -> Outcome:
+    # prog_assoc_struct_ops: map_fd u32 (offset 0), prog_fd u32 (4), flags u32.
+    return _cmd_probe(Cmd.PROG_ASSOC_STRUCT_OPS, "struct_ops association", (0, 4))
+
+
+@_register("ringbuf_overwrite", "syscall", "6.19", "ring buffers that overwrite their oldest records when full (BPF_F_RB_OVERWRITE)",
+           "BPF_MAP_CREATE of a one-page ring buffer with BPF_F_RB_OVERWRITE")
+def probe_ringbuf_overwrite() -> Outcome:
+    try:
+        _bpf.map_create(int(MapType.RINGBUF), 0, 0, mmap.PAGESIZE, flags=int(MapFlag.RB_OVERWRITE)).close()
+    except KernelError as exc:
+        if exc.errno == errno.EINVAL:
+            return False, "BPF_MAP_CREATE(ringbuf, BPF_F_RB_OVERWRITE) gave EINVAL: flag unknown"
+        return _failure(exc)
+    return True, "created a ring buffer with BPF_F_RB_OVERWRITE"
+
+
+BPF_F_CPU = 8  # map lookup/update flag (7.0): the CPU is in the flags' upper 32 bits
+
+
+@_register("percpu_cpu_flag", "syscall", "7.0", "BPF_F_CPU / BPF_F_ALL_CPUS: per-CPU map elements of one CPU or all CPUs at once",
+           "BPF_MAP_LOOKUP_ELEM of a per-CPU array with BPF_F_CPU (CPU 0): EINVAL = flag unknown")
+def probe_percpu_cpu_flag() -> Outcome:
+    from .cpus import possible_cpus
+
+    try:
+        with _bpf.map_create(int(MapType.PERCPU_ARRAY), 4, 8, 1) as fd:
+            key = ffi.new("uint32_t *", 0)
+            value = ffi.new("char[]", 8 * max(len(possible_cpus()), 1))
+            _bpf.map_lookup(fd, key, value, BPF_F_CPU)
+    except KernelError as exc:
+        if exc.errno == errno.EINVAL:
+            return False, "BPF_MAP_LOOKUP_ELEM with BPF_F_CPU gave EINVAL: flag unknown"
+        return _failure(exc)
+    return True, "looked up CPU 0's element of a per-CPU array with BPF_F_CPU"
+
+
+@_register("uprobe_multi_path_fd", "links", "7.2", "uprobe_multi links naming the binary by an open fd (BPF_F_UPROBE_MULTI_PATH_FD)",
+           "BPF_LINK_CREATE(uprobe_multi) with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1: EBADF = known, EINVAL = not")
+def probe_uprobe_multi_path_fd() -> Outcome:
+    with _closing() as stack:
+        try:
+            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_MULTI)))
+        except KernelError as exc:
+            return _failure(exc)
+        offsets = ffi.new("uint64_t[1]", [0])
+
+        def fill(attr: Any) -> Any:
+            attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
+            attr.link_create.uprobe_multi.cnt = 1
+            attr.link_create.uprobe_multi.flags = 2  # BPF_F_UPROBE_MULTI_PATH_FD
+            # link_create.uprobe_multi.path_fd: after path, offsets, ref_ctr_offsets, cookies,
+            # cnt, flags and pid, i.e. 16 + 44 bytes into the attr.
+            _attr_u32(attr, 60, 0xFFFFFFFF)
+            return offsets
+
+        try:
+            _bpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill).close()
+        except KernelError as exc:
+            if exc.errno == errno.EBADF:
+                return True, "uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1 gave EBADF: the flag is known"
+            if exc.errno in (errno.EINVAL, errno.E2BIG):
+                return False, f"uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD gave {describe_errno(exc.errno)}: flag unknown"
+            return _failure(exc)
+    return False, "uprobe_multi accepted path_fd -1; cannot tell"
+
+
+# --------------------------------------------------------------- kernel BTF: names, kfuncs
+def _vmlinux() -> Any:
+    from ..btf import kernel as _kbtf
+
+    return _kbtf.vmlinux()
+
+
+def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
+    """Whether the kernel's own BTF declares ``value`` in ``enum``: the kernel knows the name
+    (an attach or link type that needs a working target to try, e.g. BPF trampolines)."""
+    try:
+        found = _vmlinux().find(enum)
+    except (OSError, BPFKitError) as exc:
+        return False, f"no vmlinux BTF to read {enum} from: {exc}"
+    names = {v.name for t in found for v in getattr(t, "values", ())}
+    if not names:
+        return False, f"vmlinux BTF has no enum {enum}"
+    if value in names:
+        return True, f"vmlinux BTF's enum {enum} has {value}: the kernel knows {what}"
+    return False, f"vmlinux BTF's enum {enum} lacks {value}"
+
+
+@_register("fsession", "links", "7.0", "fsession: one fentry/fexit program on entry and return of a kernel function (BPF_TRACE_FSESSION)",
+           "vmlinux BTF's enum bpf_attach_type names BPF_TRACE_FSESSION (attaching needs BPF trampolines)")
+def probe_fsession() -> Outcome:
+    return _btf_enum_probe("bpf_attach_type", "BPF_TRACE_FSESSION", "fsession programs")
+
+
+@_register("tracing_multi", "links", "7.2", "tracing_multi links: one fentry/fexit/fsession program on many kernel functions",
+           "vmlinux BTF's enum bpf_link_type names BPF_LINK_TYPE_TRACING_MULTI (attaching needs BPF trampolines)")
+def probe_tracing_multi() -> Outcome:
+    return _btf_enum_probe("bpf_link_type", "BPF_LINK_TYPE_TRACING_MULTI", "tracing_multi links")
+
+
+@_register("sockmap_link", "links", "6.10", "sockmap links: sk_msg/sk_skb verdict programs through a bpf_link",
+           "vmlinux BTF's enum bpf_link_type names BPF_LINK_TYPE_SOCKMAP")
+def probe_sockmap_link() -> Outcome:
+    return _btf_enum_probe("bpf_link_type", "BPF_LINK_TYPE_SOCKMAP", "sockmap links")
+
+
+def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:
+    """Whether vmlinux BTF has one of ``names`` as a function (kfuncs are BTF functions;
+    ``nargs``: and its prototype takes that many arguments)."""
+    try:
+        btf = _vmlinux()
+    except (OSError, BPFKitError) as exc:
+        return False, f"no vmlinux BTF: {exc}"
+    from ..btf.types import Kind
+
+    for name in names:
+        for func in btf.find(name, Kind.FUNC):
+            proto = btf.types[func.type]
+            params = len(getattr(proto, "params", ()))
+            if nargs is None or params == nargs:
+                return True, f"vmlinux BTF has {name} ({params} argument{'s' if params != 1 else ''})"
+            return False, f"vmlinux BTF has {name} taking {params} arguments, not {nargs}"
+    return False, f"vmlinux BTF has no function {' or '.join(names)}"
+
+
+@_register("kfunc_rcu_read_lock", "kfuncs", "6.2", "kfuncs bpf_rcu_read_lock/unlock",
+           "look up the FUNC in vmlinux BTF")
+def probe_kfunc_rcu_read_lock() -> Outcome:
+    return _kfunc_probe("bpf_rcu_read_lock")
+
+
+@_register("kfunc_session", "kfuncs", "6.10", "session kfuncs bpf_session_is_return and bpf_session_cookie",
+           "look up both FUNCs in vmlinux BTF")
+def probe_kfunc_session() -> Outcome:
+    ok, why = _kfunc_probe("bpf_session_cookie")
+    return (ok, why) if not ok else _kfunc_probe("bpf_session_is_return")
+
+
+@_register("kfunc_session_ctx", "kfuncs", "7.0", "session kfuncs take the program's context (bpf_session_cookie(void *ctx); (void) before)",
+           "vmlinux BTF: bpf_session_cookie's prototype has one parameter")
+def probe_kfunc_session_ctx() -> Outcome:
+    return _kfunc_probe("bpf_session_cookie", nargs=1)
+
+
+@_register("kfunc_stream_vprintk", "kfuncs", "6.17", "BPF streams kfunc bpf_stream_vprintk (bpf_stream_vprintk_impl until 7.x)",
+           "look up bpf_stream_vprintk or bpf_stream_vprintk_impl in vmlinux BTF")
+def probe_kfunc_stream_vprintk() -> Outcome:
+    return _kfunc_probe("bpf_stream_vprintk", "bpf_stream_vprintk_impl")
+
+
+@_register("kfunc_task_work", "kfuncs", "6.18", "task work kfuncs bpf_task_work_schedule_signal/resume (_impl until 7.x)",
+           "look up bpf_task_work_schedule_signal or its _impl form in vmlinux BTF")
+def probe_kfunc_task_work() -> Outcome:
+    return _kfunc_probe("bpf_task_work_schedule_signal", "bpf_task_work_schedule_signal_impl")
+
+
 # ----------------------------------------------------------------------------- probes
 def _pmu_probe(name: str) -> Outcome:
     try:
@@ -816,6 +1052,7 @@ MAP_TYPE_VERSIONS = {
     MapType.SK_STORAGE: "5.2", MapType.DEVMAP_HASH: "5.4", MapType.STRUCT_OPS: "5.6", MapType.RINGBUF: "5.8",
     MapType.INODE_STORAGE: "5.10", MapType.TASK_STORAGE: "5.11", MapType.BLOOM_FILTER: "5.16",
     MapType.USER_RINGBUF: "6.1", MapType.CGRP_STORAGE: "6.2", MapType.ARENA: "6.9",
+    MapType.INSN_ARRAY: "6.19", MapType.RHASH: "7.2",
 }
 _STORAGE_TYPES = (MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAGE, MapType.CGRP_STORAGE)
 
@@ -841,6 +1078,10 @@ def map_create_args(map_type: MapType) -> dict[str, Any]:
                     btf_key_type_id=1, btf_value_type_id=3)
     elif map_type == MapType.ARENA:
         args.update(key_size=0, value_size=0, max_entries=1, flags=int(MapFlag.MMAPABLE))
+    elif map_type == MapType.INSN_ARRAY:
+        args["value_size"] = 16  # struct bpf_insn_array_value (orig_off, xlated_off, jitted_off)
+    elif map_type == MapType.RHASH:
+        args["flags"] = int(MapFlag.NO_PREALLOC)  # required: elements come from bpf_mem_alloc
     elif map_type == MapType.STRUCT_OPS:
         args["btf_vmlinux_value_type_id"] = 1  # never a struct_ops type: ENOTSUPP if known
     return args
@@ -881,9 +1122,32 @@ for _mt in MapType:
     )
 
 
+# The kernel config options feature answers depend on (kprobes, FPROBE, LSM, LIRC, netkit, ...):
+# recorded with each kernel's answers (scripts/record_features.py) to explain a "no".
+CONFIG_RECORDED = re.compile(
+    r"^(?:# )?(CONFIG_\w*(?:BPF|KPROBE|FPROBE|UPROBE|XDP|LWTUNNEL|LIRC|CGROUP|LSM|NET_CLS|NET_ACT|SCHED_CLASS_EXT|"
+    r"DEBUG_INFO_BTF|STREAM_PARSER|NETFILTER|NETKIT|FTRACE|PERF_EVENTS|USER_EVENTS|FUNCTION_TRACER|SOCK|INET|"
+    r"IPV6|HID|RC_CORE)\w*)(?:=(.*)| is not set)$")
+
+
+def recorded_config(text: str) -> dict[str, str]:
+    """{CONFIG_X: value} of the options in CONFIG_RECORDED; "n" for "# CONFIG_X is not set"."""
+    found = {}
+    for line in text.splitlines():
+        m = CONFIG_RECORDED.match(line)
+        if m:
+            found[m[1]] = m[2] if m[2] is not None else "n"
+    return found
+
+
 def run(name: str) -> Outcome:
     """Run probe ``name`` now (uncached); never raises for kernel answers. An outcome that is
     not the kernel's definite answer is an :class:`Inconclusive` (see :func:`is_definite`)."""
+    from .rlimit import bump_memlock
+
+    # Before 5.11 programs and maps are charged to RLIMIT_MEMLOCK: without this, probes that
+    # run before any Map/Program was made see EPERM (seen on Debian 5.10).
+    bump_memlock()
     probe = REGISTRY[name]
     try:
         return probe.run()

@@ -26,7 +26,8 @@ DESCRIPTION = (
     "(kprobe/SYM, tracepoint/GROUP/NAME, uprobe/BINARY:FUNC, ...) when no SPEC is given, else the "
     "one program (--program) at the probe SPEC (kprobe:FN, kretprobe:FN, tracepoint:GROUP:NAME, "
     "uprobe:BINARY:FN, uretprobe:BINARY:FN; a wildcard such as kprobe:vfs_* or uprobe:libc:str* is one "
-    "kprobe_multi/uprobe_multi link, or one perf event per match where the kernel has none). Stays until "
+    "kprobe_multi/uprobe_multi link, or one perf event per match where the kernel has none; "
+    "uprobe.session:BINARY:FN and kprobe.session:FN run it on entry and return through one session link). Stays until "
     "Ctrl-C or SIGTERM, then detaches cleanly."
 )
 

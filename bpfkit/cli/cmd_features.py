@@ -20,12 +20,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help='print one JSON object: {"<feature>": {"supported": bool, "reason": str}, ...}')
     parser.add_argument("--unsupported", action="store_true", help="list only unsupported features")
+    parser.add_argument("--newer-than", metavar="VERSION",
+                        help="only features whose first kernel is newer than VERSION (e.g. 6.18: what a newer "
+                             "kernel offers beyond it)")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    from ..errors import UsageError
+
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        raise UsageError(f"--newer-than {text!r}: expected a kernel version such as 6.18") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import features
 
     wanted = args.names or features.names()
+    if args.newer_than:
+        floor = _version(args.newer_than)
+        wanted = [n for n in wanted if features.describe(n).min_version
+                  and _version(features.describe(n).min_version) > floor]
     results = {name: features.probe(name) for name in wanted}
     if args.unsupported:
         results = {n: r for n, r in results.items() if not r.supported}

@@ -83,8 +83,10 @@ from .multi import (
     UprobeMultiLink,
     attach_probe_multi,
     kprobe_multi,
+    kprobe_session,
     kretprobe_multi,
     uprobe_multi,
+    uprobe_session,
     uretprobe_multi,
 )
 
@@ -188,6 +190,8 @@ __all__ = [
     "kretprobe_multi",
     "uprobe_multi",
     "uretprobe_multi",
+    "kprobe_session",
+    "uprobe_session",
     "attach_probe_multi",
     "LinkGroup",
     "attach_many",

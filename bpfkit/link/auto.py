@@ -8,6 +8,8 @@ Sections that name their target, as libbpf reads them:
     uprobe/BINARY:FUNCTION[+OFFSET] uprobe/BINARY:0xOFFSET     uretprobe/BINARY:FUNCTION
     (also uprobe.s/ and uretprobe.s/; BINARY is a path such as /usr/lib/.../libc.so.6, or a
     library name such as libc.so.6)
+    uprobe.multi/BINARY:PATTERN     kprobe.multi/PATTERN      (and the ret/.s kinds: one multi link)
+    uprobe.session/BINARY:PATTERN   kprobe.session/PATTERN    (entry and return: one session link)
 
 A section without a target (``SEC("kprobe")``) or of a kind this module does not attach is
 skipped with a note; attach such programs by hand.
@@ -52,6 +54,9 @@ _PLUGGED_SECTIONS: dict[str, tuple[str, str]] = {
     "uretprobe.multi.s": ("uretprobe_multi", "multi:attach_uprobe_multi_section"),
     "kprobe.multi": ("kprobe_multi", "multi:attach_kprobe_multi_section"),
     "kretprobe.multi": ("kretprobe_multi", "multi:attach_kprobe_multi_section"),
+    "kprobe.session": ("kprobe_session", "multi:attach_kprobe_session_section"),
+    "uprobe.session": ("uprobe_session", "multi:attach_uprobe_session_section"),
+    "uprobe.session.s": ("uprobe_session", "multi:attach_uprobe_session_section"),
     "usdt": ("usdt", "bpfkit.usdt.attach:attach_usdt_section"),
     "raw_tp": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
     "raw_tracepoint": ("raw_tracepoint", "tracing:auto_raw_tracepoint"),
@@ -74,6 +79,8 @@ _PLUGGED_SECTIONS: dict[str, tuple[str, str]] = {
 # called as ``function(spec: ProbeSpec, prog, options: AttachOptions) -> Link``.
 _PLUGGED_PROBES: dict[str, str] = {
     "usdt": "bpfkit.usdt.attach:attach_usdt_probe",
+    "kprobe.session": "multi:attach_session_probe",
+    "uprobe.session": "multi:attach_session_probe",
     "rawtracepoint": "tracing:probe_raw_tracepoint",
     "fentry": "tracing:probe_tracing",
     "fexit": "tracing:probe_tracing",

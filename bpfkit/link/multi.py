@@ -29,6 +29,16 @@ id have no instructions to reload: they must already fit the path taken.
 else falls back to one perf-event k/uprobe per target, with that target's cookie, pid and
 return flag, gathered in a :class:`MultiPerfGroup` (a LinkGroup, closed concurrently); MULTI
 refuses to fall back; PERF always does.
+
+**Sessions** (:func:`kprobe_session`, 6.10; :func:`uprobe_session`, 6.13): the same links, made
+with attach type BPF_TRACE_KPROBE_SESSION / BPF_TRACE_UPROBE_SESSION, run one program on entry
+*and* return of every target. The entry run's
+return value decides the return run: 0 lets it happen, anything else suppresses it. The kfuncs
+``bpf_session_is_return()`` and ``bpf_session_cookie()`` (a u64 shared by the entry and the
+return run of one call) tell the two apart; since 7.0 (with fsession) both take the program's
+context as their one argument (``(void)`` before: see bpf/session_probes.bpf.c for a program
+that loads on both). A session has no perf-event equivalent, so there is no fallback: a
+kernel without it gives NotSupportedError naming the minimum version.
 """
 
 from __future__ import annotations
@@ -61,6 +71,8 @@ __all__ = [
     "kretprobe_multi",
     "uprobe_multi",
     "uretprobe_multi",
+    "kprobe_session",
+    "uprobe_session",
     "attach_probe_multi",
     "kernel_functions",
 ]
@@ -267,7 +279,8 @@ def _fit(prog: Any, want: AttachType | None, why: str) -> tuple[Any, Any]:
     if have is None:
         return prog, None  # a bare fd: the kernel judges
     wanted = int(want) if want is not None else 0
-    multi = (int(AttachType.TRACE_KPROBE_MULTI), int(AttachType.TRACE_UPROBE_MULTI))
+    multi = (int(AttachType.TRACE_KPROBE_MULTI), int(AttachType.TRACE_UPROBE_MULTI),
+             int(AttachType.TRACE_KPROBE_SESSION), int(AttachType.TRACE_UPROBE_SESSION))
     if have == wanted or (want is None and have not in multi):
         return prog, None
     copy = _reload(prog, want, why)
@@ -337,6 +350,16 @@ def _feature(name: str) -> Any:
     return features.probe(name)
 
 
+def _require_session(mode: MultiMode, feature: str, what: str) -> None:
+    """Sessions have no perf-event fallback: the feature, or NotSupportedError."""
+    if mode == MultiMode.PERF:
+        raise UsageError(f"{what} has no perf-event form (one program on entry and return with a shared "
+                         "cookie exists only as a multi link): use mode=MultiMode.AUTO or MULTI")
+    result = _feature(feature)
+    if not result.supported:
+        raise NotSupportedError(f"{feature.replace('_', ' ')}s ({what})", result.reason, result.min_version)
+
+
 def _use_multi(mode: MultiMode, feature: str, what: str, requirement: str) -> bool:
     if mode == MultiMode.PERF:
         return False
@@ -361,8 +384,8 @@ def _fallback(targets: Sequence[Any], attach_one: Callable[[Any], Any], progress
 # --------------------------------------------------------------------------- kprobes
 def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, retprobe: bool,
                   mode: MultiMode | str, addresses: Sequence[int] | None, perf_mode: AttachMode | str,
-                  progress: Progress | None, max_perf_targets: int | None) -> Any:
-    kind = "kretprobe_multi" if retprobe else "kprobe_multi"
+                  progress: Progress | None, max_perf_targets: int | None, session: bool = False) -> Any:
+    kind = "kprobe_session" if session else "kretprobe_multi" if retprobe else "kprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
     elif addresses is not None and not symbols:
@@ -397,10 +420,13 @@ def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, 
                 _check_unique(names, what)
         values = _cookies_for(names, cookies, what)
         description = f"{what} ({len(names)} functions)" if len(names) > 1 or _is_pattern(shown) else what
-        if _use_multi(mode, "kprobe_multi", "BPF_TRACE_KPROBE_MULTI", "kprobe_multi needs CONFIG_FPROBE"):
-            run, copy = _fit(prog, AttachType.TRACE_KPROBE_MULTI, "a kprobe_multi link")
+        if session:
+            _require_session(mode, "kprobe_session", "BPF_TRACE_KPROBE_SESSION")
+        if session or _use_multi(mode, "kprobe_multi", "BPF_TRACE_KPROBE_MULTI", "kprobe_multi needs CONFIG_FPROBE"):
+            want = AttachType.TRACE_KPROBE_SESSION if session else AttachType.TRACE_KPROBE_MULTI
+            run, copy = _fit(prog, want, f"a {kind} link")
             try:
-                fd = _kprobe_multi_link(run, names, addrs, values, retprobe)
+                fd = _kprobe_multi_link(run, names, addrs, values, retprobe, want)
             finally:
                 if copy is not None:
                     copy.close()
@@ -424,14 +450,14 @@ def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, 
         raise exc.wrap(f"attach {what}")
 
 
-def _kprobe_multi_link(prog: Any, names: list[str], addrs: list[int], cookies: list[int], retprobe: bool) -> FD:
+def _kprobe_multi_link(prog: Any, names: list[str], addrs: list[int], cookies: list[int], retprobe: bool,
+                       attach_type: AttachType = AttachType.TRACE_KPROBE_MULTI) -> FD:
     flags = BPF_F_KPROBE_MULTI_RETURN if retprobe else 0
+    kw: dict[str, Any] = dict(cookies=cookies if any(cookies) else None, flags=flags, attach_type=attach_type)
     try:
         if addrs:
-            return _bpf.link_create_kprobe_multi(_prog_fd(prog), addrs=addrs, cookies=cookies if any(cookies) else None,
-                                                 flags=flags)
-        return _bpf.link_create_kprobe_multi(_prog_fd(prog), syms=names, cookies=cookies if any(cookies) else None,
-                                             flags=flags)
+            return _bpf.link_create_kprobe_multi(_prog_fd(prog), addrs=addrs, **kw)
+        return _bpf.link_create_kprobe_multi(_prog_fd(prog), syms=names, **kw)
     except KernelError as exc:
         if exc.errno == errno.ESRCH and not addrs:
             known = set(kernel_functions())
@@ -441,9 +467,12 @@ def _kprobe_multi_link(prog: Any, names: list[str], addrs: list[int], cookies: l
                                     "(not in available_filter_functions / kallsyms)") from None
             raise exc.wrap("the kernel could not resolve a symbol")
         if exc.errno in (errno.EOPNOTSUPP, _ENOTSUPP):
-            raise NotSupportedError("kprobe_multi links", "the kernel lacks CONFIG_FPROBE", "5.18") from None
+            session = attach_type == AttachType.TRACE_KPROBE_SESSION
+            raise NotSupportedError("kprobe sessions" if session else "kprobe_multi links",
+                                    "the kernel lacks CONFIG_FPROBE", "6.10" if session else "5.18") from None
         if exc.errno == errno.EINVAL and _attach_type_of(prog) is None:
-            raise exc.wrap("was the program loaded with expected_attach_type BPF_TRACE_KPROBE_MULTI (SEC(\"kprobe.multi\"))?")
+            sec = "kprobe.session" if attach_type == AttachType.TRACE_KPROBE_SESSION else "kprobe.multi"
+            raise exc.wrap(f"was the program loaded with expected_attach_type {attach_type.c_name} (SEC(\"{sec}\"))?")
         raise
 
 
@@ -481,8 +510,8 @@ def kretprobe_multi(symbols: str | Sequence[str] | None, prog: Any, **kw: Any) -
 def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
                   ref_ctr_offsets: Sequence[int] | None, cookies: Any, pid: int | None, retprobe: bool,
                   mode: MultiMode | str, perf_mode: AttachMode | str, progress: Progress | None,
-                  max_perf_targets: int | None) -> Any:
-    kind = "uretprobe_multi" if retprobe else "uprobe_multi"
+                  max_perf_targets: int | None, session: bool = False) -> Any:
+    kind = "uprobe_session" if session else "uretprobe_multi" if retprobe else "uprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
     elif symbols:
@@ -519,15 +548,18 @@ def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: An
         if len(refs) != len(names):
             raise UsageError(f"{len(refs)} ref_ctr_offsets for {len(names)} targets")
         description = f"{what} ({len(names)} functions)" if len(names) > 1 or _is_pattern(shown) else what
-        if _use_multi(mode, "uprobe_multi", "BPF_TRACE_UPROBE_MULTI", "uprobe_multi links came in Linux 6.6"):
-            run, copy = _fit(prog, AttachType.TRACE_UPROBE_MULTI, "a uprobe_multi link")
+        if session:
+            _require_session(mode, "uprobe_session", "BPF_TRACE_UPROBE_SESSION")
+        if session or _use_multi(mode, "uprobe_multi", "BPF_TRACE_UPROBE_MULTI", "uprobe_multi links came in Linux 6.6"):
+            want = AttachType.TRACE_UPROBE_SESSION if session else AttachType.TRACE_UPROBE_MULTI
+            run, copy = _fit(prog, want, f"a {kind} link")
             try:
                 fd = _bpf.link_create_uprobe_multi(
                     _prog_fd(run), exe.path, offs, ref_ctr_offsets=refs if any(refs) else None,
                     cookies=values if any(values) else None,
-                    flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid or 0)
+                    flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid or 0, attach_type=want)
             except KernelError as exc:
-                raise _classify_uprobe_multi(exc, exe.path, pid) from None
+                raise _classify_uprobe_multi(exc, exe.path, pid, want) from None
             finally:
                 if copy is not None:
                     copy.close()
@@ -556,13 +588,14 @@ def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: An
         raise exc.wrap(f"attach {what}")
 
 
-def _classify_uprobe_multi(exc: KernelError, path: str, pid: int | None) -> BPFKitError:
+def _classify_uprobe_multi(exc: KernelError, path: str, pid: int | None,
+                           attach_type: AttachType = AttachType.TRACE_UPROBE_MULTI) -> BPFKitError:
     if exc.errno == errno.ESRCH and pid:
         return NotFoundError(f"no process {pid} (the pid filter)")
     if exc.errno == errno.ENOENT:
         return NotFoundError(f"{path} not found by the kernel")
     if exc.errno == errno.EINVAL:
-        return exc.wrap("the kernel refused it (a program not loaded with BPF_TRACE_UPROBE_MULTI, an offset past "
+        return exc.wrap(f"the kernel refused it (a program not loaded with {attach_type.c_name}, an offset past "
                         "the end of the file, or a bad ref_ctr_offset?)")
     return exc
 
@@ -602,6 +635,45 @@ def uretprobe_multi(binary: str | Executable, symbols: str | Sequence[str] | Non
     return uprobe_multi(binary, symbols, prog, retprobe=True, **kw)
 
 
+# --------------------------------------------------------------------------- sessions
+def kprobe_session(
+    symbols: str | Sequence[str] | None,
+    prog: Any,
+    *,
+    cookies: Sequence[int] | Mapping[str, int] | None = None,
+    addresses: Sequence[int] | None = None,
+    progress: Progress | None = None,
+) -> KprobeMultiLink:
+    """Run ``prog`` on entry to and return from every kernel function ``symbols`` names (as
+    for :func:`kprobe_multi`), through one kprobe_multi link made with
+    BPF_TRACE_KPROBE_SESSION (6.10, CONFIG_FPROBE). The program (libbpf's
+    ``SEC("kprobe.session")``) tells the runs apart with ``bpf_session_is_return()``; its
+    entry run returning non-zero suppresses that call's return run. NotSupportedError on a
+    kernel without kprobe sessions (there is no perf-event fallback)."""
+    return _kprobe_multi(symbols, prog, cookies, False, MultiMode.MULTI, addresses, AttachMode.AUTO, progress, None,
+                         session=True)
+
+
+def uprobe_session(
+    binary: str | Executable,
+    symbols: str | Sequence[str] | None,
+    prog: Any,
+    *,
+    offsets: Sequence[int] | None = None,
+    ref_ctr_offsets: Sequence[int] | None = None,
+    cookies: Sequence[int] | Mapping[str, int] | None = None,
+    pid: int | None = None,
+    progress: Progress | None = None,
+) -> UprobeMultiLink:
+    """Run ``prog`` on entry to and return from every function ``symbols`` names in
+    ``binary`` (as for :func:`uprobe_multi`), through one uprobe_multi link made with
+    BPF_TRACE_UPROBE_SESSION (6.13). Entry and return, suppression and the session cookie as
+    for :func:`kprobe_session` (libbpf's ``SEC("uprobe.session")``)."""
+    exe = binary if isinstance(binary, Executable) else Executable(binary)
+    return _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
+                         AttachMode.AUTO, progress, None, session=True)
+
+
 # ------------------------------------------------------------- sections and probe specs
 def _mode_of(options: Any) -> tuple[MultiMode, AttachMode | str]:
     """AttachOptions.mode -> (MultiMode, perf AttachMode): IOCTL asks for the legacy path,
@@ -619,6 +691,37 @@ def attach_kprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
     mode, perf = _mode_of(options)
     return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
                         cookies=_same_cookie(options.cookie))
+
+
+def attach_kprobe_session_section(prog: Any, target: Any, options: Any) -> Any:
+    """Auto-attach of ``kprobe.session/PATTERN`` (libbpf)."""
+    if not target.target:
+        raise NotSupportedError(f"auto-attach of a {target.kind} section without a pattern",
+                                "the section names no functions; attach with bpfkit.link.kprobe_session")
+    return kprobe_session(target.target, prog, cookies=_same_cookie(options.cookie))
+
+
+def attach_uprobe_session_section(prog: Any, target: Any, options: Any) -> Any:
+    """Auto-attach of ``uprobe.session/BINARY:PATTERN`` (and ``uprobe.session.s``)."""
+    binary, colon, pattern = target.target.rpartition(":")
+    if not target.target:
+        raise NotSupportedError(f"auto-attach of a {target.kind} section without a target",
+                                "the section names no binary; attach with bpfkit.link.uprobe_session")
+    if not colon or not binary or not pattern:
+        from ..errors import ParseError
+
+        raise ParseError(f"section target {target.target!r}: expected BINARY:PATTERN")
+    return uprobe_session(binary, pattern, prog, pid=options.pid, cookies=_same_cookie(options.cookie))
+
+
+def attach_session_probe(spec: Any, prog: Any, options: Any) -> Any:
+    """A probe spec ``kprobe.session:PATTERN`` or ``uprobe.session:BINARY:PATTERN``: one session
+    link (names or wildcards). ``--mode ioctl`` is refused: sessions have no perf-event form."""
+    if AttachMode.of(options.mode) == AttachMode.IOCTL:
+        raise UsageError(f"{spec}: a session has no perf-event (ioctl) form; drop --mode ioctl")
+    if spec.kind == "kprobe.session":
+        return kprobe_session(spec.function, prog, cookies=_same_cookie(options.cookie))
+    return uprobe_session(spec.binary, spec.function, prog, pid=options.pid, cookies=_same_cookie(options.cookie))
 
 
 def attach_uprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
