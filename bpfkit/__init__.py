@@ -21,7 +21,10 @@ def _interrupted_early(signum: int, frame: object) -> None:
 # by the first bpfkit code that runs, before importing anything (bpfkit.cli.main puts the
 # default handler back when the command proper starts).
 if _sys.argv and (_sys.argv[0].endswith("/bpfkit") or _sys.argv[0] == "bpfkit"):
-    import signal as _signal
+    try:
+        import _signal  # the C module: `import signal` first builds its IntEnums (ms of work)
+    except ImportError:  # not CPython
+        import signal as _signal
 
     if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
         _signal.signal(_signal.SIGINT, _interrupted_early)

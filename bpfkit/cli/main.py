@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Until here a Ctrl-C exits quietly (bpfkit.cli); commands get KeyboardInterrupt, so
         # their finally blocks detach and unpin what they made.
-        from . import _interrupted_early
+        from .. import _interrupted_early
 
         if signal.getsignal(signal.SIGINT) is _interrupted_early:
             signal.signal(signal.SIGINT, signal.default_int_handler)
