@@ -274,7 +274,7 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import bpfkit
-    from ..errors import UsageError
+    from ..errors import BPFKitError, UsageError
 
     status = sys.stderr if args.json else sys.stdout
 
@@ -295,7 +295,10 @@ def run(args: argparse.Namespace) -> int:
             pin_dir = check_pin_dir(args.pin, "--pin")
         spec = bpfkit.load_spec(args.object)
         if pin_dir:
-            _check_pin_names(pin_dir, spec)
+            try:
+                _check_pin_names(pin_dir, spec)
+            except BPFKitError as exc:
+                raise exc.wrap(f"attach {args.object} --pin {pin_dir}")
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
             stream = pipe = None
