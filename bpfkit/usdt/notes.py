@@ -1,4 +1,5 @@
-"""A binary's USDT probes, from its ``.note.stapsdt`` ELF notes (pure parsing through bpfkit.elf.reader, no syscalls).
+"""A binary's USDT probes, from its ``.note.stapsdt`` ELF notes (pure parsing, no syscalls;
+the file is read by bpfkit.elf.reader, bpfkit's one ELF reader).
 
 sys/sdt.h's ``STAP_PROBEn(provider, name, args...)`` / ``DTRACE_PROBE`` puts a ``nop`` in the
 code and an ELF note (owner ``stapsdt``, type 3) describing it. The note's descriptor holds
@@ -15,7 +16,7 @@ Turning these into what the kernel wants, as libbpf does (usdt.c):
   code: when that section's address differs from the note's ``base``, the difference is added
   to ``pc`` (and to ``semaphore``, as systemtap and bcc do).
 * A uprobe is placed at a *file offset*: ``pc`` goes through the executable PT_LOAD segment
-  holding it (offset = pc - p_vaddr + p_offset: bpfkit.elf.reader.vaddr_to_offset, the rule uprobes use).
+  holding it (offset = pc - p_vaddr + p_offset: reader.vaddr_to_offset, as for uprobes).
 * The semaphore becomes the uprobe's ``ref_ctr_offset``, also a file offset: through the
   section holding it (``.probes`` for sys/sdt.h semaphores, else .data), so it must be in a
   section with file contents (not .bss), falling back to its non-executable PT_LOAD segment.
