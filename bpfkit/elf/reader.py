@@ -26,15 +26,18 @@ Two rules live here and nowhere else:
   naming the version. So ``memcpy`` in glibc is ``memcpy@@GLIBC_2.14``, not the compat
   ``memcpy@GLIBC_2.2.5``.
 
-Why hand-written and not pyelftools (which the design names for ELF): measured on this
-machine (Linux 6.18, CPython 3.11, pyelftools 0.33), parsing glibc's .dynsym (3,043 symbols)
-takes pyelftools 109 ms plus 79 ms to import ``elftools.elf.elffile``; this reader takes
-8 ms with its versions. Attaching 1,000 uprobes in libc parses that table inside the timing
-(benchmarks/bench_attach.py), and ``bpfkit load`` parses an object inside a start-up aimed
-under 0.3 s (benchmarks/bench_startup.py), where the import alone would cost a quarter.
-pyelftools is also lenient in ways a loader must not be: malformed input surfaces as
-arbitrary exceptions, where this reader raises ParseError for every one the fuzz test finds.
-The tests keep pyelftools as an independent check of the offsets this reader computes.
+Why hand-written and not pyelftools (which the design names for ELF): it does not meet the
+figures. Measured on this machine (Linux 6.18, CPython 3.11, pyelftools 0.33; best of 7 on a
+shared 2-core machine, /tmp scripts quoted in issue #20's report): glibc's .dynsym with its
+versions (3,043 symbols) takes pyelftools 169 ms, plus 26-79 ms to import
+``elftools.elf.elffile``, against 3.5 ms here; a 625 KiB BPF object (loader_core: sections,
+symbols, relocations) 37 ms against 2.7 ms. Attaching 1,000 uprobes in libc parses that table
+inside the timing (benchmarks/bench_attach.py: 0.21 s in all, so pyelftools would add most of
+it again), and ``bpfkit load`` and ``bpfkit attach`` parse an object inside a start-up aimed
+under 0.3 s (benchmarks/bench_startup.py). Strictness is the other reason: every offset is
+checked, and tests/test_fuzz_elf.py holds this reader to raising only ParseError (bpfkit's
+error tree) on mutated objects, binaries and notes. The tests keep pyelftools as an
+independent check of the offsets this reader computes.
 """
 
 from __future__ import annotations
