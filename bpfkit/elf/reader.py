@@ -28,7 +28,7 @@ Two rules live here and nowhere else:
 
 Why hand-written and not pyelftools (which the design names for ELF): it does not meet the
 figures. Measured on this machine (Linux 6.18, CPython 3.11, pyelftools 0.33; best of 7 on a
-shared 2-core machine, /tmp scripts quoted in issue #20's report): glibc's .dynsym with its
+shared 2-core machine; benchmarks/bench_elf.py): glibc's .dynsym with its
 versions (3,043 symbols) takes pyelftools 169 ms, plus 26-79 ms to import
 ``elftools.elf.elffile``, against 3.5 ms here; a 625 KiB BPF object (loader_core: sections,
 symbols, relocations) 37 ms against 2.7 ms. Attaching 1,000 uprobes in libc parses that table
