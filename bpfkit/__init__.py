@@ -51,7 +51,7 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["errors", "__version__"]
 
 
-def __getattr__(name: str) -> "Any":  # noqa: F821 - typing is not imported: it costs ~10 ms
+def __getattr__(name: str) -> Any:  # noqa: F821 - typing is not imported: it costs ~10 ms
     module = _LAZY.get(name)
     if module is None:
         if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events", "usdt"):

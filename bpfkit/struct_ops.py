@@ -70,7 +70,7 @@ class StructOpsSpec:
     def kernel_type_name(self) -> str:
         return essential_name(self.type_name)
 
-    def copy(self) -> "StructOpsSpec":
+    def copy(self) -> StructOpsSpec:
         return dataclasses.replace(self, programs=dict(self.programs))
 
 
@@ -80,7 +80,7 @@ def _is_func_ptr(btf: BTF, type_id: int) -> bool:
 
 
 def parse_section(btf: BTF | None, section: Any, relocations: list[Any], program_at: dict[tuple[int, int], str],
-                  datasec: Any) -> dict[str, "StructOpsSpec"]:
+                  datasec: Any) -> dict[str, StructOpsSpec]:
     """{variable: StructOpsSpec} of one struct_ops section (ELF loader)."""
     name = section.name
     if btf is None or datasec is None:

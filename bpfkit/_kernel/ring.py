@@ -37,7 +37,8 @@ import errno
 import mmap
 import platform
 import select
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import KernelError, NotSupportedError, UsageError
 from . import perf as _perf

@@ -13,7 +13,7 @@ bytes from bpfkit._kernel (loading BTF is bpfkit._kernel.bpf.btf_load). docs/cor
 
 from .ext import BTFExt, CORERelo, InfoBlock
 from .spec import BTF, StringTable, TypeTable, essential_name
-from .types import *  # noqa: F401,F403
+from .types import *  # noqa: F403
 from .types import __all__ as _types_all
 
 __all__ = ["BTF", "BTFExt", "CORERelo", "InfoBlock", "StringTable", "TypeTable", "essential_name", *_types_all]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import CORERelocationError, ParseError
 from .ext import CORERelo
@@ -133,9 +133,7 @@ class AccessSpec:
         path = ""
         for i, acc in enumerate(self.accessors):
             if acc.name is None:
-                if i:
-                    path += f"[{acc.idx}]"
-                elif acc.idx:
+                if i or acc.idx:
                     path += f"[{acc.idx}]"
             else:
                 path += f".{acc.name}"

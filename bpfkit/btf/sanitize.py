@@ -26,12 +26,29 @@ Pure: the caller says which features the kernel has (``bpfkit.features.probe``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .spec import BTF
 from .types import (
-    Const, Datasec, DeclTag, Enum, Enum64, Float, Func, FuncProto, Int, IntEncoding, Linkage, Member,
-    Struct, Type, Typedef, TypeTag, Union, Var, VarLinkage,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    Enum64,
+    Float,
+    Func,
+    FuncProto,
+    Int,
+    IntEncoding,
+    Linkage,
+    Member,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarLinkage,
 )
 
 __all__ = ["sanitize", "FEATURES_BY_KIND", "needed_features"]

@@ -18,13 +18,40 @@ from __future__ import annotations
 import array
 import struct
 import sys
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import NotFoundError, ParseError
 from .types import (
-    QUALIFIER_KINDS, Array, Const, Datasec, DeclTag, Enum, Enum64, EnumValue, Float, Func,
-    FuncProto, Fwd, Int, IntEncoding, Kind, Linkage, Member, Param, Pointer, Restrict, Struct,
-    Type, Typedef, TypeTag, Union, Var, VarLinkage, VarSecinfo, Void, Volatile,
+    QUALIFIER_KINDS,
+    Array,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    Enum64,
+    EnumValue,
+    Float,
+    Func,
+    FuncProto,
+    Fwd,
+    Int,
+    IntEncoding,
+    Kind,
+    Linkage,
+    Member,
+    Param,
+    Pointer,
+    Restrict,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarLinkage,
+    VarSecinfo,
+    Void,
+    Volatile,
 )
 
 __all__ = ["BTF", "StringTable", "TypeTable", "BTF_MAGIC", "scan_type_id", "essential_name"]
@@ -65,7 +92,7 @@ class StringTable:
     """BTF's string section. Offsets of existing strings never change (line info and
     .BTF.ext refer to them); :meth:`add` appends new strings."""
 
-    def __init__(self, data: bytes = b"\0", base: "StringTable | None" = None) -> None:
+    def __init__(self, data: bytes = b"\0", base: StringTable | None = None) -> None:
         if not data:
             data = b"\0"
         if data[-1:] != b"\0":
@@ -177,7 +204,7 @@ class TypeTable:
 
     __slots__ = ("_base", "_start", "_items", "_decode")
 
-    def __init__(self, base: "TypeTable | list[Type] | None", items: list[Type | None],
+    def __init__(self, base: TypeTable | list[Type] | None, items: list[Type | None],
                  decode: Callable[[int], Type] | None = None) -> None:
         self._base = base
         self._start = len(base) if base is not None else 0
@@ -224,7 +251,7 @@ class BTF:
     """
 
     def __init__(self, types: list[Type] | None = None, strings: StringTable | None = None,
-                 base: "BTF | None" = None, name: str = "") -> None:
+                 base: BTF | None = None, name: str = "") -> None:
         self.base = base
         self.name = name
         self.strings = strings or StringTable(base=base.strings if base else None)
@@ -243,8 +270,8 @@ class BTF:
 
     # ------------------------------------------------------------------------- parsing
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, base: "BTF | None" = None, *, lazy: bool = False,
-                   name: str = "") -> "BTF":
+    def from_bytes(cls, data: bytes | memoryview, base: BTF | None = None, *, lazy: bool = False,
+                   name: str = "") -> BTF:
         """Parse a .BTF section or /sys/kernel/btf/* blob (``base`` for module BTF).
 
         ``lazy``: find the types now, decode each on first use (for large kernel BTF; a
@@ -538,7 +565,7 @@ class BTF:
         """A C-like spelling of a type, for people: ``const volatile __u32``, ``char[4]``."""
         return _c_name(self, type_id, 0)
 
-    def copy(self) -> "BTF":
+    def copy(self) -> BTF:
         """An independent copy (types are copied; the base, if any, is shared)."""
         import copy as _copy
 

@@ -98,6 +98,7 @@ def _map_pin_path(maps_dir: str, name: str, mspec: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import bpfkit
+
     from .._kernel import bpffs
     from ..errors import BPFKitError, KernelError
     from ..maps import PinType

@@ -20,7 +20,8 @@ import importlib
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
 # partially installed tree still runs the commands it has.

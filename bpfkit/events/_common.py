@@ -103,7 +103,7 @@ async def wait_readable(fd: int, timeout: float | None) -> bool:
             return await fut
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
     finally:
         loop.remove_reader(fd)

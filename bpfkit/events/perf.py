@@ -38,8 +38,9 @@ import errno
 import struct
 import warnings
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from itertools import starmap
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator
+from typing import Any
 
 from .._kernel import perf as _kperf
 from .._kernel import ring as _ring
@@ -47,7 +48,7 @@ from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable, warn_lost
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable, warn_lost
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
 
 __all__ = ["PerfBuffer", "PerfRing"]
@@ -89,7 +90,7 @@ class PerfRing:
         self.lost = 0
 
     @classmethod
-    def from_memory(cls, ctl: memoryview, data: memoryview, cpu: int = 0, overwrite: bool = False) -> "PerfRing":
+    def from_memory(cls, ctl: memoryview, data: memoryview, cpu: int = 0, overwrite: bool = False) -> PerfRing:
         """A ring over memory that is not a kernel mapping (a control page viewed as u64 and
         a power-of-two data area): for tests and for rings saved to files."""
         self = cls.__new__(cls)

@@ -18,7 +18,8 @@ import dataclasses
 import importlib.util
 import re
 import struct
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._kernel.consts import PerfRecord, PerfSample
 from ..errors import ParseError, UsageError
@@ -149,7 +150,7 @@ class RecordFormat:
         return fields
 
     @classmethod
-    def from_btf(cls, btf: Any, struct_type: Any) -> "RecordFormat":
+    def from_btf(cls, btf: Any, struct_type: Any) -> RecordFormat:
         """The layout of a BTF struct (a Struct, a type id or a struct name) as a format:
         members in order with explicit padding, little-endian; nested structs are flattened
         into ``outer.inner`` names, arrays of integers into ``name[i]`` fields, byte/char
@@ -641,7 +642,7 @@ def decode_all(decoder: Decoder, records: Iterable[tuple[int, Any]]) -> list[Rec
     return [decoder.decode(buf, cpu) for cpu, buf in records]
 
 
-def collect_batches(consume_batch: Any, fmt: "RecordFormat", limit: Any) -> Any:
+def collect_batches(consume_batch: Any, fmt: RecordFormat, limit: Any) -> Any:
     """Drain through a reader's ``consume_batch`` into owned data: one numpy structured array
     (copied out of the ring, so it outlives the reader) or, without numpy, a list of tuples."""
     parts: list[Any] = []

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from itertools import starmap
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
@@ -81,7 +82,7 @@ class _Ring:
         self.window = RUN_MIN
 
     @classmethod
-    def from_memory(cls, name: str, cq: memoryview, pq: memoryview, data: memoryview, callback: Any = None) -> "_Ring":
+    def from_memory(cls, name: str, cq: memoryview, pq: memoryview, data: memoryview, callback: Any = None) -> _Ring:
         """A ring over plain memory laid out like the kernel's (``data`` holds the data area
         twice, as the double mapping shows it): for tests."""
         self = cls.__new__(cls)
@@ -494,7 +495,7 @@ class Reservation:
 
     __slots__ = ("_rb", "_index", "size", "data", "_done")
 
-    def __init__(self, rb: "UserRingBuffer", index: int, size: int, data: memoryview) -> None:
+    def __init__(self, rb: UserRingBuffer, index: int, size: int, data: memoryview) -> None:
         self._rb = rb
         self._index = index
         self.size = size
@@ -616,7 +617,7 @@ class UserRingBuffer:
     def closed(self) -> bool:
         return self._poller.closed
 
-    def __enter__(self) -> "UserRingBuffer":
+    def __enter__(self) -> UserRingBuffer:
         return self
 
     def __exit__(self, *exc: object) -> None:

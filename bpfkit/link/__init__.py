@@ -30,6 +30,7 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
+from ._net import NetAttachMode, have_tcx, have_xdp_link
 from .auto import AttachedLinks, SectionTarget, attach_all, attach_probe, attach_section, auto_attach, parse_section, skip_reason
 from .base import (
     EventInfo,
@@ -47,33 +48,9 @@ from .base import (
     load_pinned_link,
     register_link_class,
 )
-from .kprobe import kprobe, kretprobe, ksyscall, syscall_prefix, syscall_wrapper
-from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, have_perf_link
-from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
-from .tracepoint import tracepoint
-from .sampling import HardwareEvent, SampleEvent, SoftwareEvent, perf_event_sample
-from ._net import NetAttachMode, have_tcx, have_xdp_link
-from .net_spec import attach_network
-from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
-from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
-from .uprobe import Executable, uprobe, uretprobe
-from .tracing import (
-    RawTracepointFd,
-    RawTracepointLink,
-    TracingInfo,
-    TracingLink,
-    attach_tracing,
-    fentry,
-    fexit,
-    fmod_ret,
-    freplace,
-    lsm,
-    raw_tracepoint,
-    tp_btf,
-)
-from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
-from .struct_ops import StructOpsInfo, StructOpsLink, StructOpsMapLink, struct_ops
 from .group import LinkGroup, attach_many, close_links
+from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
+from .kprobe import kprobe, kretprobe, ksyscall, syscall_prefix, syscall_wrapper
 from .multi import (
     KprobeMultiInfo,
     KprobeMultiLink,
@@ -89,6 +66,29 @@ from .multi import (
     uprobe_session,
     uretprobe_multi,
 )
+from .net_spec import attach_network
+from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, have_perf_link
+from .sampling import HardwareEvent, SampleEvent, SoftwareEvent, perf_event_sample
+from .struct_ops import StructOpsInfo, StructOpsLink, StructOpsMapLink, struct_ops
+from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
+from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
+from .tracepoint import tracepoint
+from .tracing import (
+    RawTracepointFd,
+    RawTracepointLink,
+    TracingInfo,
+    TracingLink,
+    attach_tracing,
+    fentry,
+    fexit,
+    fmod_ret,
+    freplace,
+    lsm,
+    raw_tracepoint,
+    tp_btf,
+)
+from .uprobe import Executable, uprobe, uretprobe
+from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
 
 __all__ = [
     "raw_tracepoint",

@@ -32,7 +32,7 @@ class NetAttachMode(enum.Enum):
     NETLINK = "netlink"  # rtnetlink through pyroute2: IFLA_XDP, or a cls_bpf filter on clsact
 
     @classmethod
-    def of(cls, value: "NetAttachMode | str") -> "NetAttachMode":
+    def of(cls, value: NetAttachMode | str) -> NetAttachMode:
         if isinstance(value, NetAttachMode):
             return value
         try:

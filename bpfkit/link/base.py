@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, runtime_checkable
 
 from .._kernel import bpf as _bpf
 from .._kernel.bpffs import pin_object
@@ -64,7 +65,7 @@ class Link(Protocol):
 
     def detach(self) -> None: ...
 
-    def info(self) -> "LinkInfo": ...
+    def info(self) -> LinkInfo: ...
 
     def __enter__(self) -> Any: ...
 
@@ -306,7 +307,7 @@ class RawLink:
         """Release this process's reference: the link ends unless it is pinned."""
         self.fd.close()
 
-    def __enter__(self) -> "RawLink":
+    def __enter__(self) -> RawLink:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
 from .base import LinkInfo, load_pinned_link
@@ -58,7 +59,7 @@ _SEQUENTIAL_BELOW = 2
 def _close_one(link: Any) -> BaseException | None:
     try:
         link.close()
-    except Exception as exc:  # noqa: BLE001 - collected and re-raised by the caller
+    except Exception as exc:
         return exc
     return None
 
@@ -199,7 +200,7 @@ class LinkGroup:
             for lk in done:
                 try:
                     lk.unpin()
-                except Exception:  # noqa: BLE001 - keep undoing, the first error matters
+                except Exception:
                     pass
             remove_dirs(made_dirs)
             if isinstance(exc, BPFKitError):
@@ -215,7 +216,7 @@ class LinkGroup:
         for lk in self._links:
             try:
                 lk.unpin()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors.append(exc)
         if self._pinned_dir and self._made_dir:
             _rmdir(self._pinned_dir)
@@ -240,7 +241,7 @@ class LinkGroup:
         return [lk.info() for lk in self._links]
 
     @classmethod
-    def load_pinned(cls, path: str) -> "LinkGroup":
+    def load_pinned(cls, path: str) -> LinkGroup:
         """The links pinned under directory ``path`` (by :meth:`pin`), in member order;
         closing the result leaves the pins in place."""
         try:
@@ -257,7 +258,7 @@ class LinkGroup:
         group._pinned_dir = path
         return group
 
-    def __enter__(self) -> "LinkGroup":
+    def __enter__(self) -> LinkGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -301,7 +302,7 @@ def attach_many(
     except BaseException as exc:
         try:
             group.close()
-        except Exception as cleanup:  # noqa: BLE001 - the attach error is the one to report
+        except Exception as cleanup:
             exc.add_note(f"also failed to close links made before: {cleanup}")
         if isinstance(exc, BPFKitError):
             raise exc.wrap(f"attach {target!r} ({done + 1} of {total})")

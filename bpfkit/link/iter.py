@@ -144,7 +144,7 @@ def iterate(
     ptype = getattr(prog, "type", None)
     target = _target_of(prog)
     what = f"iterator program {getattr(prog, 'name', '')!r}" + (f" ({target})" if target else "")
-    if ptype is not None and ptype != ProgType.TRACING or getattr(prog, "attach_type", AttachType.TRACE_ITER) not in (
+    if (ptype is not None and ptype != ProgType.TRACING) or getattr(prog, "attach_type", AttachType.TRACE_ITER) not in (
         AttachType.TRACE_ITER, None
     ):
         raise UsageError(f"attach {what}: not an iterator program (section iter/TARGET)")

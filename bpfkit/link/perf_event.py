@@ -51,7 +51,7 @@ class AttachMode(enum.Enum):
     IOCTL = "ioctl"  # PERF_EVENT_IOC_SET_BPF + ENABLE, even where links exist
 
     @classmethod
-    def of(cls, value: "AttachMode | str") -> "AttachMode":
+    def of(cls, value: AttachMode | str) -> AttachMode:
         if isinstance(value, AttachMode):
             return value
         try:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any, Iterable, Union
+from collections.abc import Iterable
+from typing import Any, Union
 
 from .._kernel import perf as _perf
 from .._kernel.consts import (
@@ -354,7 +355,7 @@ def perf_event_sample(
         except BaseException as exc:
             try:
                 close_links(links)
-            except Exception as cleanup:  # noqa: BLE001 - the attach error is the one to report
+            except Exception as cleanup:
                 exc.add_note(f"also failed to close the events made before: {cleanup}")
             raise
         if len(links) == 1:

@@ -183,7 +183,7 @@ class StructOpsMapLink:
         except BPFKitError as exc:
             raise exc.wrap(f"unregister {_what(self.map)}")
 
-    def __enter__(self) -> "StructOpsMapLink":
+    def __enter__(self) -> StructOpsMapLink:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -35,8 +35,21 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_tcx, prog_id_of,
-                   prog_name, probe_reason, resolve_target)
+from ._net import (
+    NetAttachMode,
+    NetlinkAttachment,
+    NetLinkUpdate,
+    Target,
+    check_program,
+    dup_prog_fd,
+    explained,
+    gone,
+    have_tcx,
+    probe_reason,
+    prog_id_of,
+    prog_name,
+    resolve_target,
+)
 from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["TcDirection", "Anchor", "TcxInfo", "TcxLink", "ClsBpfLink", "TcxProgram", "TcQuery", "TcFilter",
@@ -61,7 +74,7 @@ class TcDirection(enum.Enum):
         return _nl.TC_H_INGRESS_PARENT if self is TcDirection.INGRESS else _nl.TC_H_EGRESS_PARENT
 
     @classmethod
-    def of(cls, value: "TcDirection | str") -> "TcDirection":
+    def of(cls, value: TcDirection | str) -> TcDirection:
         if isinstance(value, TcDirection):
             return value
         try:
@@ -98,23 +111,23 @@ class Anchor:
     link_id: int = 0
 
     @classmethod
-    def head(cls) -> "Anchor":
+    def head(cls) -> Anchor:
         return cls("before")
 
     @classmethod
-    def tail(cls) -> "Anchor":
+    def tail(cls) -> Anchor:
         return cls("after")
 
     @classmethod
-    def before(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> "Anchor":
+    def before(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
         return cls._relative("before", target, prog_id, link_id)
 
     @classmethod
-    def after(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> "Anchor":
+    def after(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
         return cls._relative("after", target, prog_id, link_id)
 
     @classmethod
-    def _relative(cls, position: str, target: Any, prog_id: int, link_id: int) -> "Anchor":
+    def _relative(cls, position: str, target: Any, prog_id: int, link_id: int) -> Anchor:
         if sum(1 for x in (target is not None, bool(prog_id), bool(link_id)) if x) != 1:
             raise UsageError(f"Anchor.{position}() takes one of: a link or program, prog_id=, link_id=")
         return cls(position, target, prog_id, link_id)
@@ -516,7 +529,7 @@ def tc(
     priority: int | None = None,
     handle: int = 1,
     netns: Any = None,
-) -> "TcxLink | ClsBpfLink":
+) -> TcxLink | ClsBpfLink:
     """Attach sched_cls program ``prog`` to the ``direction`` (ingress/egress; default: from the
     program's tcx/ingress or tcx/egress section) hook of ``iface`` (name or ifindex).
 

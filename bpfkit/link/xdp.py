@@ -36,8 +36,21 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_xdp_link,
-                   prog_id_of, prog_name, probe_reason, resolve_target)
+from ._net import (
+    NetAttachMode,
+    NetlinkAttachment,
+    NetLinkUpdate,
+    Target,
+    check_program,
+    dup_prog_fd,
+    explained,
+    gone,
+    have_xdp_link,
+    probe_reason,
+    prog_id_of,
+    prog_name,
+    resolve_target,
+)
 from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
@@ -58,7 +71,7 @@ class XdpMode(enum.Enum):
         return _MODE_FLAGS[self]
 
     @classmethod
-    def of(cls, value: "XdpMode | str | None") -> "XdpMode":
+    def of(cls, value: XdpMode | str | None) -> XdpMode:
         if value is None:
             return cls.AUTO
         if isinstance(value, XdpMode):
@@ -316,7 +329,7 @@ def xdp(
     xdp_mode: XdpMode | str | None = XdpMode.AUTO,
     replace: Any = None,
     netns: Any = None,
-) -> "XdpLink | XdpNetlinkLink":
+) -> XdpLink | XdpNetlinkLink:
     """Attach XDP program ``prog`` to interface ``iface`` (name or ifindex).
 
     ``mode``: AUTO (an XDP link when the kernel has them, 5.9+, else netlink), ``link`` or

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .. import features
 from .._kernel import bpf as _bpf
@@ -234,7 +234,7 @@ class USDTLink(LinkGroup):
                                     "and reuses when the link is closed")
         super().pin(path)
 
-    def __enter__(self) -> "USDTLink":
+    def __enter__(self) -> USDTLink:
         return self
 
     def __repr__(self) -> str:

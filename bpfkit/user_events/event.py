@@ -34,9 +34,9 @@ class UserEventsFile:
 
     def __init__(self) -> None:
         self.fd: FD = _ue.open_data()
-        self._events: "weakref.WeakSet[UserEvent]" = weakref.WeakSet()
+        self._events: weakref.WeakSet[UserEvent] = weakref.WeakSet()
 
-    def register(self, spec: Any, **kwargs: Any) -> "UserEvent":
+    def register(self, spec: Any, **kwargs: Any) -> UserEvent:
         return UserEvent(spec, file=self, **kwargs)
 
     @property
@@ -49,7 +49,7 @@ class UserEventsFile:
             ev.close()
         self.fd.close()
 
-    def __enter__(self) -> "UserEventsFile":
+    def __enter__(self) -> UserEventsFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -228,7 +228,7 @@ class UserEvent:
         except BPFKitError as exc:
             raise exc.wrap(f"attach {what}")
 
-    def status(self) -> "_ue.Status | None":
+    def status(self) -> _ue.Status | None:
         """This event's line of user_events_status (who has it enabled), None if absent."""
         for st in _ue.read_status():
             if st.name == self.tracepoint_name:
@@ -267,7 +267,7 @@ class UserEvent:
         self.close()
         delete(self.name, timeout=timeout, missing_ok=True)
 
-    def __enter__(self) -> "UserEvent":
+    def __enter__(self) -> UserEvent:
         return self
 
     def __exit__(self, *exc: object) -> None:
