@@ -24,15 +24,23 @@ import errno
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
-from .base import LinkInfo, load_pinned_link
+from .base import Link, LinkInfos, load_pinned_link
 from .perf_event import PerfEventIoctlLink, PerfEventLink
 
 __all__ = ["LinkGroup", "attach_many", "close_links", "DEFAULT_CLOSE_WORKERS"]
 
 T = TypeVar("T")
+L = TypeVar("L", bound=Link)
+
+
+class _Closable(Protocol):
+    """What close_links closes: links, and the fds and perf events they are made of."""
+
+    def close(self) -> None: ...
 
 # Threads closing links at once. Closing a perf-event probe has two slow parts (Linux 6.18,
 # measured on this 2-CPU host with a VM keeping it busy, uprobes on distinct libc functions):
@@ -56,7 +64,7 @@ DEFAULT_CLOSE_WORKERS = 32
 _SEQUENTIAL_BELOW = 2
 
 
-def _close_one(link: Any) -> BaseException | None:
+def _close_one(link: _Closable) -> BaseException | None:
     try:
         link.close()
     except Exception as exc:
@@ -64,7 +72,7 @@ def _close_one(link: Any) -> BaseException | None:
     return None
 
 
-def _pooled_part(link: Any) -> Any | None:
+def _pooled_part(link: _Closable) -> _Closable | None:
     """What of ``link`` to close in the pool: a perf-event link's bpf_link only (its perf
     event comes after, see DEFAULT_CLOSE_WORKERS), nothing of a SET_BPF perf event (its close
     is the destroy), any other link whole (its release may wait for a grace period too)."""
@@ -78,7 +86,7 @@ def _pooled_part(link: Any) -> Any | None:
     return link
 
 
-def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseException]:
+def close_links(links: Iterable[_Closable], workers: int | None = None) -> list[BaseException]:
     """Close every link in ``links`` (``workers`` threads for the parts that overlap,
     default DEFAULT_CLOSE_WORKERS; ``workers=1`` closes each whole, one after the other).
 
@@ -102,7 +110,12 @@ def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseEx
         results = [None] * len(todo)
         if pooled:
             with ThreadPoolExecutor(max_workers=min(workers, len(pooled)), thread_name_prefix="bpfkit-close") as pool:
-                for i, err in zip(pooled, pool.map(lambda i: _close_one(parts[i]), pooled)):
+                def close_part(i: int) -> BaseException | None:
+                    part = parts[i]
+                    assert part is not None  # pooled holds the indexes of the parts that are not None
+                    return _close_one(part)
+
+                for i, err in zip(pooled, pool.map(close_part, pooled)):
                     results[i] = err
         for i, lk in enumerate(todo):
             if parts[i] is not lk:  # the rest of a perf-event link, even if its bpf_link failed
@@ -128,8 +141,8 @@ class LinkGroup:
 
     kind = "group"
 
-    def __init__(self, links: Iterable[Any] = (), *, workers: int | None = None) -> None:
-        self._links: list[Any] = []
+    def __init__(self, links: Iterable[Link] = (), *, workers: int | None = None) -> None:
+        self._links: list[Link] = []
         self._ids: set[int] = set()
         self._pinned_dir: str | None = None
         self._made_dir = False
@@ -138,7 +151,7 @@ class LinkGroup:
             self.add(lk)
 
     # -- set
-    def add(self, link: Any) -> Any:
+    def add(self, link: L) -> L:
         """Add ``link`` (ignored if already a member); returns it."""
         if id(link) not in self._ids:
             self._ids.add(id(link))
@@ -148,17 +161,17 @@ class LinkGroup:
     def __len__(self) -> int:
         return len(self._links)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Link]:
         return iter(list(self._links))
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> Link:
         return self._links[index]
 
     def __contains__(self, link: object) -> bool:
         return id(link) in self._ids
 
     @property
-    def links(self) -> tuple[Any, ...]:
+    def links(self) -> tuple[Link, ...]:
         return tuple(self._links)
 
     # -- Link protocol
@@ -191,7 +204,7 @@ class LinkGroup:
             except OSError as exc:
                 raise KernelError(f"pin link group: mkdir {exc.filename or path}", exc.errno or errno.EIO) from None
         made = bool(made_dirs)
-        done: list[Any] = []
+        done: list[Link] = []
         try:
             for i, lk in enumerate(self._links):
                 lk.pin(os.path.join(path, str(i)))
@@ -224,7 +237,7 @@ class LinkGroup:
         if errors:
             raise errors[0]
 
-    def update(self, prog: Any) -> None:
+    def update(self, prog: ProgramArg) -> None:
         """Replace the program of every member (BPF_LINK_UPDATE)."""
         for lk in self._links:
             lk.update(prog)
@@ -234,7 +247,7 @@ class LinkGroup:
         for lk in self._links:
             lk.detach()
 
-    def info(self, index: int | None = None) -> list[LinkInfo] | LinkInfo:
+    def info(self, index: int | None = None) -> LinkInfos:
         """The members' LinkInfo in order, or member ``index``'s alone."""
         if index is not None:
             return self._links[index].info()
@@ -278,7 +291,7 @@ def _rmdir(path: str) -> None:
 
 def attach_many(
     targets: Iterable[T],
-    attach_one: Callable[[T], Any],
+    attach_one: Callable[[T], Link],
     *,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,

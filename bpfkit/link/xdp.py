@@ -35,6 +35,7 @@ from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import (
     NetAttachMode,
@@ -172,7 +173,7 @@ def _hint(err: int, mode: XdpMode, path: str, replacing: bool) -> str:
     return ""
 
 
-def _fail(exc: BPFKitError, prog: Any, target: Target, mode: XdpMode, path: str, replacing: bool = False,
+def _fail(exc: BPFKitError, prog: ProgramArg | str, target: Target, mode: XdpMode, path: str, replacing: bool = False,
           what: str = "attach") -> BPFKitError:
     if isinstance(exc, KernelError):
         exc = explained(exc, _hint(exc.errno, mode, path, replacing))
@@ -216,7 +217,7 @@ class XdpLink(NetLinkUpdate, RawLink):
         return f"XdpLink({where}{mode}fd={self.fd!r}{pinned})"
 
 
-register_link_class(LinkType.XDP, lambda fd, path: XdpLink(fd, path))
+register_link_class(LinkType.XDP, XdpLink)
 
 
 class XdpNetlinkLink(NetlinkAttachment):
@@ -251,7 +252,7 @@ class XdpNetlinkLink(NetlinkAttachment):
         self._check_open("query")
         return _query(self.target)
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         """Swap in ``prog`` atomically, only if the attached program is ours (or ``old``)."""
         self._check_open("update")
         assert self._prog_fd is not None
@@ -323,11 +324,11 @@ def _attached_mode(target: Target, prog_fd: int, asked: XdpMode) -> XdpMode:
 
 def xdp(
     iface: str | int,
-    prog: Any,
+    prog: ProgramArg,
     *,
     mode: NetAttachMode | str = NetAttachMode.AUTO,
     xdp_mode: XdpMode | str | None = XdpMode.AUTO,
-    replace: Any = None,
+    replace: ProgramArg | None = None,
     netns: Any = None,
 ) -> XdpLink | XdpNetlinkLink:
     """Attach XDP program ``prog`` to interface ``iface`` (name or ifindex).
