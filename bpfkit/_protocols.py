@@ -12,13 +12,13 @@ they always did: :data:`ProgramArg` is that union.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from ._kernel.consts import MapType, ProgType
     from ._kernel.fd import FD
 
-__all__ = ["MapLike", "ProgramArg", "ProgramLike"]
+__all__ = ["MapLike", "ProgramArg", "ProgramLike", "UpdatableMapLike"]
 
 
 class ProgramLike(Protocol):
@@ -47,6 +47,15 @@ class MapLike(Protocol):
     def value_size(self) -> int: ...
     @property
     def max_entries(self) -> int: ...
+
+
+class UpdatableMapLike(MapLike, Protocol):
+    """A map the caller writes to (a perf event array's per-CPU slots): ``bpfkit.Map``."""
+
+    @property
+    def closed(self) -> bool: ...
+    def update(self, key: Any, value: Any, flags: int = ...) -> None: ...
+    def delete(self, key: Any) -> bool: ...
 
 
 # What attach functions accept as "the program": a program object, or its fd.
