@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, ProgType
@@ -35,6 +35,9 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
 from .base import FdOnlyLink, RawLink, _prog_fd, register_info_decoder, register_link_class
+
+if TYPE_CHECKING:
+    from ..ext import FreplaceTarget
 
 __all__ = [
     "RawTracepointLink",
@@ -302,7 +305,8 @@ def lsm(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     return _checked(AttachType.LSM_MAC, prog, cookie)
 
 
-def freplace(prog: ProgramArg, target: Any = None, function: str = "", *, prog_id: int = 0) -> TracingLink | RawTracepointFd:
+def freplace(prog: ProgramArg, target: FreplaceTarget | None = None, function: str = "", *,
+             prog_id: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an ext (``SEC("freplace/FUNC")``) program: from now on calls of the global
     function ``function`` in program ``target`` run ``prog`` instead (cilium's
     link.AttachFreplace). ``target`` is a loaded Program, an FD or fd number, a pinned path,

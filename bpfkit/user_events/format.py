@@ -92,8 +92,8 @@ class EventFormat:
             default = inspect.Parameter.empty
             if f.default is not dataclasses.MISSING:
                 default = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                default = f.default_factory()  # type: ignore[misc]
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
             params.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
         return cls(name or dc.__name__, fields, signature=inspect.Signature(params), source=dc)
 
@@ -251,12 +251,12 @@ def _hints(obj: Any) -> dict[str, Any]:
     namespace = getattr(obj, "__globals__", None) or (vars(module) if module else {})
     out = {}
     for key, value in raw.items():
+        out[key] = value
         if isinstance(value, str):
             try:
-                value = eval(value, dict(namespace))
+                out[key] = eval(value, dict(namespace))
             except Exception:
                 pass
-        out[key] = value
     return out
 
 
