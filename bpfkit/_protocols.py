@@ -12,11 +12,12 @@ they always did: :data:`ProgramArg` is that union.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
-if TYPE_CHECKING:
-    from ._kernel.consts import MapType, ProgType
-    from ._kernel.fd import FD
+# Imported at run time (not only for type checkers): pdoc and typing.get_type_hints evaluate
+# the annotations that name ProgramArg.
+from ._kernel.consts import MapType, ProgType
+from ._kernel.fd import FD
 
 __all__ = ["MapLike", "ProgramArg", "ProgramLike", "UpdatableMapLike"]
 
@@ -59,4 +60,4 @@ class UpdatableMapLike(MapLike, Protocol):
 
 
 # What attach functions accept as "the program": a program object, or its fd.
-ProgramArg: TypeAlias = "ProgramLike | FD | int"
+ProgramArg: TypeAlias = ProgramLike | FD | int

@@ -28,7 +28,7 @@ from .errors import BPFKitError, KernelError, NotFoundError, UsageError
 __all__ = ["FreplaceTarget", "open_target", "target_func_id", "describe_target"]
 
 # A freplace target program: a program or its fd, a pinned path, or ("id", N).
-FreplaceTarget: TypeAlias = "ProgramArg | str | os.PathLike[str] | tuple[str, int]"
+FreplaceTarget: TypeAlias = ProgramArg | str | os.PathLike[str] | tuple[str, int]
 
 
 def describe_target(target: FreplaceTarget) -> str:

@@ -19,7 +19,7 @@ import array
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import cast, overload
+from typing import TYPE_CHECKING, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -76,6 +76,12 @@ for _top in range(256):
     if 0 < _top & 0x1F <= max(Kind):
         _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
         _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
+
+# array.array is subscriptable at run time only from Python 3.12 (pdoc evaluates annotations).
+if TYPE_CHECKING:
+    _Words: TypeAlias = array.array[int]
+else:
+    _Words = array.array
 
 
 def essential_name(name: str) -> str:
@@ -278,8 +284,8 @@ class BTF:
         self._by_essential: dict[str, list[Type]] | None = None
         # Lazy parses: the type section as u32 words, where each own type starts in it,
         # and (built on first name lookup) each own type's name offset.
-        self._words: array.array[int] | None = None
-        self._starts: array.array[int] | None = None
+        self._words: _Words | None = None
+        self._starts: _Words | None = None
         self._name_offs: bytes | None = None
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 

@@ -139,7 +139,7 @@ class LinkInfo:
 
 
 # What Link.info() gives: one link's LinkInfo, or a group's list of its members' (which may be groups).
-LinkInfos: TypeAlias = "LinkInfo | list[LinkInfos]"
+LinkInfos: TypeAlias = LinkInfo | list["LinkInfos"]
 
 
 def _enum(cls: Any, value: int) -> Any:
