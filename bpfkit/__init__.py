@@ -16,7 +16,7 @@ if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
     # of the package on, before anything else is imported (bpfkit.cli: no traceback when
     # Ctrl-C lands while the command is still starting). First through the C module _signal,
     # always loaded, because importing `signal` runs Python code a Ctrl-C could interrupt.
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module (the Python one is `signal`)
     import os as _os
 
     def _exit_at_once(signum: int, frame: object) -> None:
@@ -29,6 +29,11 @@ if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
     _quiet_signals()
 
 import importlib
+
+# typing costs ~10 ms to import; mypy treats any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -48,10 +53,26 @@ _LAZY = {
     "LinkType": "bpfkit._kernel.consts",
 }
 
-__all__ = sorted(_LAZY) + ["errors", "__version__"]
+__all__ = [
+    "AttachType",
+    "Collection",
+    "CollectionSpec",
+    "LinkType",
+    "LoadOptions",
+    "Map",
+    "MapSpec",
+    "MapType",
+    "ProgType",
+    "Program",
+    "ProgramSpec",
+    "VariableSpec",
+    "load_spec",
+    "errors",
+    "__version__",
+]
 
 
-def __getattr__(name: str) -> "Any":  # noqa: F821 - typing is not imported: it costs ~10 ms
+def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events", "usdt"):

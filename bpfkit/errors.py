@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = [
     "BPFKitError",
@@ -58,7 +58,7 @@ class BPFKitError(Exception):
     def __str__(self) -> str:
         return self.message
 
-    def wrap(self, context: str) -> "BPFKitError":
+    def wrap(self, context: str) -> BPFKitError:
         """Prefix ``context: `` to the message, keeping class and attributes; returns self."""
         self.message = f"{context}: {self.message}"
         self.args = (self.message,)

@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any
+from typing import TypeAlias
 
 from ._kernel import bpf as _bpf
 from ._kernel.fd import FD
+from ._protocols import ProgramArg
 from .errors import BPFKitError, KernelError, NotFoundError, UsageError
 
-__all__ = ["open_target", "target_func_id", "describe_target"]
+__all__ = ["FreplaceTarget", "open_target", "target_func_id", "describe_target"]
+
+# A freplace target program: a program or its fd, a pinned path, or ("id", N).
+FreplaceTarget: TypeAlias = ProgramArg | str | os.PathLike[str] | tuple[str, int]
 
 
-def describe_target(target: Any) -> str:
+def describe_target(target: FreplaceTarget) -> str:
     """How a target program is named in messages."""
     if isinstance(target, tuple) and len(target) == 2 and target[0] == "id":
         return f"program id {target[1]}"
@@ -39,7 +43,7 @@ def describe_target(target: Any) -> str:
     return f"program {name!r}" if name else repr(target)
 
 
-def open_target(target: Any) -> tuple[FD | int, FD | None]:
+def open_target(target: FreplaceTarget) -> tuple[FD | int, FD | None]:
     """(fd to pass, fd to close afterwards or None) for a target program given as a Program
     (anything with ``.fd``), an FD, an fd number, a pinned path or ``("id", N)``."""
     what = describe_target(target)
@@ -64,10 +68,10 @@ def open_target(target: Any) -> tuple[FD | int, FD | None]:
         return fd, fd
     if isinstance(target, (FD, int)):
         return target, None
-    fd = getattr(target, "fd", None)
-    if fd is None:
+    prog_fd = getattr(target, "fd", None)
+    if prog_fd is None:
         raise UsageError(f"freplace target {what}: give a Program, an fd, a pinned path or prog_id")
-    return fd, None
+    return prog_fd, None
 
 
 def target_func_id(target_fd: FD | int, func: str, what: str) -> int:

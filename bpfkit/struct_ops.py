@@ -70,7 +70,7 @@ class StructOpsSpec:
     def kernel_type_name(self) -> str:
         return essential_name(self.type_name)
 
-    def copy(self) -> "StructOpsSpec":
+    def copy(self) -> StructOpsSpec:
         return dataclasses.replace(self, programs=dict(self.programs))
 
 
@@ -80,7 +80,7 @@ def _is_func_ptr(btf: BTF, type_id: int) -> bool:
 
 
 def parse_section(btf: BTF | None, section: Any, relocations: list[Any], program_at: dict[tuple[int, int], str],
-                  datasec: Any) -> dict[str, "StructOpsSpec"]:
+                  datasec: Any) -> dict[str, StructOpsSpec]:
     """{variable: StructOpsSpec} of one struct_ops section (ELF loader)."""
     name = section.name
     if btf is None or datasec is None:
@@ -147,10 +147,12 @@ def find_kernel_struct_ops(name: str) -> KernelStructOps:
 
     wanted = VALUE_PREFIX + name
     try:
-        candidates: list[tuple[str, BTF]] = [("", _kernel_btf.vmlinux())]
-        candidates += [(mod, None) for mod in _bpf.module_btf_names()]  # type: ignore[misc]
-        for mod, btf in candidates:
-            if btf is None:
+        candidates: list[tuple[str, BTF | None]] = [("", _kernel_btf.vmlinux())]
+        candidates += [(mod, None) for mod in _bpf.module_btf_names()]
+        for mod, loaded in candidates:
+            if loaded is not None:
+                btf = loaded
+            else:
                 try:
                     btf = _kernel_btf.module(mod)
                 except NotFoundError:
@@ -219,9 +221,9 @@ def plan(map_name: str, spec: StructOpsSpec, kernel: KernelStructOps) -> Plan:
         if ksize != msize:
             raise UsageError(f"{where}: member {member.name!r} is {msize} bytes in the object, {ksize} in the kernel")
         value[koff : koff + ksize] = mdata
-    for member in spec.programs:
-        if member not in slots:
-            raise UsageError(f"{where}: member {member!r} is set to a program but is not a function pointer here")
+    for prog_member in spec.programs:
+        if prog_member not in slots:
+            raise UsageError(f"{where}: member {prog_member!r} is set to a program but is not a function pointer here")
     return Plan(kernel, value, slots)
 
 

@@ -11,6 +11,18 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 
 source scripts/results-dir.sh
+
+# Static checks of bpfkit/ (configured in pyproject.toml: [tool.mypy], [tool.ruff]). They run
+# first and their result lines are printed, but the tests still run; a failure makes the
+# whole run fail at the end.
+static_failed=()
+mypy_out=$(.venv/bin/mypy 2>&1); mypy_rc=$?
+printf '%s\n' "$mypy_out" | { [ $mypy_rc = 0 ] && tail -n 1 || cat; } | sed 's/^/mypy: /'
+[ $mypy_rc = 0 ] || static_failed+=("mypy --strict")
+ruff_out=$(.venv/bin/ruff check --output-format concise bpfkit 2>&1); ruff_rc=$?
+printf '%s\n' "$ruff_out" | sed 's/^/ruff: /'
+[ $ruff_rc = 0 ] || static_failed+=("ruff check")
+
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" "$@" tests integration
 runs=("host=$results/host.xml")
 
@@ -21,4 +33,10 @@ if [ "${BPFKIT_SKIP_VM:-0}" != 1 ]; then
     integration/test_link_tracing.py
   runs+=("vm-6.1=$results/vm/6.1/junit.xml")
 fi
-exec .venv/bin/python scripts/summarize.py "${runs[@]}"
+.venv/bin/python scripts/summarize.py "${runs[@]}"; rc=$?
+if [ ${#static_failed[@]} -gt 0 ]; then
+  echo "STATIC CHECKS FAILED: ${static_failed[*]} (see the mypy:/ruff: lines above)"
+  exit 1
+fi
+echo "static checks: mypy --strict and ruff check passed"
+exit $rc

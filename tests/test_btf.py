@@ -187,3 +187,27 @@ def test_scan_type_id_matches_full_parse(bpf_obj):
         assert scan_type_id(raw, name, kind) == btf.lookup(name, kind).id
     assert scan_type_id(raw, "global_add", Kind.STRUCT) == 0
     assert scan_type_id(raw, "no_such_name", Kind.FUNC) == 0
+
+
+def test_btf_package_reexports_every_type_class() -> None:
+    """bpfkit.btf lists bpfkit.btf.types' names explicitly (ruff cannot check a starred __all__)."""
+    import bpfkit.btf
+    import bpfkit.btf.types
+
+    assert set(bpfkit.btf.types.__all__) <= set(bpfkit.btf.__all__)
+    assert all(getattr(bpfkit.btf, n) is getattr(bpfkit.btf.types, n) for n in bpfkit.btf.types.__all__)
+
+
+def test_type_table_setitem_replaces_own_types_only() -> None:
+    """btf.sanitize rewrites types in place; a split BTF's table refuses to change its base's."""
+    from bpfkit.btf import BTF, Int, IntEncoding, TypeTable
+
+    base = BTF()
+    base.add(Int(0, "int", 4, IntEncoding.SIGNED, 0, 32))
+    split = BTF(base=base)
+    split.add(Int(0, "long", 8, IntEncoding.SIGNED, 0, 64))
+    assert isinstance(split.types, TypeTable)
+    split.types[2] = Int(2, "u64", 8, IntEncoding.NONE, 0, 64)
+    assert split.types[2].name == "u64"
+    with pytest.raises(IndexError, match="not one of this BTF's own"):
+        split.types[1] = Int(1, "x", 4, IntEncoding.NONE, 0, 32)

@@ -160,3 +160,21 @@ def test_record_format_from_btf(bpf_obj):
     assert f.names == ["flag", "pid", "ts", "comm", "xy[0]", "xy[1]", "in.a", "in.b"]
     raw = struct.pack("<B3xiQ16siiii", 1, -2, 3, b"python3", 4, 5, 6, 7)
     assert f.unpack(raw) == (1, -2, 3, b"python3".ljust(16, b"\0"), 4, 5, 6, 7)
+
+
+def test_events_all_lists_every_lazy_name() -> None:
+    """bpfkit.events.__all__ is written out (ruff checks it); each name still resolves lazily."""
+    import bpfkit.events
+
+    assert sorted(bpfkit.events._LAZY) == sorted(bpfkit.events.__all__)
+    assert all(getattr(bpfkit.events, n) is not None for n in bpfkit.events.__all__)
+
+
+def test_dtype_format_refuses_record_by_record_decoding() -> None:
+    """A RecordFormat made from a numpy dtype has no struct format: per-record decoding says so."""
+    np = pytest.importorskip("numpy")
+    from bpfkit.errors import UsageError
+    from bpfkit.events import RecordFormat
+
+    with pytest.raises(UsageError, match="decodes batches only"):
+        RecordFormat(np.dtype([("a", "<u4")])).record_struct()

@@ -612,7 +612,7 @@ def build_ffi() -> cffi.FFI:
 # imports in ~10 ms, which keeps `bpfkit attach` start-up short. tests/test_abi_generated.py
 # fails when the generated module no longer matches CDEF (regenerate: scripts/gen_abi.py).
 try:
-    from ._abi_ffi import ffi  # type: ignore[import-not-found]
+    from ._abi_ffi import ffi as ffi
 except ImportError:  # pragma: no cover - a tree without the generated module still works
     ffi = build_ffi()
 libc = ffi.dlopen(None)

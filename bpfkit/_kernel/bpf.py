@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import enum
 import platform
+from typing import ClassVar
 
 
 class _CEnum(enum.IntEnum):
     """An enum mirroring a C enum or #define family; ``c_name`` is the kernel's spelling."""
 
+    C_PREFIX: ClassVar[str]  # set on each subclass after its body (an assignment inside would be a member)
+
     @property
     def c_name(self) -> str:
-        return self.C_PREFIX + self.name  # type: ignore[attr-defined]
+        return self.C_PREFIX + self.name
 
     @property
     def kernel_name(self) -> str:
@@ -268,6 +271,7 @@ class StatsType(_CEnum):
 
 
 # Prefixes that turn member names into the kernel's (checked by tests/test_layout.py).
+_enum: type[_CEnum]
 for _enum, _prefix in (
     (Cmd, "BPF_"),
     (MapType, "BPF_MAP_TYPE_"),

@@ -66,7 +66,7 @@ class FD:
         self._finalizer.detach()
         os.close(raw)
 
-    def dup(self) -> "FD":
+    def dup(self) -> FD:
         """A new owner of a duplicate (close-on-exec) descriptor for the same kernel object."""
         try:
             return FD(fcntl.fcntl(self.raw, fcntl.F_DUPFD_CLOEXEC, 1))
@@ -80,7 +80,7 @@ class FD:
         self._finalizer.detach()
         return raw
 
-    def __enter__(self) -> "FD":
+    def __enter__(self) -> FD:
         return self
 
     def __exit__(self, *exc: object) -> None:

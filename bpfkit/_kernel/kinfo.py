@@ -1,8 +1,9 @@
 """What the running kernel says about itself outside bpf(): its build configuration and its
 symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf does.
 
-* Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), else ``/usr/lib/modules/$(uname -r)/config`` (Debian 7.x), plain
-  or gzip-compressed (libbpf reads both through gzopen). Debian kernels ship only the first.
+* Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), else
+  ``/usr/lib/modules/$(uname -r)/config`` (Debian 7.x), plain or gzip-compressed (libbpf reads
+  both through gzopen). Debian kernels ship only the first.
 * Symbols: ``/proc/kallsyms``. Addresses read as 0 unless the reader may see them
   (kptr_restrict, CAP_SYSLOG); callers treat an all-zero table as "hidden".
 """

@@ -24,7 +24,8 @@ import errno
 import os
 import socket
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from ..errors import KernelError, NotFoundError, UsageError, kernel_error
 from .abi import ffi, libc
@@ -72,13 +73,13 @@ class Netns:
         self.name = name
 
     @classmethod
-    def current(cls) -> "Netns":
+    def current(cls) -> Netns:
         """The calling thread's namespace."""
         raw = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         return cls(FD(raw), "current")
 
     @classmethod
-    def open(cls, spec: "Netns | str | int | None") -> "Netns":
+    def open(cls, spec: Netns | str | int | None) -> Netns:
         """A new holder of ``spec``: None for the calling thread's namespace, a name made by
         ``ip netns add`` (/run/netns/NAME), a path to an nsfs file (/proc/PID/ns/net), an fd
         or another Netns (duplicated)."""
@@ -140,7 +141,7 @@ class Netns:
         thread.join()
         if "error" in result:
             raise result["error"]
-        return result["value"]
+        return cast(T, result["value"])
 
     def close(self) -> None:
         self.fd.close()
@@ -149,7 +150,7 @@ class Netns:
     def closed(self) -> bool:
         return self.fd.closed
 
-    def __enter__(self) -> "Netns":
+    def __enter__(self) -> Netns:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -227,7 +228,7 @@ class XdpFlag(enum.IntFlag):
     REPLACE = 1 << 4  # 5.7 (92234c8f15c8): only if IFLA_XDP_EXPECTED_FD is what is attached
 
     @classmethod
-    def modes(cls) -> "XdpFlag":
+    def modes(cls) -> XdpFlag:
         return cls.SKB_MODE | cls.DRV_MODE | cls.HW_MODE
 
 

@@ -16,16 +16,16 @@ from ..errors import KernelError, NotSupportedError, kernel_error
 from .abi import ffi, libc
 from .consts import (
     PERF_ATTR_SIZES,
+    PERF_EVENT_IOC_FLAG_GROUP,
     PERF_FLAG_FD_CLOEXEC,
     PERF_IOCTLS_WITH_GROUP_FLAG,
-    PERF_EVENT_IOC_FLAG_GROUP,
     PerfIoctl,
     syscall_number,
 )
 from .fd import FD
 
 _NR_PERF_EVENT_OPEN = syscall_number("perf_event_open")
-ATTR_SIZE = ffi.sizeof("struct perf_event_attr")
+ATTR_SIZE: int = ffi.sizeof("struct perf_event_attr")
 
 # Where each attr version ends, to pick the smallest size that covers every non-zero byte.
 _VERSION_ENDS = sorted(size for size, _ in PERF_ATTR_SIZES.values())

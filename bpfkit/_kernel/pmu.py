@@ -86,7 +86,7 @@ def open_probe(
     ref_ctr_offset: int = 0,
     pid: int = -1,
     what: str = "",
-) -> "FD":
+) -> FD:
     """perf_event_open on the kprobe or uprobe PMU: a probe that lives as long as the fd.
 
     ``target`` is the kernel symbol (kprobe: config1 = kprobe_func, config2 = probe_offset)
@@ -95,8 +95,8 @@ def open_probe(
     k/uprobe perf event, one opened for every task (pid -1) must name a CPU: CPU 0 is used,
     and the BPF program attached still runs on every CPU.
     """
-    from .abi import ffi
     from . import perf
+    from .abi import ffi
 
     attr = perf.new_attr()
     attr.type = pmu_type(pmu)

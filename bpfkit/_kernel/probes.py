@@ -30,7 +30,8 @@ import os
 import re
 import struct
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .. import asm
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
@@ -315,9 +316,9 @@ def probe_bpf_syscall() -> Outcome:
            "BPF_MAP_CREATE of an array with BPF_F_MMAPABLE, then mmap it")
 def probe_mmapable_maps() -> Outcome:
     try:
-        with _bpf.map_create(int(MapType.ARRAY), 4, 8, 1, flags=int(MapFlag.MMAPABLE)) as fd:
-            with mmap.mmap(fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE):
-                pass
+        with (_bpf.map_create(int(MapType.ARRAY), 4, 8, 1, flags=int(MapFlag.MMAPABLE)) as fd,
+              mmap.mmap(fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)):
+            pass
     except KernelError as exc:
         if exc.errno == errno.EINVAL:
             return False, f"BPF_MAP_CREATE with BPF_F_MMAPABLE gave {describe_errno(exc.errno)}: flag unknown"
@@ -441,7 +442,7 @@ FENTRY_TARGETS = ("bpf_fentry_test1", "do_nanosleep", "vfs_read")
 def probe_tracing_programs() -> Outcome:
     # First the cheap question libbpf asks: does the type exist at all? (attach_btf_id 1 is
     # never a function, so a kernel that knows fentry says so in the log with EINVAL.)
-    kind = dict(expected_attach_type=int(AttachType.TRACE_FENTRY))
+    kind: dict[str, Any] = dict(expected_attach_type=int(AttachType.TRACE_FENTRY))
     try:
         _load_logged(ProgType.TRACING, attach_btf_id=1, **kind).close()
     except VerifierError as exc:
@@ -605,7 +606,8 @@ def probe_uprobe_multi() -> Outcome:
     return False, "BPF_LINK_CREATE(uprobe_multi) accepted '/'; cannot tell"
 
 
-@_register("kprobe_session", "links", "6.10", "kprobe sessions: one program on entry and return of kernel functions (BPF_TRACE_KPROBE_SESSION)",
+@_register("kprobe_session", "links", "6.10",
+           "kprobe sessions: one program on entry and return of kernel functions (BPF_TRACE_KPROBE_SESSION)",
            "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) on vprintk; EINVAL = unknown, EOPNOTSUPP = no CONFIG_FPROBE")
 def probe_kprobe_session() -> Outcome:
     # 6.10 (libbpf's UAPI sync of May 2024): link_create() sends BPF_TRACE_KPROBE_SESSION to
@@ -629,7 +631,8 @@ def probe_kprobe_session() -> Outcome:
     return True, "attached (and detached) a kprobe session link on vprintk"
 
 
-@_register("uprobe_session", "links", "6.13", "uprobe sessions: one program on entry and return of user functions (BPF_TRACE_UPROBE_SESSION)",
+@_register("uprobe_session", "links", "6.13",
+           "uprobe sessions: one program on entry and return of user functions (BPF_TRACE_UPROBE_SESSION)",
            "BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) on path '/': EBADF = known, EINVAL = not")
 def probe_uprobe_session() -> Outcome:
     # 6.13 (libbpf's UAPI sync of Nov 2024): the uprobe_multi attach, reached only for a known
@@ -1022,7 +1025,8 @@ def _prog_type_probe(prog_type: ProgType) -> Callable[[], Outcome]:
                 if prog_type == ProgType.STRUCT_OPS and exc.errno == ENOTSUPP:
                     return True, f"{c_name} known: load without a struct_ops target gave {describe_errno(ENOTSUPP)}"
                 if exc.errno in (errno.EINVAL, errno.E2BIG, errno.EOPNOTSUPP):
-                    return False, f"BPF_PROG_LOAD of a minimal {c_name} program gave {describe_errno(exc.errno)}: type unknown or not built in"
+                    return False, (f"BPF_PROG_LOAD of a minimal {c_name} program gave {describe_errno(exc.errno)}: "
+                                   "type unknown or not built in")
                 return _failure(exc)
         return True, f"a minimal {c_name} program loaded"
 
@@ -1067,9 +1071,7 @@ def map_create_args(map_type: MapType) -> dict[str, Any]:
         args.update(key_size=8, value_size=8, flags=int(MapFlag.NO_PREALLOC))
     elif map_type in (MapType.CGROUP_STORAGE, MapType.PERCPU_CGROUP_STORAGE):
         args.update(key_size=16, value_size=8, max_entries=0)  # struct bpf_cgroup_storage_key
-    elif map_type in (MapType.QUEUE, MapType.STACK):
-        args["key_size"] = 0
-    elif map_type == MapType.BLOOM_FILTER:
+    elif map_type in (MapType.QUEUE, MapType.STACK) or map_type == MapType.BLOOM_FILTER:
         args["key_size"] = 0
     elif map_type in (MapType.RINGBUF, MapType.USER_RINGBUF):
         args.update(key_size=0, value_size=0, max_entries=mmap.PAGESIZE)

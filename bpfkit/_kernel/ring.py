@@ -37,7 +37,8 @@ import errno
 import mmap
 import platform
 import select
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import KernelError, NotSupportedError, UsageError
 from . import perf as _perf
@@ -48,10 +49,10 @@ from .fd import FD
 PAGE_SIZE = mmap.PAGESIZE
 
 # Byte offsets in struct perf_event_mmap_page (include/uapi/linux/perf_event.h).
-DATA_HEAD = ffi.offsetof("struct perf_event_mmap_page", "data_head")
-DATA_TAIL = ffi.offsetof("struct perf_event_mmap_page", "data_tail")
-DATA_OFFSET = ffi.offsetof("struct perf_event_mmap_page", "data_offset")
-DATA_SIZE = ffi.offsetof("struct perf_event_mmap_page", "data_size")
+DATA_HEAD: int = ffi.offsetof("struct perf_event_mmap_page", "data_head")
+DATA_TAIL: int = ffi.offsetof("struct perf_event_mmap_page", "data_tail")
+DATA_OFFSET: int = ffi.offsetof("struct perf_event_mmap_page", "data_offset")
+DATA_SIZE: int = ffi.offsetof("struct perf_event_mmap_page", "data_size")
 
 EPOLLIN = select.EPOLLIN
 EPOLLOUT = select.EPOLLOUT

@@ -15,7 +15,7 @@ import errno
 import functools
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .consts import PerfSample, PerfType
@@ -312,7 +312,6 @@ def kernel_symbol_exists(symbol: str) -> bool | None:
         end = data.find(b"\n", pos)
         end = len(data) if end < 0 else end
         rest = data[pos + len(needle):end]
-        if rest == b"" or rest[:1] in (b"\t",):
-            if not module or rest.strip() == f"[{module}]".encode():
-                return True
+        if (rest == b"" or rest[:1] == b"\t") and (not module or rest.strip() == f"[{module}]".encode()):
+            return True
         pos = end

@@ -24,7 +24,8 @@ import dataclasses
 import enum
 import errno
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import cffi
 

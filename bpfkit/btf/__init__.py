@@ -13,7 +13,45 @@ bytes from bpfkit._kernel (loading BTF is bpfkit._kernel.bpf.btf_load). docs/cor
 
 from .ext import BTFExt, CORERelo, InfoBlock
 from .spec import BTF, StringTable, TypeTable, essential_name
-from .types import *  # noqa: F401,F403
-from .types import __all__ as _types_all
+from .types import (
+    KIND_CLASSES,
+    QUALIFIER_KINDS,
+    Array,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    Enum64,
+    EnumValue,
+    Float,
+    Func,
+    FuncProto,
+    Fwd,
+    Int,
+    IntEncoding,
+    Kind,
+    Linkage,
+    Member,
+    Param,
+    Pointer,
+    Restrict,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarLinkage,
+    VarSecinfo,
+    Void,
+    Volatile,
+)
 
-__all__ = ["BTF", "BTFExt", "CORERelo", "InfoBlock", "StringTable", "TypeTable", "essential_name", *_types_all]
+# tests/test_btf.py checks that this re-exports all of btf.types.__all__.
+__all__ = [
+    "BTF", "BTFExt", "CORERelo", "InfoBlock", "StringTable", "TypeTable", "essential_name",
+    "Kind", "IntEncoding", "Linkage", "VarLinkage", "Type", "Void", "Int", "Pointer", "Array",
+    "Member", "Struct", "Union", "EnumValue", "Enum", "Fwd", "Typedef", "Volatile", "Const",
+    "Restrict", "Param", "Func", "FuncProto", "Var", "VarSecinfo", "Datasec", "Float", "DeclTag",
+    "TypeTag", "Enum64", "KIND_CLASSES", "QUALIFIER_KINDS",
+]

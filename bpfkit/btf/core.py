@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import CORERelocationError, ParseError
 from .ext import CORERelo
@@ -128,14 +128,12 @@ class AccessSpec:
         if self.kind.enum_based:
             acc = self.accessors[0]
             enum_t = btf.types[acc.type_id]
-            value = enum_t.values[acc.idx].value if isinstance(enum_t, Enum) else "?"  # type: ignore[attr-defined]
+            value = enum_t.values[acc.idx].value if isinstance(enum_t, Enum) else "?"
             return f"{text}::{acc.name} = {value}{where}"
         path = ""
         for i, acc in enumerate(self.accessors):
             if acc.name is None:
-                if i:
-                    path += f"[{acc.idx}]"
-                elif acc.idx:
+                if i or acc.idx:
                     path += f"[{acc.idx}]"
             else:
                 path += f".{acc.name}"
@@ -549,7 +547,9 @@ def _enum_value(spec: AccessSpec | None, kind: ReloKind) -> int:
     if spec is None:
         raise _Poison()
     acc = spec.accessors[0]
-    return spec.btf.types[acc.type_id].values[acc.idx].value  # type: ignore[attr-defined]
+    enum_t = spec.btf.types[acc.type_id]
+    assert isinstance(enum_t, Enum)  # an enum-based spec's root is an ENUM/ENUM64 (checked when it was built)
+    return enum_t.values[acc.idx].value
 
 
 def compute(local: AccessSpec, targ: AccessSpec | None, where: str = "relocation") -> Result:
@@ -775,7 +775,8 @@ def patch_insn(code: bytearray, res: CoreResolution) -> None:
     raise CORERelocationError(f"{where}: cannot relocate instruction {op:#04x} (not ALU, LDX/ST/STX or ld_imm64)")
 
 
-def relocate(program: str, code: bytes, relos: Iterable[tuple[int, CORERelo]], relocator: CORERelocator) -> tuple[bytes, list[CoreResolution]]:
+def relocate(program: str, code: bytes, relos: Iterable[tuple[int, CORERelo]],
+             relocator: CORERelocator) -> tuple[bytes, list[CoreResolution]]:
     """Resolve and apply every CO-RE relocation of a program: (new code, resolutions)."""
     out = bytearray(code)
     done: list[CoreResolution] = []
@@ -790,4 +791,4 @@ def poisoned_insns(log: str) -> list[int]:
     """Instruction numbers the verifier log shows calling the poison helper."""
     import re
 
-    return [int(m.group(1)) for m in re.finditer(r"^(\d+): \(85\) call unknown#%d" % POISON_HELPER, log, re.M)]
+    return [int(m.group(1)) for m in re.finditer(rf"^(\d+): \(85\) call unknown#{POISON_HELPER}", log, re.M)]

@@ -68,7 +68,7 @@ class BTFExt:
     core_relos: dict[str, list[CORERelo]]
 
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, btf: BTF) -> "BTFExt":
+    def from_bytes(cls, data: bytes | memoryview, btf: BTF) -> BTFExt:
         """Parse a .BTF.ext section; names and access strings are looked up in ``btf``."""
         data = bytes(data)
         if len(data) < _HEADER.size:

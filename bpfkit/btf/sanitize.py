@@ -26,12 +26,29 @@ Pure: the caller says which features the kernel has (``bpfkit.features.probe``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .spec import BTF
 from .types import (
-    Const, Datasec, DeclTag, Enum, Enum64, Float, Func, FuncProto, Int, IntEncoding, Linkage, Member,
-    Struct, Type, Typedef, TypeTag, Union, Var, VarLinkage,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    Enum64,
+    Float,
+    Func,
+    FuncProto,
+    Int,
+    IntEncoding,
+    Linkage,
+    Member,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarLinkage,
 )
 
 __all__ = ["sanitize", "FEATURES_BY_KIND", "needed_features"]
@@ -67,7 +84,10 @@ def sanitize(btf: BTF, has: Callable[[str], bool]) -> tuple[BTF, list[str]]:
     """(the BTF to load, what was rewritten). ``has(feature)`` answers feature probes; the
     original is returned untouched when nothing needs rewriting."""
     features = {name: has(name) for name in needed_features(btf)}
-    ok = lambda name: features.get(name, True)  # noqa: E731
+
+    def ok(name: str) -> bool:
+        return features.get(name, True)
+
     externs = any((isinstance(t, Var) and t.linkage == VarLinkage.EXTERN)
                   or (isinstance(t, Func) and t.linkage == Linkage.EXTERN) for t in btf.types[btf.first_id:])
     if all(features.values()) and not externs:
@@ -132,10 +152,9 @@ def sanitize(btf: BTF, has: Callable[[str], bool]) -> tuple[BTF, list[str]]:
                     placeholder = out.add(Int(0, "enum64_placeholder", 1, IntEncoding.NONE, 0, 8))
                 new = Union(i, t.name, t.size, [Member(v.name, placeholder, 0) for v in t.values])
                 note("ENUM64 -> UNION")
-        elif isinstance(t, Enum):
-            if t.signed and not ok("btf_enum64"):
-                t.signed = False
-                note("signed ENUM -> unsigned")
+        elif isinstance(t, Enum) and t.signed and not ok("btf_enum64"):
+            t.signed = False
+            note("signed ENUM -> unsigned")
         if new is not None:
             types[i] = new
     out._by_name = out._by_essential = None

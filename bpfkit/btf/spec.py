@@ -18,13 +18,41 @@ from __future__ import annotations
 import array
 import struct
 import sys
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
-    QUALIFIER_KINDS, Array, Const, Datasec, DeclTag, Enum, Enum64, EnumValue, Float, Func,
-    FuncProto, Fwd, Int, IntEncoding, Kind, Linkage, Member, Param, Pointer, Restrict, Struct,
-    Type, Typedef, TypeTag, Union, Var, VarLinkage, VarSecinfo, Void, Volatile,
+    QUALIFIER_KINDS,
+    Array,
+    Const,
+    Datasec,
+    DeclTag,
+    Enum,
+    Enum64,
+    EnumValue,
+    Float,
+    Func,
+    FuncProto,
+    Fwd,
+    Int,
+    IntEncoding,
+    Kind,
+    Linkage,
+    Member,
+    Param,
+    Pointer,
+    Restrict,
+    Struct,
+    Type,
+    Typedef,
+    TypeTag,
+    Union,
+    Var,
+    VarLinkage,
+    VarSecinfo,
+    Void,
+    Volatile,
 )
 
 __all__ = ["BTF", "StringTable", "TypeTable", "BTF_MAGIC", "scan_type_id", "essential_name"]
@@ -49,6 +77,12 @@ for _top in range(256):
         _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
         _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
 
+# array.array is subscriptable at run time only from Python 3.12 (pdoc evaluates annotations).
+if TYPE_CHECKING:
+    _Words: TypeAlias = array.array[int]
+else:
+    _Words = array.array
+
 
 def essential_name(name: str) -> str:
     """``name`` without a CO-RE flavor suffix: ``task_struct___old`` -> ``task_struct``
@@ -65,7 +99,7 @@ class StringTable:
     """BTF's string section. Offsets of existing strings never change (line info and
     .BTF.ext refer to them); :meth:`add` appends new strings."""
 
-    def __init__(self, data: bytes = b"\0", base: "StringTable | None" = None) -> None:
+    def __init__(self, data: bytes = b"\0", base: StringTable | None = None) -> None:
         if not data:
             data = b"\0"
         if data[-1:] != b"\0":
@@ -177,7 +211,7 @@ class TypeTable:
 
     __slots__ = ("_base", "_start", "_items", "_decode")
 
-    def __init__(self, base: "TypeTable | list[Type] | None", items: list[Type | None],
+    def __init__(self, base: TypeTable | list[Type] | None, items: list[Type | None],
                  decode: Callable[[int], Type] | None = None) -> None:
         self._base = base
         self._start = len(base) if base is not None else 0
@@ -187,7 +221,12 @@ class TypeTable:
     def __len__(self) -> int:
         return self._start + len(self._items)
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, index: int) -> Type: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Type]: ...
+
+    def __getitem__(self, index: int | slice) -> Type | list[Type]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
@@ -195,13 +234,22 @@ class TypeTable:
         if index < self._start:
             if index < 0:
                 raise IndexError(index)
-            return self._base[index]  # type: ignore[index]
+            assert self._base is not None  # _start > 0 only with a base
+            return self._base[index]
         local = index - self._start
         t = self._items[local]
         if t is None:
             assert self._decode is not None
             t = self._items[local] = self._decode(local)
         return t
+
+    def __setitem__(self, index: int, t: Type) -> None:
+        """Replace one of this BTF's own types (a base's types are not this table's to change)."""
+        if index < 0:
+            index += len(self)
+        if not self._start <= index < len(self):
+            raise IndexError(f"type id {index} is not one of this BTF's own ({self._start}..{len(self) - 1})")
+        self._items[index - self._start] = t
 
     def __iter__(self) -> Iterator[Type]:
         for i in range(len(self)):
@@ -223,28 +271,28 @@ class BTF:
     ``name`` is free text for messages (``vmlinux``, a module's name, a file).
     """
 
-    def __init__(self, types: list[Type] | None = None, strings: StringTable | None = None,
-                 base: "BTF | None" = None, name: str = "") -> None:
+    def __init__(self, types: TypeTable | list[Type] | None = None, strings: StringTable | None = None,
+                 base: BTF | None = None, name: str = "") -> None:
         self.base = base
         self.name = name
-        self.strings = strings or StringTable(base=base.strings if base else None)
+        self.strings: StringTable = strings or StringTable(base=base.strings if base else None)
         self.first_id = len(base.types) if base is not None else 1
         if types is None:
-            types = TypeTable(base.types, []) if base is not None else [Void(0, "")]  # type: ignore[assignment]
-        self.types = types
+            types = TypeTable(base.types, []) if base is not None else [Void(0, "")]
+        self.types: TypeTable | list[Type] = types
         self._by_name: dict[str, list[Type]] | None = None
         self._by_essential: dict[str, list[Type]] | None = None
         # Lazy parses: the type section as u32 words, where each own type starts in it,
         # and (built on first name lookup) each own type's name offset.
-        self._words: array.array | None = None
-        self._starts: array.array | None = None
+        self._words: _Words | None = None
+        self._starts: _Words | None = None
         self._name_offs: bytes | None = None
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
     # ------------------------------------------------------------------------- parsing
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, base: "BTF | None" = None, *, lazy: bool = False,
-                   name: str = "") -> "BTF":
+    def from_bytes(cls, data: bytes | memoryview, base: BTF | None = None, *, lazy: bool = False,
+                   name: str = "") -> BTF:
         """Parse a .BTF section or /sys/kernel/btf/* blob (``base`` for module BTF).
 
         ``lazy``: find the types now, decode each on first use (for large kernel BTF; a
@@ -277,7 +325,7 @@ class BTF:
         btf._parse(words, lazy)
         return btf
 
-    def _parse(self, words: array.array, lazy: bool) -> None:
+    def _parse(self, words: array.array[int], lazy: bool) -> None:
         starts = _scan(words, self.first_id)
         self._words, self._starts = words, starts
         if lazy:
@@ -297,7 +345,7 @@ class BTF:
         first = self.first_id
         own = [_decode(words, pos, first + i, name_of, None) for i, pos in enumerate(starts)]
         if self.base is not None:
-            self.types = TypeTable(self.base.types, own)  # type: ignore[arg-type]
+            self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
         else:
             self.types = [Void(0, ""), *own]
         self._words = self._starts = None  # decoded: the objects are the truth from now on
@@ -362,8 +410,8 @@ class BTF:
                 out += pack_type(name_off, kind << 24, t.type) + pack1(int(t.linkage))
             elif isinstance(t, Datasec):
                 out += pack_type(name_off, (kind << 24) | len(t.vars), t.size)
-                for v in t.vars:
-                    out += pack3(v.type, v.offset, v.size)
+                for sv in t.vars:
+                    out += pack3(sv.type, sv.offset, sv.size)
             elif isinstance(t, Float):
                 out += pack_type(name_off, kind << 24, t.size)
             elif isinstance(t, DeclTag):
@@ -419,8 +467,8 @@ class BTF:
         assert self._words is not None and self._starts is not None
         if self._name_offs is None:
             words = self._words
-            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()  # type: ignore[assignment]
-        names: bytes = self._name_offs  # type: ignore[assignment]
+            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()
+        names: bytes = self._name_offs
         pack = _U32.pack
         ids: list[int] = []
         for off in set(offsets):
@@ -538,7 +586,7 @@ class BTF:
         """A C-like spelling of a type, for people: ``const volatile __u32``, ``char[4]``."""
         return _c_name(self, type_id, 0)
 
-    def copy(self) -> "BTF":
+    def copy(self) -> BTF:
         """An independent copy (types are copied; the base, if any, is shared)."""
         import copy as _copy
 
@@ -556,7 +604,7 @@ class BTF:
         return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
 
 
-def _scan(words: array.array, first_id: int) -> array.array:
+def _scan(words: array.array[int], first_id: int) -> array.array[int]:
     """Where each type starts in the type section (in words): one pass over the type headers."""
     starts = array.array("I")
     add = starts.append
@@ -586,7 +634,7 @@ _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
 
-def _decode(words: array.array, i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
+def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
     """The type whose struct btf_type starts at word ``i``; ``count`` (lazy decoding) checks
     its references against the number of types. Branches in order of frequency in vmlinux
     (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10 types)."""
@@ -607,7 +655,7 @@ def _decode(words: array.array, i: int, tid: int, name_of: Callable[[int], str],
         t = FuncProto(tid, name, size_type, [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])])
     elif kind == _K_PTR:
         t = Pointer(tid, name, size_type)
-    elif kind == _K_STRUCT or kind == _K_UNION:
+    elif kind in (_K_STRUCT, _K_UNION):
         w = words[x : x + 3 * vlen]
         if kflag:
             members = [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
@@ -625,9 +673,7 @@ def _decode(words: array.array, i: int, tid: int, name_of: Callable[[int], str],
         w = words[x : x + 2 * vlen]
         values = []
         for vn, vv in zip(w[0::2], w[1::2]):
-            if kflag and vv >= 1 << 31:
-                vv -= 1 << 32
-            values.append(EnumValue(name_of(vn) if vn else "", vv))
+            values.append(EnumValue(name_of(vn) if vn else "", vv - (1 << 32) if kflag and vv >= 1 << 31 else vv))
         t = Enum(tid, name, size_type, values, kflag)
     elif kind == _K_INT:
         raw = words[x]
@@ -706,7 +752,7 @@ def scan_type_id(data: bytes | memoryview, name: str, kind: Kind, first_id: int 
         k = (info >> 24) & 0x1F
         if k == want and name_off in offsets:
             return tid
-        fixed, per = extra.get(k, (0, 0))  # type: ignore[call-overload]
+        fixed, per = extra.get(k, (0, 0))
         pos += 12 + fixed + per * (info & 0xFFFF)
         tid += 1
     return 0

@@ -2,13 +2,14 @@
 modules import end it quietly (exit 128+N; see bpfkit/__init__.py, which cannot tell this
 case apart: argv[0] is still ``-m`` while the package imports)."""
 
-import _signal  # the C module: `import signal` first runs Python code a Ctrl-C could interrupt
+# The C module: `import signal` first runs Python code a Ctrl-C could interrupt.
+import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module
 
 from . import quiet_signals
 
 if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     quiet_signals()
 
-from .main import main  # noqa: E402 - after the handler
+from .main import main
 
 raise SystemExit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
@@ -52,11 +52,11 @@ def object_id(kind: str) -> Callable[[str], int]:
     return ranged(1, U32_MAX, f"a {kind} id", base=10)
 
 
-def id_or_path(kind: str) -> Callable[[str], "int | str"]:
+def id_or_path(kind: str) -> Callable[[str], int | str]:
     """ID|PATH: digits are an id (checked as :func:`object_id`), anything else a path."""
     as_id = object_id(kind)
 
-    def parse(text: str) -> "int | str":
+    def parse(text: str) -> int | str:
         return as_id(text) if text.isdigit() else text
 
     parse.__name__ = f"{kind} id or path"

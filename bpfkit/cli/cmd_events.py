@@ -14,7 +14,8 @@ import os
 import select
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import argtypes
 from .stop_signals import StopSignals

@@ -27,7 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import link
-
     from .._kernel import owner as _owner
 
     unknown = 0

@@ -71,8 +71,8 @@ def _target(detail: Any) -> str:
 
 
 def describe(info: Any, pinned: str | None = None) -> dict[str, Any]:
-    from .output import jsonable
     from ..program import Program
+    from .output import jsonable
 
     try:
         with Program.from_id(info.program_id) as prog:
@@ -91,7 +91,7 @@ def describe(info: Any, pinned: str | None = None) -> dict[str, Any]:
     }
 
 
-def open_link(target: "int | str") -> Any:
+def open_link(target: int | str) -> Any:
     from .. import link
 
     if isinstance(target, int):

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..collection import CollectionSpec
 
 HELP = "load an object's programs and pin them and its maps in bpffs"
 DESCRIPTION = (
@@ -67,7 +70,7 @@ def apply_map_sizes(spec: Any, items: list[str]) -> None:
         setattr(mspec, field, value)
 
 
-def _parse_set(spec, item: str) -> None:
+def _parse_set(spec: CollectionSpec, item: str) -> None:
     from ..errors import NotFoundError, UsageError
 
     name, sep, text = item.partition("=")
@@ -98,6 +101,7 @@ def _map_pin_path(maps_dir: str, name: str, mspec: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import bpfkit
+
     from .._kernel import bpffs
     from ..errors import BPFKitError, KernelError
     from ..maps import PinType

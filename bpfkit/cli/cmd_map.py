@@ -57,7 +57,7 @@ def describe(m: Any) -> dict[str, Any]:
     }
 
 
-def open_map(target: "int | str") -> Any:
+def open_map(target: int | str) -> Any:
     from ..maps import Map
 
     if isinstance(target, int):

@@ -58,7 +58,7 @@ def describe(prog: Any) -> dict[str, Any]:
     }
 
 
-def open_program(target: "int | str") -> Any:
+def open_program(target: int | str) -> Any:
     """A Program from an id or a pinned path."""
     from ..program import Program
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import argtypes
@@ -148,7 +149,9 @@ def _emit(args: argparse.Namespace) -> int:
         formats = {e.format for e in found}
         if len(formats) > 1:
             raise UsageError(f"emit user event {args.name}: it has {len(formats)} formats; choose one with --format")
-        fmt = found[0].format
+        first = found[0].format
+        assert first is not None  # found keeps events with a format
+        fmt = first
         args.multi_format = args.multi_format or found[0].system == user_events.USER_EVENTS_MULTI_SYSTEM
     values = parse_values(fmt, args.values)
     with user_events.UserEvent(fmt, multi_format=args.multi_format) as ev:
@@ -173,5 +176,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"list": lambda: _list(), "register": lambda: _register(args), "emit": lambda: _emit(args),
-            "delete": lambda: _delete(args)}[args.action]()
+    actions: dict[str, Callable[[], int]] = {
+        "list": _list, "register": lambda: _register(args), "emit": lambda: _emit(args), "delete": lambda: _delete(args)}
+    return actions[args.action]()

@@ -8,7 +8,7 @@ function symbols.
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["close_matches", "kernel_functions", "kernel_symbol_hint", "binary_symbol_hint"]
 

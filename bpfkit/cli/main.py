@@ -20,7 +20,8 @@ import importlib
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
 # partially installed tree still runs the commands it has.
@@ -37,7 +38,9 @@ class IntermixedParser(argparse.ArgumentParser):
 
     _plain = False  # set while parse_known_intermixed_args calls back into parse_known_args
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads on the namespace type; one signature here
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         if self._plain or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
             return super().parse_known_args(args, namespace)
         self._plain = True

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Iterable, Sequence, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO
 
 __all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable"]
 

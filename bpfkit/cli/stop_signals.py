@@ -56,7 +56,7 @@ class StopSignals:
             for signum in data:
                 self._record(signum)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._previous_wakeup_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         for sig in self.SIGNALS:

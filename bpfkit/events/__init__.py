@@ -36,7 +36,23 @@ _LAZY = {
     "LostRecordsWarning": "bpfkit.events._common",
 }
 
-__all__ = sorted(_LAZY)
+# Every lazy name is public: the readers, what they hand out (Reservation, Process, Mapping,
+# Resolution), their errors and warnings, and the batch-decoding formats.
+__all__ = [
+    "Decoder",
+    "LostRecordsWarning",
+    "Mapping",
+    "PerfBuffer",
+    "PerfRing",
+    "Process",
+    "ProcessTracker",
+    "RecordFormat",
+    "Reservation",
+    "Resolution",
+    "RingBuffer",
+    "RingBufferFullError",
+    "UserRingBuffer",
+]
 
 
 def __getattr__(name: str) -> Any:

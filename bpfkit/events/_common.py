@@ -6,7 +6,10 @@ from __future__ import annotations
 import struct
 import sys
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._kernel import ring as _ring
 
 # A fast path starts when at least this many records of one size are waiting; the window
 # of records validated at once grows 4x per success up to RUN_MAX and falls back on a miss,
@@ -91,7 +94,7 @@ async def wait_readable(fd: int, timeout: float | None) -> bool:
     import asyncio
 
     loop = asyncio.get_running_loop()
-    fut = loop.create_future()
+    fut: asyncio.Future[bool] = loop.create_future()
 
     def ready() -> None:
         if not fut.done():
@@ -103,7 +106,7 @@ async def wait_readable(fd: int, timeout: float | None) -> bool:
             return await fut
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
     finally:
         loop.remove_reader(fd)
@@ -121,7 +124,7 @@ class PolledReader:
     """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
     their rings, ``consume``/``poll`` of their own, and this lifecycle and asyncio face."""
 
-    _poller: Any
+    _poller: _ring.Poller
 
     def _check_readable(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -38,17 +38,20 @@ import errno
 import struct
 import warnings
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from itertools import starmap
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator
+from operator import length_hint
+from typing import Any
 
 from .._kernel import perf as _kperf
 from .._kernel import ring as _ring
 from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
+from .._protocols import UpdatableMapLike
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable, warn_lost
-from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable, warn_lost
+from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["PerfBuffer", "PerfRing"]
 
@@ -76,7 +79,7 @@ class PerfRing:
         size = ctl[_ring.DATA_SIZE // 8] or pages * PAGE
         self._setup(ctl, view[offset : offset + size], cpu, overwrite)
 
-    def _setup(self, ctl: memoryview, data: memoryview, cpu: int, overwrite: bool) -> None:
+    def _setup(self, ctl: memoryview[int], data: memoryview, cpu: int, overwrite: bool) -> None:
         self.cpu = cpu
         self.overwrite = overwrite
         self.ctl = ctl
@@ -89,7 +92,7 @@ class PerfRing:
         self.lost = 0
 
     @classmethod
-    def from_memory(cls, ctl: memoryview, data: memoryview, cpu: int = 0, overwrite: bool = False) -> "PerfRing":
+    def from_memory(cls, ctl: memoryview, data: memoryview, cpu: int = 0, overwrite: bool = False) -> PerfRing:
         """A ring over memory that is not a kernel mapping (a control page viewed as u64 and
         a power-of-two data area): for tests and for rings saved to files."""
         self = cls.__new__(cls)
@@ -182,10 +185,11 @@ class PerfRing:
                 tail += rsize  # THROTTLE etc. carry nothing for a BPF output event
                 ctl[_TAIL] = tail
 
-    def consume_decoded(self, cb: Callable[..., Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat, limit: int) -> int:
+    def consume_decoded(self, cb: Callable[..., Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat,
+                        limit: int) -> int:
         """Like :meth:`consume`, calling ``cb(*fields)`` with each payload decoded by ``fmt``."""
         ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
-        single = struct.Struct(fmt.format)
+        single = fmt.record_struct()
         need = fmt.size
         strides: dict[int, struct.Struct] = {}
         tail = ctl[_TAIL]
@@ -227,7 +231,7 @@ class PerfRing:
                                 try:
                                     deque(starmap(cb, it), 0)
                                 except BaseException:
-                                    ctl[_TAIL] = tail + (m - it.__length_hint__()) * rsize
+                                    ctl[_TAIL] = tail + (m - length_hint(it)) * rsize
                                     raise
                                 tail += m * rsize
                                 ctl[_TAIL] = tail
@@ -255,11 +259,14 @@ class PerfRing:
                 tail += rsize
                 ctl[_TAIL] = tail
 
-    def consume_batch(self, cb: Callable[[Any], Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat, limit: int, arrays: bool) -> int:
+    def consume_batch(self, cb: Callable[[Any], Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat, limit: int,
+                      arrays: bool) -> int:
         """Deliver runs of same-sized samples decoded by ``fmt``, one ``cb(batch)`` per run."""
         ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
         need = fmt.size
         np = numpy_module() if arrays else None
+        if arrays and np is None:
+            raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
         tail = ctl[_TAIL]
         n = 0
         while True:
@@ -290,7 +297,7 @@ class PerfRing:
                         tail += rsize
                         ctl[_TAIL] = tail
                         raise ParseError(f"perf sample of {raw} bytes on CPU {cpu} is shorter than the {need}-byte format")
-                    if arrays:
+                    if np is not None:  # arrays
                         # frombuffer keeps an export of the mapping (see ringbuf.py)
                         batch = np.frombuffer(buf, fmt.dtype_for_stride(rsize, _RAW_AT), m, base)
                     else:
@@ -407,7 +414,7 @@ class PerfBuffer(PolledReader):
 
     def __init__(
         self,
-        pmap: Any,
+        pmap: UpdatableMapLike,
         callback: Callable[[int, memoryview], Any] | None = None,
         lost_callback: Callable[[int, int], Any] | None = None,
         *,
@@ -550,7 +557,7 @@ class PerfBuffer(PolledReader):
         viewing the ring when numpy is installed (valid during the call), else a list of
         tuples. Returns the number of samples."""
         self._check_readable()
-        fmt = as_format(format)
+        fmt = require_format(format, "PerfBuffer.consume_batch")
         use_arrays = HAVE_NUMPY if arrays is None else arrays
         lim = -1 if limit is None else limit
         n = 0
@@ -569,7 +576,7 @@ class PerfBuffer(PolledReader):
             out: list[tuple[int, bytes]] = []
             self.consume(lambda cpu, rec: out.append((cpu, bytes(rec))), limit)
             return out
-        return collect_batches(self.consume_batch, as_format(format), limit)
+        return collect_batches(self.consume_batch, require_format(format, "PerfBuffer.read_batch"), limit)
 
     # ---------------------------------------------------------------------- async
 
@@ -598,11 +605,13 @@ class PerfBuffer(PolledReader):
         """Stop the kernel writing to every ring (PERF_EVENT_IOC_PAUSE_OUTPUT, 4.7); outputs
         meanwhile fail (and are counted as lost by the kernel)."""
         for ring in self._rings.values():
-            _kperf.pause_output(ring.fd, True)
+            if ring.fd is not None:  # None once closed: nothing left to pause
+                _kperf.pause_output(ring.fd, True)
 
     def resume(self) -> None:
         for ring in self._rings.values():
-            _kperf.pause_output(ring.fd, False)
+            if ring.fd is not None:
+                _kperf.pause_output(ring.fd, False)
 
     def snapshot(self) -> list[tuple[int, bytes]]:
         """Overwrite mode: the newest records of every CPU as ``(cpu, raw payload)``, oldest

@@ -37,7 +37,8 @@ import dataclasses
 import heapq
 import os
 import time
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from .._kernel import ring as _ring
 from .._kernel.consts import PerfAttrFlag, PerfSample
@@ -315,7 +316,7 @@ class ProcessTracker:
         self._exited_order: list[int] = []
 
     @classmethod
-    def offline(cls, on_record: Callable[[Record], Any] | None = None, keep_exited: int = 1024) -> "ProcessTracker":
+    def offline(cls, on_record: Callable[[Record], Any] | None = None, keep_exited: int = 1024) -> ProcessTracker:
         """A tracker with no perf events: feed it records yourself (:meth:`feed`), e.g.
         sideband records saved earlier, or in tests."""
         self = cls.__new__(cls)
@@ -353,7 +354,8 @@ class ProcessTracker:
             self._poller.register(fd)
 
     def _describe_existing(self) -> None:
-        ok, reason = _ring.probe_emit_sideband(self._rings[0].fd) if self._rings else (False, "no CPU")
+        first = self._rings[0].fd if self._rings else None
+        ok, reason = _ring.probe_emit_sideband(first) if first is not None else (False, "no CPU")
         self.sideband_ioctl, self.sideband_reason = ok, reason
         if ok:  # pragma: no cover - no kernel has the RFC's ioctl
             self._emit_via_ioctl()
@@ -364,6 +366,8 @@ class ProcessTracker:
 
     def _emit_via_ioctl(self) -> None:  # pragma: no cover - see probe_emit_sideband
         ring = self._rings[0]
+        if ring.fd is None:
+            return
         keep = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {ring.cpu})  # the ioctl writes to the event of this CPU
         try:
@@ -482,13 +486,13 @@ class ProcessTracker:
             if not status:
                 proc.note(t, "mmap", f"{rec.filename} {rec.addr:#x}-{rec.addr + rec.len:#x}")
         elif isinstance(rec, Exit):
-            proc = self.processes.get(rec.pid)
-            if proc is None:
+            known = self.processes.get(rec.pid)
+            if known is None:
                 return
-            proc.threads.discard(rec.tid)
+            known.threads.discard(rec.tid)
             if rec.tid == rec.pid:
-                proc.exited = t
-                proc.note(t, "exit")
+                known.exited = t
+                known.note(t, "exit")
                 self._exited_order.append(rec.pid)
                 self._forget_old()
         elif isinstance(rec, Namespaces):
@@ -577,7 +581,7 @@ class ProcessTracker:
     def closed(self) -> bool:
         return self._poller is not None and self._poller.closed
 
-    def __enter__(self) -> "ProcessTracker":
+    def __enter__(self) -> ProcessTracker:
         return self
 
     def __exit__(self, *exc: object) -> None:

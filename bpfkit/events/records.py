@@ -18,7 +18,8 @@ import dataclasses
 import importlib.util
 import re
 import struct
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._kernel.consts import PerfRecord, PerfSample
 from ..errors import ParseError, UsageError
@@ -90,8 +91,12 @@ class RecordFormat:
     (``RecordFormat(dtype)``). ``size`` is the payload size a record must have at least.
     """
 
+    format: str | None  # None for a numpy dtype with no struct equivalent
+    names: list[str]
+    size: int
+
     def __init__(self, fmt: Any, names: Sequence[str] | None = None) -> None:
-        self._dtype = None
+        self._dtype: Any = None
         if isinstance(fmt, RecordFormat):
             self.format, self.names, self.size, self._dtype = fmt.format, fmt.names, fmt.size, fmt._dtype
             return
@@ -116,6 +121,13 @@ class RecordFormat:
         if len(names) != count:
             raise UsageError(f"struct format {fmt!r} has {count} fields, {len(names)} names given")
         self.names = list(names)
+
+    def record_struct(self) -> struct.Struct:
+        """The :class:`struct.Struct` decoding one record (per-record callbacks)."""
+        if self.format is None:
+            raise UsageError("a record format made from a numpy dtype decodes batches only (read_batch, consume_batch); "
+                             "give a struct format to decode record by record")
+        return struct.Struct(self.format)
 
     @staticmethod
     def _parse(fmt: str) -> list[tuple[int, str, int]]:
@@ -149,7 +161,7 @@ class RecordFormat:
         return fields
 
     @classmethod
-    def from_btf(cls, btf: Any, struct_type: Any) -> "RecordFormat":
+    def from_btf(cls, btf: Any, struct_type: Any) -> RecordFormat:
         """The layout of a BTF struct (a Struct, a type id or a struct name) as a format:
         members in order with explicit padding, little-endian; nested structs are flattened
         into ``outer.inner`` names, arrays of integers into ``name[i]`` fields, byte/char
@@ -298,6 +310,13 @@ def as_format(fmt: Any) -> RecordFormat | None:
     if fmt is None or isinstance(fmt, RecordFormat):
         return fmt
     return RecordFormat(fmt)
+
+
+def require_format(fmt: Any, what: str) -> RecordFormat:
+    """``fmt`` as a RecordFormat, refusing None (``what`` names the call for the message)."""
+    if fmt is None:
+        raise UsageError(f"{what} needs a record format (a struct format, RecordFormat or numpy dtype), not None")
+    return fmt if isinstance(fmt, RecordFormat) else RecordFormat(fmt)
 
 
 # ----------------------------------------------------------------------- perf records
@@ -641,7 +660,7 @@ def decode_all(decoder: Decoder, records: Iterable[tuple[int, Any]]) -> list[Rec
     return [decoder.decode(buf, cpu) for cpu, buf in records]
 
 
-def collect_batches(consume_batch: Any, fmt: "RecordFormat", limit: Any) -> Any:
+def collect_batches(consume_batch: Any, fmt: RecordFormat, limit: Any) -> Any:
     """Drain through a reader's ``consume_batch`` into owned data: one numpy structured array
     (copied out of the ring, so it outlives the reader) or, without numpy, a list of tuples."""
     parts: list[Any] = []

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from itertools import starmap
-from typing import Any, AsyncIterator, Callable, Iterator
+from operator import length_hint
+from typing import Any
 
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
+from .._protocols import MapLike
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import PolledReader, RUN_MAX, RUN_MIN, RunChecker, as_callable, release, wait_readable
-from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable
+from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
@@ -41,7 +44,7 @@ PAGE = _ring.PAGE_SIZE
 BATCH_MAX = 1 << 16  # records per zero-copy batch at most (bounds the time space stays held)
 
 
-def _check_map(rmap: Any, want: MapType) -> int:
+def _check_map(rmap: MapLike, want: MapType) -> int:
     mtype = getattr(rmap, "type", None)
     if mtype != want:
         raise UsageError(f"map {getattr(rmap, 'name', rmap)!r} is {getattr(mtype, 'kernel_name', mtype)}, not {want.kernel_name}")
@@ -54,7 +57,7 @@ def _check_map(rmap: Any, want: MapType) -> int:
 class _Ring:
     """One mmapped RINGBUF map: the per-record and batch consumers."""
 
-    def __init__(self, rmap: Any, callback: Callable[[memoryview], Any] | None) -> None:
+    def __init__(self, rmap: MapLike, callback: Callable[[memoryview], Any] | None) -> None:
         size = _check_map(rmap, MapType.RINGBUF)
         self._cons: _ring.RingMapping | None
         self._prod: _ring.RingMapping | None
@@ -68,7 +71,7 @@ class _Ring:
         )
         self.fd = rmap.fd.raw
 
-    def _setup(self, rmap: Any, callback: Any, cq: memoryview, pq: memoryview, data: memoryview) -> None:
+    def _setup(self, rmap: MapLike, callback: Any, cq: memoryview, pq: memoryview, data: memoryview) -> None:
         self.map = rmap
         self.size = len(data) // 2
         self.mask = self.size - 1
@@ -81,7 +84,7 @@ class _Ring:
         self.window = RUN_MIN
 
     @classmethod
-    def from_memory(cls, name: str, cq: memoryview, pq: memoryview, data: memoryview, callback: Any = None) -> "_Ring":
+    def from_memory(cls, name: str, cq: memoryview, pq: memoryview, data: memoryview, callback: Any = None) -> _Ring:
         """A ring over plain memory laid out like the kernel's (``data`` holds the data area
         twice, as the double mapping shows it): for tests."""
         self = cls.__new__(cls)
@@ -157,7 +160,7 @@ class _Ring:
     def consume_decoded(self, cb: Callable[..., Any], fmt: RecordFormat, limit: int) -> int:
         """Like :meth:`consume`, calling ``cb(*fields)`` with each record decoded by ``fmt``."""
         cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
-        single = struct.Struct(fmt.format)
+        single = fmt.record_struct()
         size = fmt.size
         cons = cq[0]
         n = 0
@@ -196,7 +199,7 @@ class _Ring:
                         try:
                             deque(starmap(cb, it), 0)
                         except BaseException:
-                            cons += (m - it.__length_hint__()) * stride
+                            cons += (m - length_hint(it)) * stride
                             cq[0] = cons
                             raise
                         cons += m * stride
@@ -247,6 +250,8 @@ class _Ring:
         data = self.data
         size = fmt.size
         np = numpy_module() if arrays else None
+        if arrays and np is None:
+            raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
         cons = cq[0]
         n = 0
         while True:
@@ -275,7 +280,7 @@ class _Ring:
                 if limit >= 0:
                     k = min(k, limit - n)
                 m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
-                if arrays:
+                if np is not None:  # arrays
                     # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an
                     # array kept past close() stays valid instead of pointing at unmapped memory
                     batch = np.frombuffer(data, fmt.dtype_for_stride(stride, HDR), m, off)
@@ -318,7 +323,7 @@ class RingBuffer(PolledReader):
     ``bytes(rec)``). An exception from a callback propagates; that record counts as consumed.
     """
 
-    def __init__(self, rmap: Any = None, callback: Callable[[memoryview], Any] | None = None) -> None:
+    def __init__(self, rmap: MapLike | None = None, callback: Callable[[memoryview], Any] | None = None) -> None:
         self._rings: list[_Ring] = []
         self._by_fd: dict[int, _Ring] = {}
         self._poller = _ring.Poller()
@@ -329,7 +334,7 @@ class RingBuffer(PolledReader):
                 self.close()
                 raise
 
-    def add(self, rmap: Any, callback: Callable[[memoryview], Any] | None = None) -> None:
+    def add(self, rmap: MapLike, callback: Callable[[memoryview], Any] | None = None) -> None:
         """Also read ``rmap`` (a RINGBUF Map), calling ``callback`` for its records."""
         try:
             ring = _Ring(rmap, callback)
@@ -401,14 +406,15 @@ class RingBuffer(PolledReader):
             if not got and not self._poller.wait(timeout) and not self.available():
                 return  # quiet for ``timeout`` (a missed wakeup would still show as data)
 
-    def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
+    def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None,
+                      arrays: bool | None = None) -> int:
         """Zero-copy batches: call ``callback(batch)`` once per run of same-sized records
         (usually once per ring per call), with every available record decoded by ``format``.
 
         ``batch`` is a numpy structured array viewing the ring (valid during the call) when
         numpy is installed, else a list of tuples. Returns the number of records."""
         self._check_readable()
-        fmt = as_format(format)
+        fmt = require_format(format, "RingBuffer.consume_batch")
         use_arrays = HAVE_NUMPY if arrays is None else arrays
         n = 0
         lim = -1 if limit is None else limit
@@ -428,7 +434,7 @@ class RingBuffer(PolledReader):
             out: list[bytes] = []
             self.consume(lambda rec: out.append(bytes(rec)), limit)
             return out
-        return collect_batches(self.consume_batch, as_format(format), limit)
+        return collect_batches(self.consume_batch, require_format(format, "RingBuffer.read_batch"), limit)
 
     # ---------------------------------------------------------------------- async
 
@@ -494,7 +500,7 @@ class Reservation:
 
     __slots__ = ("_rb", "_index", "size", "data", "_done")
 
-    def __init__(self, rb: "UserRingBuffer", index: int, size: int, data: memoryview) -> None:
+    def __init__(self, rb: UserRingBuffer, index: int, size: int, data: memoryview) -> None:
         self._rb = rb
         self._index = index
         self.size = size
@@ -536,7 +542,7 @@ class UserRingBuffer:
                 buf[:] = payload
     """
 
-    def __init__(self, rmap: Any) -> None:
+    def __init__(self, rmap: MapLike) -> None:
         self.map = rmap
         self.size = _check_map(rmap, MapType.USER_RINGBUF)
         self._mask = self.size - 1
@@ -616,7 +622,7 @@ class UserRingBuffer:
     def closed(self) -> bool:
         return self._poller.closed
 
-    def __enter__(self) -> "UserRingBuffer":
+    def __enter__(self) -> UserRingBuffer:
         return self
 
     def __exit__(self, *exc: object) -> None:

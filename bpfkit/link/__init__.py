@@ -30,7 +30,13 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
-from .auto import AttachedLinks, SectionTarget, attach_all, attach_probe, attach_section, auto_attach, parse_section, skip_reason
+from ._net import NetAttachMode
+from ._net import have_tcx as have_tcx
+from ._net import have_xdp_link as have_xdp_link
+from .auto import AttachedLinks, attach_all, attach_probe, attach_section, auto_attach
+from .auto import SectionTarget as SectionTarget
+from .auto import parse_section as parse_section
+from .auto import skip_reason as skip_reason
 from .base import (
     EventInfo,
     KprobeInfo,
@@ -45,18 +51,45 @@ from .base import (
     link_from_fd,
     link_from_id,
     load_pinned_link,
-    register_link_class,
 )
-from .kprobe import kprobe, kretprobe, ksyscall, syscall_prefix, syscall_wrapper
-from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, have_perf_link
+from .base import (
+    register_link_class as register_link_class,
+)
+from .group import LinkGroup, attach_many, close_links
+from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
+from .kprobe import kprobe, kretprobe, ksyscall
+from .kprobe import syscall_prefix as syscall_prefix
+from .kprobe import syscall_wrapper as syscall_wrapper
+from .multi import (
+    KprobeMultiInfo,
+    KprobeMultiLink,
+    MultiMode,
+    MultiPerfGroup,
+    UprobeMultiInfo,
+    UprobeMultiLink,
+    kprobe_multi,
+    kprobe_session,
+    kretprobe_multi,
+    uprobe_multi,
+    uprobe_session,
+    uretprobe_multi,
+)
+from .multi import (
+    attach_probe_multi as attach_probe_multi,
+)
+from .net_spec import attach_network
+from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
+from .perf_event import have_perf_link as have_perf_link
+from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
+from .sampling import SampleEvent as SampleEvent
+from .struct_ops import StructOpsInfo, struct_ops
+from .struct_ops import StructOpsLink as StructOpsLink
+from .struct_ops import StructOpsMapLink as StructOpsMapLink
+from .tc import Anchor, TcDirection, TcFilter, TcQuery, TcxInfo, TcxProgram, tc, tc_query, tcx
+from .tc import ClsBpfLink as ClsBpfLink
+from .tc import TcxLink as TcxLink
 from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
 from .tracepoint import tracepoint
-from .sampling import HardwareEvent, SampleEvent, SoftwareEvent, perf_event_sample
-from ._net import NetAttachMode, have_tcx, have_xdp_link
-from .net_spec import attach_network
-from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
-from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
-from .uprobe import Executable, uprobe, uretprobe
 from .tracing import (
     RawTracepointFd,
     RawTracepointLink,
@@ -71,129 +104,110 @@ from .tracing import (
     raw_tracepoint,
     tp_btf,
 )
-from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
-from .struct_ops import StructOpsInfo, StructOpsLink, StructOpsMapLink, struct_ops
-from .group import LinkGroup, attach_many, close_links
-from .multi import (
-    KprobeMultiInfo,
-    KprobeMultiLink,
-    MultiMode,
-    MultiPerfGroup,
-    UprobeMultiInfo,
-    UprobeMultiLink,
-    attach_probe_multi,
-    kprobe_multi,
-    kprobe_session,
-    kretprobe_multi,
-    uprobe_multi,
-    uprobe_session,
-    uretprobe_multi,
-)
+from .uprobe import Executable, uprobe, uretprobe
+from .xdp import XdpInfo, XdpMode, XdpQuery, xdp, xdp_detach, xdp_query
+from .xdp import XdpLink as XdpLink
+from .xdp import XdpNetlinkLink as XdpNetlinkLink
 
+# The public API: attach functions, the Link protocol and the classes docs/links.md names,
+# options, info/query dataclasses, pinned-link and stale-probe helpers. Mechanism (the network
+# and struct_ops link classes, section parsing, feature checks, syscall-name helpers, the
+# link-class registry) stays importable here and from its module, but out of __all__.
 __all__ = [
-    "raw_tracepoint",
-    "attach_tracing",
-    "fentry",
-    "fexit",
-    "fmod_ret",
-    "freplace",
-    "struct_ops",
-    "StructOpsLink",
-    "StructOpsMapLink",
-    "StructOpsInfo",
-    "tp_btf",
-    "lsm",
-    "RawTracepointLink",
-    "RawTracepointFd",
-    "TracingLink",
-    "TracingInfo",
-    "iterate",
-    "IterLink",
-    "IterInfo",
-    "CgroupIterOrder",
-    "Link",
-    "RawLink",
-    "LinkInfo",
-    "PerfEventInfo",
-    "KprobeInfo",
-    "UprobeInfo",
-    "TracepointInfo",
-    "EventInfo",
-    "RawTracepointInfo",
-    "AttachMode",
-    "PerfEvent",
-    "PerfEventLink",
-    "PerfEventIoctlLink",
-    "attach_perf_event",
-    "have_perf_link",
+    # kprobes, uprobes, tracepoints
     "tracepoint",
-    "perf_event_sample",
-    "SoftwareEvent",
-    "HardwareEvent",
-    "SampleEvent",
     "kprobe",
     "kretprobe",
     "ksyscall",
-    "syscall_prefix",
-    "syscall_wrapper",
     "Executable",
     "uprobe",
     "uretprobe",
-    "attach_all",
-    "attach_section",
-    "attach_probe",
-    "parse_section",
-    "skip_reason",
-    "auto_attach",
-    "SectionTarget",
-    "AttachedLinks",
-    "load_pinned_link",
-    "link_from_id",
-    "link_from_fd",
-    "iter_links",
-    "register_link_class",
-    "bpfkit_probes",
-    "stale_probes",
-    "remove_stale_probes",
-    "ProbeOwnerInfo",
-    "GcResult",
-    "NetAttachMode",
-    "have_xdp_link",
-    "have_tcx",
-    "xdp",
-    "xdp_query",
-    "xdp_detach",
-    "XdpMode",
-    "XdpLink",
-    "XdpNetlinkLink",
-    "XdpInfo",
-    "XdpQuery",
-    "tc",
-    "tcx",
-    "tc_query",
-    "TcDirection",
-    "Anchor",
-    "TcxLink",
-    "ClsBpfLink",
-    "TcxInfo",
-    "TcxProgram",
-    "TcQuery",
-    "TcFilter",
-    "attach_network",
-    "MultiMode",
-    "KprobeMultiLink",
-    "UprobeMultiLink",
-    "KprobeMultiInfo",
-    "UprobeMultiInfo",
-    "MultiPerfGroup",
     "kprobe_multi",
     "kretprobe_multi",
     "uprobe_multi",
     "uretprobe_multi",
     "kprobe_session",
     "uprobe_session",
-    "attach_probe_multi",
+    "MultiMode",
+    # perf events
+    "attach_perf_event",
+    "PerfEvent",
+    "AttachMode",
+    "perf_event_sample",
+    "SoftwareEvent",
+    "HardwareEvent",
+    # BPF trampolines, raw tracepoints, iterators, struct_ops
+    "raw_tracepoint",
+    "attach_tracing",
+    "fentry",
+    "fexit",
+    "fmod_ret",
+    "freplace",
+    "tp_btf",
+    "lsm",
+    "iterate",
+    "CgroupIterOrder",
+    "struct_ops",
+    # network
+    "xdp",
+    "xdp_query",
+    "xdp_detach",
+    "XdpMode",
+    "tc",
+    "tcx",
+    "tc_query",
+    "TcDirection",
+    "Anchor",
+    "NetAttachMode",
+    "attach_network",
+    # from section names and probe specs
+    "attach_all",
+    "attach_section",
+    "attach_probe",
+    "auto_attach",
+    "AttachedLinks",
+    # links, groups, pins
+    "Link",
+    "RawLink",
+    "PerfEventLink",
+    "PerfEventIoctlLink",
+    "RawTracepointLink",
+    "RawTracepointFd",
+    "TracingLink",
+    "IterLink",
+    "KprobeMultiLink",
+    "UprobeMultiLink",
+    "MultiPerfGroup",
     "LinkGroup",
     "attach_many",
     "close_links",
+    "load_pinned_link",
+    "link_from_id",
+    "link_from_fd",
+    "iter_links",
+    # what info() and the queries report
+    "LinkInfo",
+    "KprobeInfo",
+    "UprobeInfo",
+    "TracepointInfo",
+    "EventInfo",
+    "PerfEventInfo",
+    "RawTracepointInfo",
+    "TracingInfo",
+    "IterInfo",
+    "StructOpsInfo",
+    "KprobeMultiInfo",
+    "UprobeMultiInfo",
+    "XdpInfo",
+    "XdpQuery",
+    "TcxInfo",
+    "TcQuery",
+    "TcxProgram",
+    "TcFilter",
+    # tracefs probes left by processes that died
+    "bpfkit_probes",
+    "stale_probes",
+    "remove_stale_probes",
+    "ProbeOwnerInfo",
+    "GcResult",
 ]

@@ -19,9 +19,20 @@ import platform
 import shutil
 import stat
 import struct
+from typing import ClassVar
 
 from ..elf.reader import (
-    ET_DYN, ET_EXEC, STB_GLOBAL, STB_LOCAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfImage, Symbol, SymbolTable, read_binary,
+    ET_DYN,
+    ET_EXEC,
+    STB_GLOBAL,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    ElfImage,
+    Symbol,
+    SymbolTable,
+    read_binary,
 )
 from ..errors import NotFoundError, ParseError
 
@@ -38,11 +49,11 @@ class BinaryImage(SymbolTable):
     :meth:`cached` shares one parsed image per file (attaching many probes in libc parses
     its symbol tables once, not once per probe or per Executable)."""
 
-    _CACHE: "dict[str, tuple[tuple[int, int, int, int], BinaryImage]]" = {}
+    _CACHE: ClassVar[dict[str, tuple[tuple[int, int, int, int], BinaryImage]]] = {}
     _CACHE_SIZE = 16
 
     @classmethod
-    def cached(cls, path: str) -> "BinaryImage":
+    def cached(cls, path: str) -> BinaryImage:
         """The image of ``path``, parsed again only when the file changed (device, inode,
         size or mtime differ) since it was last parsed."""
         try:

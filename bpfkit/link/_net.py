@@ -14,6 +14,7 @@ from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
 from .base import FdOnlyLink, _prog_fd
 
@@ -32,7 +33,7 @@ class NetAttachMode(enum.Enum):
     NETLINK = "netlink"  # rtnetlink through pyroute2: IFLA_XDP, or a cls_bpf filter on clsact
 
     @classmethod
-    def of(cls, value: "NetAttachMode | str") -> "NetAttachMode":
+    def of(cls, value: NetAttachMode | str) -> NetAttachMode:
         if isinstance(value, NetAttachMode):
             return value
         try:
@@ -145,7 +146,7 @@ def resolve_target(iface: str | int, netns: Any) -> Target:
     return Target(ns, ifindex, name)
 
 
-def check_program(prog: Any, allowed: tuple[ProgType, ...], hook: str) -> int:
+def check_program(prog: ProgramArg, allowed: tuple[ProgType, ...], hook: str) -> int:
     """The fd of ``prog``, refusing up front a program of a type ``hook`` cannot run."""
     ptype = getattr(prog, "type", None)
     if ptype is not None and ptype not in allowed:
@@ -155,13 +156,13 @@ def check_program(prog: Any, allowed: tuple[ProgType, ...], hook: str) -> int:
     return _prog_fd(prog)
 
 
-def prog_name(prog: Any) -> str:
+def prog_name(prog: ProgramArg | str) -> str:
     if isinstance(prog, str):
         return prog
     return str(getattr(prog, "name", "") or "program")
 
 
-def dup_prog_fd(prog: Any) -> FD:
+def dup_prog_fd(prog: ProgramArg) -> FD:
     """An fd of our own on ``prog``, so that detaching later works even when the caller has
     closed the program (netlink attachments hold no fd of their own)."""
     fd = getattr(prog, "fd", None)
@@ -201,7 +202,7 @@ class NetLinkUpdate:
     kind: str
     _prog_types: tuple[ProgType, ...] = ()
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         check_program(prog, self._prog_types, f"a {self.kind} link")
         try:
             super().update(prog, old)  # type: ignore[misc]

@@ -13,12 +13,14 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from .._kernel import bpf as _bpf
 from .._kernel.bpffs import pin_object
 from .._kernel.consts import LinkType, PerfEventType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
 
 __all__ = [
@@ -60,11 +62,12 @@ class Link(Protocol):
 
     def unpin(self) -> None: ...
 
-    def update(self, prog: Any) -> None: ...
+    def update(self, prog: ProgramArg) -> None: ...
 
     def detach(self) -> None: ...
 
-    def info(self) -> "LinkInfo": ...
+    # A LinkGroup (perf_event_sample on every CPU, attach_many) answers with its members' list.
+    def info(self) -> LinkInfos: ...
 
     def __enter__(self) -> Any: ...
 
@@ -135,6 +138,10 @@ class LinkInfo:
         return self.type.kernel_name if isinstance(self.type, LinkType) else f"type {self.type}"
 
 
+# What Link.info() gives: one link's LinkInfo, or a group's list of its members' (which may be groups).
+LinkInfos: TypeAlias = LinkInfo | list["LinkInfos"]
+
+
 def _enum(cls: Any, value: int) -> Any:
     try:
         return cls(value)
@@ -195,7 +202,7 @@ def query_info(fd: FD | int) -> LinkInfo:
     return _decode_info(raw, name)
 
 
-def _prog_fd(prog: Any) -> int:
+def _prog_fd(prog: ProgramArg) -> int:
     """The fd of a Program (or FD, or int), refusing closed programs."""
     fd = getattr(prog, "fd", prog)
     if isinstance(fd, FD):
@@ -268,7 +275,7 @@ class RawLink:
             raise KernelError(f"unpin {path}", exc.errno or errno.EIO) from None
         self._pinned_path = None
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         """Replace the attached program atomically (BPF_LINK_UPDATE); with ``old`` only if it
         still is the one attached (BPF_F_REPLACE)."""
         self._check_open("update")
@@ -290,7 +297,8 @@ class RawLink:
             _bpf.link_detach(self.fd)
         except KernelError as exc:
             if exc.errno == errno.EOPNOTSUPP:
-                raise NotSupportedError(f"detach of a {self.kind} link", "the kernel cannot detach this link kind (close it instead)") from None
+                raise NotSupportedError(f"detach of a {self.kind} link",
+                                        "the kernel cannot detach this link kind (close it instead)") from None
             if exc.errno == errno.EINVAL:
                 raise NotSupportedError("BPF_LINK_DETACH", "the kernel does not know the command", "5.9") from None
             raise exc.wrap(f"detach {self.kind} link")
@@ -306,7 +314,7 @@ class RawLink:
         """Release this process's reference: the link ends unless it is pinned."""
         self.fd.close()
 
-    def __enter__(self) -> "RawLink":
+    def __enter__(self) -> RawLink:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -334,7 +342,7 @@ class FdOnlyLink:
     def unpin(self) -> None:
         raise self._unsupported("unpin")
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         raise self._unsupported("update")
 
     def detach(self) -> None:

@@ -22,16 +22,25 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Protocol, TypeVar
 
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
-from .base import LinkInfo, load_pinned_link
+from .base import Link, LinkInfos, load_pinned_link
 from .perf_event import PerfEventIoctlLink, PerfEventLink
 
 __all__ = ["LinkGroup", "attach_many", "close_links", "DEFAULT_CLOSE_WORKERS"]
 
 T = TypeVar("T")
+L = TypeVar("L", bound=Link)
+
+
+class _Closable(Protocol):
+    """What close_links closes: links, and the fds and perf events they are made of."""
+
+    def close(self) -> None: ...
 
 # Threads closing links at once. Closing a perf-event probe has two slow parts (Linux 6.18,
 # measured on this 2-CPU host with a VM keeping it busy, uprobes on distinct libc functions):
@@ -55,15 +64,15 @@ DEFAULT_CLOSE_WORKERS = 32
 _SEQUENTIAL_BELOW = 2
 
 
-def _close_one(link: Any) -> BaseException | None:
+def _close_one(link: _Closable) -> BaseException | None:
     try:
         link.close()
-    except Exception as exc:  # noqa: BLE001 - collected and re-raised by the caller
+    except Exception as exc:
         return exc
     return None
 
 
-def _pooled_part(link: Any) -> Any | None:
+def _pooled_part(link: _Closable) -> _Closable | None:
     """What of ``link`` to close in the pool: a perf-event link's bpf_link only (its perf
     event comes after, see DEFAULT_CLOSE_WORKERS), nothing of a SET_BPF perf event (its close
     is the destroy), any other link whole (its release may wait for a grace period too)."""
@@ -77,7 +86,7 @@ def _pooled_part(link: Any) -> Any | None:
     return link
 
 
-def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseException]:
+def close_links(links: Iterable[_Closable], workers: int | None = None) -> list[BaseException]:
     """Close every link in ``links`` (``workers`` threads for the parts that overlap,
     default DEFAULT_CLOSE_WORKERS; ``workers=1`` closes each whole, one after the other).
 
@@ -101,7 +110,12 @@ def close_links(links: Iterable[Any], workers: int | None = None) -> list[BaseEx
         results = [None] * len(todo)
         if pooled:
             with ThreadPoolExecutor(max_workers=min(workers, len(pooled)), thread_name_prefix="bpfkit-close") as pool:
-                for i, err in zip(pooled, pool.map(lambda i: _close_one(parts[i]), pooled)):
+                def close_part(i: int) -> BaseException | None:
+                    part = parts[i]
+                    assert part is not None  # pooled holds the indexes of the parts that are not None
+                    return _close_one(part)
+
+                for i, err in zip(pooled, pool.map(close_part, pooled)):
                     results[i] = err
         for i, lk in enumerate(todo):
             if parts[i] is not lk:  # the rest of a perf-event link, even if its bpf_link failed
@@ -127,8 +141,8 @@ class LinkGroup:
 
     kind = "group"
 
-    def __init__(self, links: Iterable[Any] = (), *, workers: int | None = None) -> None:
-        self._links: list[Any] = []
+    def __init__(self, links: Iterable[Link] = (), *, workers: int | None = None) -> None:
+        self._links: list[Link] = []
         self._ids: set[int] = set()
         self._pinned_dir: str | None = None
         self._made_dir = False
@@ -137,7 +151,7 @@ class LinkGroup:
             self.add(lk)
 
     # -- set
-    def add(self, link: Any) -> Any:
+    def add(self, link: L) -> L:
         """Add ``link`` (ignored if already a member); returns it."""
         if id(link) not in self._ids:
             self._ids.add(id(link))
@@ -147,17 +161,17 @@ class LinkGroup:
     def __len__(self) -> int:
         return len(self._links)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Link]:
         return iter(list(self._links))
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> Link:
         return self._links[index]
 
     def __contains__(self, link: object) -> bool:
         return id(link) in self._ids
 
     @property
-    def links(self) -> tuple[Any, ...]:
+    def links(self) -> tuple[Link, ...]:
         return tuple(self._links)
 
     # -- Link protocol
@@ -190,7 +204,7 @@ class LinkGroup:
             except OSError as exc:
                 raise KernelError(f"pin link group: mkdir {exc.filename or path}", exc.errno or errno.EIO) from None
         made = bool(made_dirs)
-        done: list[Any] = []
+        done: list[Link] = []
         try:
             for i, lk in enumerate(self._links):
                 lk.pin(os.path.join(path, str(i)))
@@ -199,7 +213,7 @@ class LinkGroup:
             for lk in done:
                 try:
                     lk.unpin()
-                except Exception:  # noqa: BLE001 - keep undoing, the first error matters
+                except Exception:
                     pass
             remove_dirs(made_dirs)
             if isinstance(exc, BPFKitError):
@@ -215,7 +229,7 @@ class LinkGroup:
         for lk in self._links:
             try:
                 lk.unpin()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors.append(exc)
         if self._pinned_dir and self._made_dir:
             _rmdir(self._pinned_dir)
@@ -223,7 +237,7 @@ class LinkGroup:
         if errors:
             raise errors[0]
 
-    def update(self, prog: Any) -> None:
+    def update(self, prog: ProgramArg) -> None:
         """Replace the program of every member (BPF_LINK_UPDATE)."""
         for lk in self._links:
             lk.update(prog)
@@ -233,14 +247,14 @@ class LinkGroup:
         for lk in self._links:
             lk.detach()
 
-    def info(self, index: int | None = None) -> list[LinkInfo] | LinkInfo:
+    def info(self, index: int | None = None) -> LinkInfos:
         """The members' LinkInfo in order, or member ``index``'s alone."""
         if index is not None:
             return self._links[index].info()
         return [lk.info() for lk in self._links]
 
     @classmethod
-    def load_pinned(cls, path: str) -> "LinkGroup":
+    def load_pinned(cls, path: str) -> LinkGroup:
         """The links pinned under directory ``path`` (by :meth:`pin`), in member order;
         closing the result leaves the pins in place."""
         try:
@@ -257,7 +271,7 @@ class LinkGroup:
         group._pinned_dir = path
         return group
 
-    def __enter__(self) -> "LinkGroup":
+    def __enter__(self) -> LinkGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -277,7 +291,7 @@ def _rmdir(path: str) -> None:
 
 def attach_many(
     targets: Iterable[T],
-    attach_one: Callable[[T], Any],
+    attach_one: Callable[[T], Link],
     *,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
@@ -301,7 +315,7 @@ def attach_many(
     except BaseException as exc:
         try:
             group.close()
-        except Exception as cleanup:  # noqa: BLE001 - the attach error is the one to report
+        except Exception as cleanup:
             exc.add_note(f"also failed to close links made before: {cleanup}")
         if isinstance(exc, BPFKitError):
             raise exc.wrap(f"attach {target!r} ({done + 1} of {total})")

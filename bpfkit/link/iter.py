@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from .base import RawLink, _prog_fd, register_link_class, register_named_info_decoder
 
@@ -87,7 +88,7 @@ class IterLink(RawLink):
     def read_all(self) -> bytes:
         """Everything one pass of the iterator prints."""
         with self.open() as f:
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 try:
                     chunk = f.read(1 << 16)
@@ -118,13 +119,13 @@ def _fd_of(obj: Any, what: str) -> int:
     raise UsageError(f"not a {what}: {obj!r}")
 
 
-def _target_of(prog: Any) -> str:
+def _target_of(prog: ProgramArg) -> str:
     target = getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
     return target
 
 
 def iterate(
-    prog: Any,
+    prog: ProgramArg,
     *,
     map: Any = None,
     tid: int = 0,
@@ -144,7 +145,7 @@ def iterate(
     ptype = getattr(prog, "type", None)
     target = _target_of(prog)
     what = f"iterator program {getattr(prog, 'name', '')!r}" + (f" ({target})" if target else "")
-    if ptype is not None and ptype != ProgType.TRACING or getattr(prog, "attach_type", AttachType.TRACE_ITER) not in (
+    if (ptype is not None and ptype != ProgType.TRACING) or getattr(prog, "attach_type", AttachType.TRACE_ITER) not in (
         AttachType.TRACE_ITER, None
     ):
         raise UsageError(f"attach {what}: not an iterator program (section iter/TARGET)")
@@ -176,7 +177,7 @@ def iterate(
     return IterLink(fd)
 
 
-def auto_iter(prog: Any, target: Any, options: Any) -> IterLink:
+def auto_iter(prog: ProgramArg, target: Any, options: Any) -> IterLink:
     """auto.py: ``iter/TARGET`` and ``iter.s/TARGET`` without parameters (a map iterator
     needs its map: attach it with :func:`iterate`)."""
     if options.pid and target.target in _TASK_TARGETS:

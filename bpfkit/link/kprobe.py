@@ -29,6 +29,7 @@ from typing import Any
 
 from .._kernel import pmu as _pmu
 from .._kernel import tracefs as _tracefs
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, ParseError, UsageError
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 from .tracefs_probes import TracefsProbe
@@ -138,7 +139,8 @@ def _open_kprobe(symbol: str, offset: int, retprobe: bool, maxactive: int, force
                     return _pmu_kprobe(sym, offset, retprobe, what)
                 except _DotsRefused:
                     if not has_events:
-                        raise NotSupportedError("kprobe PMU symbols with dots", f"the PMU refused {sym!r} and there is no kprobe_events") from None
+                        raise NotSupportedError("kprobe PMU symbols with dots",
+                                                f"the PMU refused {sym!r} and there is no kprobe_events") from None
             return _tracefs_kprobe(sym, offset, retprobe, maxactive, what)
         except NotFoundError:
             continue
@@ -146,7 +148,7 @@ def _open_kprobe(symbol: str, offset: int, retprobe: bool, maxactive: int, force
     raise NotFoundError(f"kernel symbol {symbol!r} not found{tried}: see /proc/kallsyms")
 
 
-def _attach(symbol: str, prog: Any, offset: int, retprobe: bool, maxactive: int, cookie: int,
+def _attach(symbol: str, prog: ProgramArg, offset: int, retprobe: bool, maxactive: int, cookie: int,
             mode: AttachMode | str, tracefs: bool) -> PerfEventLink | PerfEventIoctlLink:
     kind = "kretprobe" if retprobe else "kprobe"
     what = f"{kind} {symbol}" + (f"+{offset:#x}" if offset else "")
@@ -167,7 +169,7 @@ def _attach(symbol: str, prog: Any, offset: int, retprobe: bool, maxactive: int,
 
 def kprobe(
     symbol: str,
-    prog: Any,
+    prog: ProgramArg,
     *,
     offset: int = 0,
     cookie: int = 0,
@@ -184,7 +186,7 @@ def kprobe(
 
 def kretprobe(
     symbol: str,
-    prog: Any,
+    prog: ProgramArg,
     *,
     maxactive: int = 0,
     cookie: int = 0,
@@ -200,7 +202,7 @@ def kretprobe(
     return _attach(symbol, prog, 0, True, maxactive, cookie, mode, tracefs)
 
 
-def ksyscall(name: str, prog: Any, *, retprobe: bool = False, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
+def ksyscall(name: str, prog: ProgramArg, *, retprobe: bool = False, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
     """libbpf's ksyscall: a k(ret)probe on syscall ``name`` (``openat``) through its wrapper."""
     symbol = name if name.startswith("sys_") or name.startswith(syscall_prefix() or "\0") else "sys_" + name
     symbol = syscall_wrapper(symbol)

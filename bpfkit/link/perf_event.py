@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import enum
 import errno
-from typing import Any
 
 from .._kernel import bpf as _bpf
 from .._kernel import perf as _perf
 from .._kernel.consts import LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from . import tracefs_probes
 from .base import FdOnlyLink, RawLink, _prog_fd, register_link_class
@@ -51,7 +51,7 @@ class AttachMode(enum.Enum):
     IOCTL = "ioctl"  # PERF_EVENT_IOC_SET_BPF + ENABLE, even where links exist
 
     @classmethod
-    def of(cls, value: "AttachMode | str") -> "AttachMode":
+    def of(cls, value: AttachMode | str) -> AttachMode:
         if isinstance(value, AttachMode):
             return value
         try:
@@ -135,8 +135,9 @@ class PerfEventLink(_PerfEventOwner, RawLink):
             tracefs_probes.unregister_owner(perf_event)
             tracefs_probes.register_owner(self)
 
-    def update(self, prog: Any, old: Any = None) -> None:
-        raise NotSupportedError("update of a perf_event link", "the kernel cannot swap the program of a perf event link; attach the new program and close this link")
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
+        raise NotSupportedError("update of a perf_event link",
+                                "the kernel cannot swap the program of a perf event link; attach the new program and close this link")
 
     def close(self) -> None:
         """Close the link, then its perf event and tracefs probe. A pinned link lives on in
@@ -152,7 +153,7 @@ class PerfEventLink(_PerfEventOwner, RawLink):
         return f"PerfEventLink({what}fd={self.fd!r}{pinned})"
 
 
-register_link_class(LinkType.PERF_EVENT, lambda fd, path: PerfEventLink(fd, path))
+register_link_class(LinkType.PERF_EVENT, PerfEventLink)
 
 
 class PerfEventIoctlLink(_PerfEventOwner, FdOnlyLink):
@@ -204,7 +205,7 @@ _PROG_TYPES_FOR = {
 }
 
 
-def check_program(prog: Any, event_kind: str, what: str) -> None:
+def check_program(prog: ProgramArg, event_kind: str, what: str) -> None:
     """Refuse a program whose type the kernel would reject for this perf event, up front."""
     ptype = getattr(prog, "type", None)
     allowed = _PROG_TYPES_FOR[event_kind]
@@ -218,7 +219,7 @@ def check_program(prog: Any, event_kind: str, what: str) -> None:
 
 def attach_perf_event(
     event: PerfEvent,
-    prog: Any,
+    prog: ProgramArg,
     *,
     cookie: int = 0,
     mode: AttachMode | str = AttachMode.AUTO,

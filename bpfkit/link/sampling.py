@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any, Iterable, Union
+from collections.abc import Iterable
+from typing import Any, Union
 
 from .._kernel import perf as _perf
 from .._kernel.consts import (
@@ -43,6 +44,7 @@ from .._kernel.consts import (
 )
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .base import Link, _prog_fd
 from .group import LinkGroup, close_links
@@ -130,13 +132,14 @@ def resolve_event(event: EventLike) -> SampleEvent:
         kind, colon, name = event.partition(":")
         if not colon:
             kind, name = "", event
-        tables = {"software": SOFTWARE_EVENT_NAMES, "hardware": HARDWARE_EVENT_NAMES}
+        tables: dict[str, dict[str, PerfSwId] | dict[str, PerfHwId]] = {
+            "software": SOFTWARE_EVENT_NAMES, "hardware": HARDWARE_EVENT_NAMES}
         if kind and kind not in tables:
             raise UsageError(f"unknown event kind {kind!r} in {event!r}: expected software:NAME or hardware:NAME")
         for table_kind, table in tables.items():
             if kind in ("", table_kind) and name in table:
-                ptype = PerfType.SOFTWARE if table_kind == "software" else PerfType.HARDWARE
-                return SampleEvent(ptype, int(table[name]), name)
+                kind_type = PerfType.SOFTWARE if table_kind == "software" else PerfType.HARDWARE
+                return SampleEvent(kind_type, int(table[name]), name)
         known = ", ".join(sorted({*SOFTWARE_EVENT_NAMES, *HARDWARE_EVENT_NAMES}))
         raise UsageError(f"unknown perf event {event!r} (known: {known})")
     if isinstance(event, tuple) and len(event) == 2 and all(isinstance(v, int) for v in event):
@@ -177,7 +180,7 @@ def _cpu_list(cpus: list[int]) -> str:
 
 
 # ------------------------------------------------------------------------------ checks
-def _check_program(prog: Any) -> None:
+def _check_program(prog: ProgramArg) -> None:
     ptype = getattr(prog, "type", None)
     if ptype is not None and ptype != ProgType.PERF_EVENT:
         have = ptype.kernel_name if hasattr(ptype, "kernel_name") else str(ptype)
@@ -290,7 +293,7 @@ def _open(ev: SampleEvent, pid: int, cpu: int, value: int, is_freq: bool, inheri
         raise _open_error(exc, ev, pid, cpu, value, is_freq, opened) from None
 
 
-def _attach_one(prog: Any, ev: SampleEvent, pid: int, cpu: int, value: int, is_freq: bool, inherit: bool,
+def _attach_one(prog: ProgramArg, ev: SampleEvent, pid: int, cpu: int, value: int, is_freq: bool, inherit: bool,
                 cookie: int, mode: AttachMode | str, opened: int) -> PerfEventLink | PerfEventIoctlLink:
     rate = f"{value} Hz" if is_freq else f"every {value}"
     description = f"perf_event {ev.name} {rate} on {_where(pid, cpu)}"
@@ -310,7 +313,7 @@ def _attach_one(prog: Any, ev: SampleEvent, pid: int, cpu: int, value: int, is_f
 
 
 def perf_event_sample(
-    prog: Any,
+    prog: ProgramArg,
     event: EventLike,
     *,
     period: int | None = None,
@@ -347,14 +350,14 @@ def perf_event_sample(
         targets = _targets(cpu, pid)
         if inherit and pid is None:
             raise UsageError("inherit=True needs pid=: only a per-task event is inherited by children")
-        links: list[Any] = []
+        links: list[Link] = []
         try:
             for p, c in targets:
                 links.append(_attach_one(prog, ev, p, c, value, is_freq, inherit, cookie, mode, len(links)))
         except BaseException as exc:
             try:
                 close_links(links)
-            except Exception as cleanup:  # noqa: BLE001 - the attach error is the one to report
+            except Exception as cleanup:
                 exc.add_note(f"also failed to close the events made before: {cleanup}")
             raise
         if len(links) == 1:
@@ -371,7 +374,7 @@ def perf_event_sample(
 _UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
 
 
-def attach_sampling_probe(spec: Any, prog: Any, options: Any) -> Link:
+def attach_sampling_probe(spec: Any, prog: ProgramArg, options: Any) -> Link:
     """``profile:UNIT:N`` / ``interval:UNIT:N`` / ``software:EVENT[:COUNT]`` /
     ``hardware:EVENT[:COUNT]`` with bpftrace's meaning: profile is cpu-clock on every CPU
     (``hz``: a frequency, else a period of N seconds/ms/us of CPU time); interval the same on

@@ -25,6 +25,7 @@ from typing import Any
 from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
 from .._kernel.consts import AttachType, LinkType, MapFlag
+from .._protocols import MapLike, ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from .base import RawLink, register_info_decoder, register_link_class
 
@@ -84,7 +85,9 @@ class StructOpsLink(RawLink):
 
     kind = "struct_ops"
 
-    def update(self, prog: Any, old: Any = None) -> None:  # type: ignore[override]
+    # The one link whose update takes a map, not a program (BPF_LINK_UPDATE of a struct_ops
+    # link swaps the registered map): not a substitute for RawLink.update, hence the ignore.
+    def update(self, prog: MapLike, old: MapLike | None = None) -> None:  # type: ignore[override]
         """Swap in another struct_ops map of the same type (``prog`` is the new Map; ``old``,
         when given, must be the one registered now: BPF_F_REPLACE). The new map is made ready
         first. Both maps must have been created for links (``.struct_ops.link``)."""
@@ -161,7 +164,7 @@ class StructOpsMapLink:
                 pass
         self.pinned_path = None
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         raise self._unsupported("update")
 
     def info(self) -> Any:
@@ -183,7 +186,7 @@ class StructOpsMapLink:
         except BPFKitError as exc:
             raise exc.wrap(f"unregister {_what(self.map)}")
 
-    def __enter__(self) -> "StructOpsMapLink":
+    def __enter__(self) -> StructOpsMapLink:
         return self
 
     def __exit__(self, *exc: object) -> None:

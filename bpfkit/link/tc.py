@@ -34,9 +34,23 @@ from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
 from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_tcx, prog_id_of,
-                   prog_name, probe_reason, resolve_target)
+from ._net import (
+    NetAttachMode,
+    NetlinkAttachment,
+    NetLinkUpdate,
+    Target,
+    check_program,
+    dup_prog_fd,
+    explained,
+    gone,
+    have_tcx,
+    probe_reason,
+    prog_id_of,
+    prog_name,
+    resolve_target,
+)
 from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["TcDirection", "Anchor", "TcxInfo", "TcxLink", "ClsBpfLink", "TcxProgram", "TcQuery", "TcFilter",
@@ -61,7 +75,7 @@ class TcDirection(enum.Enum):
         return _nl.TC_H_INGRESS_PARENT if self is TcDirection.INGRESS else _nl.TC_H_EGRESS_PARENT
 
     @classmethod
-    def of(cls, value: "TcDirection | str") -> "TcDirection":
+    def of(cls, value: TcDirection | str) -> TcDirection:
         if isinstance(value, TcDirection):
             return value
         try:
@@ -70,7 +84,7 @@ class TcDirection(enum.Enum):
             raise UsageError(f"unknown tc direction {value!r}: expected ingress or egress") from None
 
 
-def _direction(direction: Any, prog: Any) -> TcDirection:
+def _direction(direction: Any, prog: ProgramArg) -> TcDirection:
     if direction is not None:
         return TcDirection.of(direction)
     # A program from a tcx/ingress or tc/egress section knows its direction.
@@ -98,23 +112,23 @@ class Anchor:
     link_id: int = 0
 
     @classmethod
-    def head(cls) -> "Anchor":
+    def head(cls) -> Anchor:
         return cls("before")
 
     @classmethod
-    def tail(cls) -> "Anchor":
+    def tail(cls) -> Anchor:
         return cls("after")
 
     @classmethod
-    def before(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> "Anchor":
+    def before(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
         return cls._relative("before", target, prog_id, link_id)
 
     @classmethod
-    def after(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> "Anchor":
+    def after(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
         return cls._relative("after", target, prog_id, link_id)
 
     @classmethod
-    def _relative(cls, position: str, target: Any, prog_id: int, link_id: int) -> "Anchor":
+    def _relative(cls, position: str, target: Any, prog_id: int, link_id: int) -> Anchor:
         if sum(1 for x in (target is not None, bool(prog_id), bool(link_id)) if x) != 1:
             raise UsageError(f"Anchor.{position}() takes one of: a link or program, prog_id=, link_id=")
         return cls(position, target, prog_id, link_id)
@@ -187,7 +201,7 @@ def _tcx_query(target: Target, direction: TcDirection) -> tuple[list[TcxProgram]
         if exc.errno == errno.EINVAL and not have_tcx():
             return [], 0
         raise
-    return [TcxProgram(p, l) for p, l in zip(progs, links)], revision
+    return [TcxProgram(p, lk) for p, lk in zip(progs, links)], revision
 
 
 def _has_clsact(target: Target) -> bool:
@@ -236,7 +250,7 @@ def _hint(err: int, path: str, anchor: Anchor | None = None, expected_revision: 
     return ""
 
 
-def _fail(exc: BPFKitError, prog: Any, target: Target, direction: TcDirection, path: str, what: str = "attach",
+def _fail(exc: BPFKitError, prog: ProgramArg | str, target: Target, direction: TcDirection, path: str, what: str = "attach",
           **hint: Any) -> BPFKitError:
     if isinstance(exc, KernelError):
         exc = explained(exc, _hint(exc.errno, path, **hint))
@@ -282,10 +296,10 @@ class TcxLink(NetLinkUpdate, RawLink):
         return f"TcxLink({where}fd={self.fd!r}{pinned})"
 
 
-register_link_class(LinkType.TCX, lambda fd, path: TcxLink(fd, path))
+register_link_class(LinkType.TCX, TcxLink)
 
 
-def _attach_tcx(target: Target, prog: Any, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
+def _attach_tcx(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
                 expected_revision: int) -> TcxLink:
     flags, relative = anchor.resolve() if anchor is not None else (0, 0)
 
@@ -419,7 +433,7 @@ class ClsBpfLink(NetlinkAttachment):
         filters = self.target.netns.run(_nl.tc_filters, self.ifindex, self.direction.parent)
         return TcQuery(self.iface, self.ifindex, self.direction, progs, revision, _has_clsact(self.target), filters)
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         """Swap in ``prog``, only while the filter runs our program (or ``old``)."""
         self._check_open("update")
         assert self._prog_fd is not None
@@ -469,12 +483,12 @@ class ClsBpfLink(NetlinkAttachment):
                 f"{self.program!r}, {state})")
 
 
-def _filter_name(prog: Any) -> str:
+def _filter_name(prog: ProgramArg) -> str:
     # TCA_BPF_NAME is free text shown by `tc filter show`; it says who put the filter there.
     return f"bpfkit:{prog_name(prog)}"
 
 
-def _attach_cls_bpf(target: Target, prog: Any, prog_fd: int, direction: TcDirection, priority: int | None,
+def _attach_cls_bpf(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, priority: int | None,
                     handle: int) -> ClsBpfLink:
     if priority is not None and not 1 <= priority <= 0xFFFF:
         raise UsageError(f"tc priority must be 1..65535, not {priority}")
@@ -507,7 +521,7 @@ def _attach_cls_bpf(target: Target, prog: Any, prog_fd: int, direction: TcDirect
 # ------------------------------------------------------------------------------ attaching
 def tc(
     iface: str | int,
-    prog: Any,
+    prog: ProgramArg,
     direction: TcDirection | str | None = None,
     *,
     mode: NetAttachMode | str = NetAttachMode.AUTO,
@@ -516,7 +530,7 @@ def tc(
     priority: int | None = None,
     handle: int = 1,
     netns: Any = None,
-) -> "TcxLink | ClsBpfLink":
+) -> TcxLink | ClsBpfLink:
     """Attach sched_cls program ``prog`` to the ``direction`` (ingress/egress; default: from the
     program's tcx/ingress or tcx/egress section) hook of ``iface`` (name or ifindex).
 
@@ -555,7 +569,7 @@ def tc(
 
 def tcx(
     iface: str | int,
-    prog: Any,
+    prog: ProgramArg,
     direction: TcDirection | str | None = None,
     *,
     anchor: Anchor | None = None,

@@ -113,7 +113,7 @@ class TracefsProbe:
         self._finalizer = weakref.finalize(self, _remove, kind, group, event, self.owner)
 
     @classmethod
-    def create(cls, kind: str, target: str, *, retprobe: bool = False, maxactive: int = 0, hint: str = "") -> "TracefsProbe":
+    def create(cls, kind: str, target: str, *, retprobe: bool = False, maxactive: int = 0, hint: str = "") -> TracefsProbe:
         """Write ``p|r[MAXACTIVE]:<group>/<event> <target>`` and read the new event's id.
 
         ``target`` is ``[MOD:]SYM[+offs]`` for kprobes, ``PATH:0xOFFSET[(0xREF_CTR)]`` for

@@ -8,9 +8,8 @@ tracepoint fires. Syscall tracepoints (``syscalls/sys_enter_*``) accept BPF prog
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._kernel import tracefs as _tracefs
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, UsageError
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 
@@ -29,7 +28,7 @@ def split_tracepoint(target: str) -> tuple[str, str]:
 def tracepoint(
     group: str,
     name: str,
-    prog: Any,
+    prog: ProgramArg,
     *,
     cookie: int = 0,
     mode: AttachMode | str = AttachMode.AUTO,

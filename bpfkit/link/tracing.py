@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
 from .base import FdOnlyLink, RawLink, _prog_fd, register_info_decoder, register_link_class
+
+if TYPE_CHECKING:
+    from ..ext import FreplaceTarget
 
 __all__ = [
     "RawTracepointLink",
@@ -81,7 +85,7 @@ class _NoUpdate(RawLink):
     """Raw tracepoint and tracing links cannot swap their program: the kernel's link ops have no
     update_prog, so BPF_LINK_UPDATE gives EINVAL (EOPNOTSUPP on some kinds)."""
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         self._check_open("update")
         try:
             super().update(prog, old)
@@ -152,7 +156,7 @@ def _wrap(fd: FD, cls: type[RawLink], description: str) -> RawLink | RawTracepoi
 _RAW_TP_TYPES = (ProgType.RAW_TRACEPOINT, ProgType.RAW_TRACEPOINT_WRITABLE)
 
 
-def raw_tracepoint(name: str, prog: Any, *, cookie: int = 0) -> RawTracepointLink | RawTracepointFd:
+def raw_tracepoint(name: str, prog: ProgramArg, *, cookie: int = 0) -> RawTracepointLink | RawTracepointFd:
     """Attach a raw_tp (or writable raw_tp.w) program to the tracepoint ``name``
     (``sys_enter``, ``sched_switch``: the event name, without its group).
 
@@ -192,13 +196,13 @@ _TRACING_KINDS = {
 }
 
 
-def _describe(prog: Any, attach_type: AttachType | None) -> str:
-    kind = _TRACING_KINDS.get(attach_type, "tracing") if attach_type is not None else "tracing"  # type: ignore[arg-type]
+def _describe(prog: ProgramArg, attach_type: AttachType | None) -> str:
+    kind = _TRACING_KINDS.get(attach_type, "tracing") if attach_type is not None else "tracing"
     target = getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
     return f"{kind} program {getattr(prog, 'name', '')!r}" + (f" on {target}" if target else "")
 
 
-def attach_tracing(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def attach_tracing(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach a loaded fentry/fexit/fmod_ret/tp_btf/lsm program at the target it was loaded
     for (its attach_btf_id). ``cookie`` (5.19; tp_btf 6.10) is what bpf_get_attach_cookie()
     returns in the program.
@@ -267,7 +271,7 @@ def attach_tracing(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepoint
     return _wrap(fd, TracingLink, what)  # type: ignore[return-value]
 
 
-def _checked(kind: AttachType, prog: Any, cookie: int) -> TracingLink | RawTracepointFd:
+def _checked(kind: AttachType, prog: ProgramArg, cookie: int) -> TracingLink | RawTracepointFd:
     have = getattr(prog, "attach_type", None)
     if have is not None and have != kind:
         raise UsageError(f"attach {_TRACING_KINDS[kind]}: program {getattr(prog, 'name', '')!r} was loaded as "
@@ -275,33 +279,34 @@ def _checked(kind: AttachType, prog: Any, cookie: int) -> TracingLink | RawTrace
     return attach_tracing(prog, cookie=cookie)
 
 
-def fentry(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def fentry(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an fentry program (runs at the entry of the function it was loaded for)."""
     return _checked(AttachType.TRACE_FENTRY, prog, cookie)
 
 
-def fexit(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def fexit(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an fexit program (runs at return, with the arguments and the return value)."""
     return _checked(AttachType.TRACE_FEXIT, prog, cookie)
 
 
-def fmod_ret(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def fmod_ret(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an fmod_ret program (a non-zero return replaces the function's, which is skipped;
     only functions marked ALLOW_ERROR_INJECTION and security_* hooks accept it)."""
     return _checked(AttachType.MODIFY_RETURN, prog, cookie)
 
 
-def tp_btf(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def tp_btf(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach a tp_btf program (a raw tracepoint with typed arguments)."""
     return _checked(AttachType.TRACE_RAW_TP, prog, cookie)
 
 
-def lsm(prog: Any, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
+def lsm(prog: ProgramArg, *, cookie: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an LSM program (needs CONFIG_BPF_LSM and ``bpf`` in the kernel's lsm= list)."""
     return _checked(AttachType.LSM_MAC, prog, cookie)
 
 
-def freplace(prog: Any, target: Any = None, function: str = "", *, prog_id: int = 0) -> TracingLink | RawTracepointFd:
+def freplace(prog: ProgramArg, target: FreplaceTarget | None = None, function: str = "", *,
+             prog_id: int = 0) -> TracingLink | RawTracepointFd:
     """Attach an ext (``SEC("freplace/FUNC")``) program: from now on calls of the global
     function ``function`` in program ``target`` run ``prog`` instead (cilium's
     link.AttachFreplace). ``target`` is a loaded Program, an FD or fd number, a pinned path,
@@ -364,11 +369,11 @@ def freplace(prog: Any, target: Any = None, function: str = "", *, prog_id: int 
 
 
 # ------------------------------------------------------------------------- auto-attach
-def _spec_target(prog: Any) -> str:
+def _spec_target(prog: ProgramArg) -> str:
     return getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
 
 
-def auto_raw_tracepoint(prog: Any, target: Any, options: Any) -> RawTracepointLink | RawTracepointFd:
+def auto_raw_tracepoint(prog: ProgramArg, target: Any, options: Any) -> RawTracepointLink | RawTracepointFd:
     """auto.py: ``raw_tp/NAME``, ``raw_tracepoint/NAME`` and their ``.w`` forms."""
     name = target.target or _spec_target(prog)
     if not name:
@@ -377,18 +382,18 @@ def auto_raw_tracepoint(prog: Any, target: Any, options: Any) -> RawTracepointLi
     return raw_tracepoint(name, prog, cookie=options.cookie)
 
 
-def auto_tracing(prog: Any, target: Any, options: Any) -> TracingLink | RawTracepointFd:
+def auto_tracing(prog: ProgramArg, target: Any, options: Any) -> TracingLink | RawTracepointFd:
     """auto.py: tp_btf, fentry, fexit, fmod_ret (and .s), lsm (and .s): the target was fixed
     at load time, so the section's text is not needed here."""
     return attach_tracing(prog, cookie=options.cookie)
 
 
-def probe_raw_tracepoint(spec: Any, prog: Any, options: Any) -> RawTracepointLink | RawTracepointFd:
+def probe_raw_tracepoint(spec: Any, prog: ProgramArg, options: Any) -> RawTracepointLink | RawTracepointFd:
     """auto.py: ``rawtracepoint:[MODULE:]NAME`` (the kernel finds module tracepoints by name)."""
     return raw_tracepoint(spec.function, prog, cookie=options.cookie)
 
 
-def probe_tracing(spec: Any, prog: Any, options: Any) -> TracingLink | RawTracepointFd:
+def probe_tracing(spec: Any, prog: ProgramArg, options: Any) -> TracingLink | RawTracepointFd:
     """auto.py: ``fentry:[MODULE:]FN`` / ``fexit:[MODULE:]FN``: ``prog`` must have been loaded
     for that function (the target is part of the program, fixed at load)."""
     want = AttachType.TRACE_FENTRY if spec.kind == "fentry" else AttachType.TRACE_FEXIT
@@ -407,6 +412,6 @@ def probe_tracing(spec: Any, prog: Any, options: Any) -> TracingLink | RawTracep
     return attach_tracing(prog, cookie=options.cookie)
 
 
-def auto_freplace(prog: Any, target: Any, options: Any) -> TracingLink | RawTracepointFd:
+def auto_freplace(prog: ProgramArg, target: Any, options: Any) -> TracingLink | RawTracepointFd:
     """auto.py: ``freplace/FUNC``: attached at the program and function it was loaded against."""
     return attach_tracing(prog, cookie=options.cookie)

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._kernel import pmu as _pmu
 from .._kernel import tracefs as _tracefs
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
 from ._binary import STT_FUNC, STT_GNU_IFUNC, BinaryImage, ElfSymbol, resolve_binary
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
@@ -124,7 +125,7 @@ class Executable:
         assert file_offset is not None
         return file_offset + offset
 
-    def _attach(self, symbol: str | None, prog: Any, retprobe: bool, offset: int, address: int | None,
+    def _attach(self, symbol: str | None, prog: ProgramArg, retprobe: bool, offset: int, address: int | None,
                 file_offset: int | None, pid: int | None, ref_ctr_offset: int, cookie: int,
                 mode: AttachMode | str, tracefs: bool) -> PerfEventLink | PerfEventIoctlLink:
         kind = "uretprobe" if retprobe else "uprobe"
@@ -144,7 +145,7 @@ class Executable:
     def uprobe(
         self,
         symbol: str | None,
-        prog: Any,
+        prog: ProgramArg,
         *,
         offset: int = 0,
         address: int | None = None,
@@ -163,7 +164,7 @@ class Executable:
     def uretprobe(
         self,
         symbol: str | None,
-        prog: Any,
+        prog: ProgramArg,
         *,
         address: int | None = None,
         file_offset: int | None = None,
@@ -177,7 +178,7 @@ class Executable:
         address on entry)."""
         return self._attach(symbol, prog, True, 0, address, file_offset, pid, ref_ctr_offset, cookie, mode, tracefs)
 
-    def uprobe_multi(self, symbols: Any, prog: Any, **kw: Any) -> Any:
+    def uprobe_multi(self, symbols: Any, prog: ProgramArg, **kw: Any) -> Any:
         """One program at many functions of this binary (a list, a name or a glob pattern),
         through one uprobe_multi link (6.6) or one uprobe per target: see
         :func:`bpfkit.link.multi.uprobe_multi`."""
@@ -185,13 +186,13 @@ class Executable:
 
         return uprobe_multi(self, symbols, prog, **kw)
 
-    def uretprobe_multi(self, symbols: Any, prog: Any, **kw: Any) -> Any:
+    def uretprobe_multi(self, symbols: Any, prog: ProgramArg, **kw: Any) -> Any:
         """:meth:`uprobe_multi` for return probes."""
         from .multi import uprobe_multi
 
         return uprobe_multi(self, symbols, prog, retprobe=True, **kw)
 
-    def usdt(self, provider: str | None, name: str, prog: Any, **kw: Any) -> Any:
+    def usdt(self, provider: str | None, name: str, prog: ProgramArg, **kw: Any) -> Any:
         """Attach ``prog`` to USDT probe ``provider:name`` of this binary (every site, with
         its semaphore): ``bpfkit.usdt.attach_usdt(prog, self.path, provider, name, **kw)``."""
         from ..usdt.attach import attach_usdt
@@ -267,11 +268,11 @@ def _open_uprobe(path: str, offset: int, retprobe: bool, pid: int | None, ref_ct
     return PerfEvent(fd, what, probe)
 
 
-def uprobe(binary: str, symbol: str | None, prog: Any, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
+def uprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
     """``Executable(binary).uprobe(symbol, prog, **kw)``."""
     return Executable(binary).uprobe(symbol, prog, **kw)
 
 
-def uretprobe(binary: str, symbol: str | None, prog: Any, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
+def uretprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
     """``Executable(binary).uretprobe(symbol, prog, **kw)``."""
     return Executable(binary).uretprobe(symbol, prog, **kw)

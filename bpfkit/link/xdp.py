@@ -35,9 +35,23 @@ from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (NetAttachMode, NetlinkAttachment, NetLinkUpdate, Target, check_program, dup_prog_fd, explained, gone, have_xdp_link,
-                   prog_id_of, prog_name, probe_reason, resolve_target)
+from ._net import (
+    NetAttachMode,
+    NetlinkAttachment,
+    NetLinkUpdate,
+    Target,
+    check_program,
+    dup_prog_fd,
+    explained,
+    gone,
+    have_xdp_link,
+    probe_reason,
+    prog_id_of,
+    prog_name,
+    resolve_target,
+)
 from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
@@ -58,7 +72,7 @@ class XdpMode(enum.Enum):
         return _MODE_FLAGS[self]
 
     @classmethod
-    def of(cls, value: "XdpMode | str | None") -> "XdpMode":
+    def of(cls, value: XdpMode | str | None) -> XdpMode:
         if value is None:
             return cls.AUTO
         if isinstance(value, XdpMode):
@@ -159,7 +173,7 @@ def _hint(err: int, mode: XdpMode, path: str, replacing: bool) -> str:
     return ""
 
 
-def _fail(exc: BPFKitError, prog: Any, target: Target, mode: XdpMode, path: str, replacing: bool = False,
+def _fail(exc: BPFKitError, prog: ProgramArg | str, target: Target, mode: XdpMode, path: str, replacing: bool = False,
           what: str = "attach") -> BPFKitError:
     if isinstance(exc, KernelError):
         exc = explained(exc, _hint(exc.errno, mode, path, replacing))
@@ -203,7 +217,7 @@ class XdpLink(NetLinkUpdate, RawLink):
         return f"XdpLink({where}{mode}fd={self.fd!r}{pinned})"
 
 
-register_link_class(LinkType.XDP, lambda fd, path: XdpLink(fd, path))
+register_link_class(LinkType.XDP, XdpLink)
 
 
 class XdpNetlinkLink(NetlinkAttachment):
@@ -238,7 +252,7 @@ class XdpNetlinkLink(NetlinkAttachment):
         self._check_open("query")
         return _query(self.target)
 
-    def update(self, prog: Any, old: Any = None) -> None:
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         """Swap in ``prog`` atomically, only if the attached program is ours (or ``old``)."""
         self._check_open("update")
         assert self._prog_fd is not None
@@ -310,13 +324,13 @@ def _attached_mode(target: Target, prog_fd: int, asked: XdpMode) -> XdpMode:
 
 def xdp(
     iface: str | int,
-    prog: Any,
+    prog: ProgramArg,
     *,
     mode: NetAttachMode | str = NetAttachMode.AUTO,
     xdp_mode: XdpMode | str | None = XdpMode.AUTO,
-    replace: Any = None,
+    replace: ProgramArg | None = None,
     netns: Any = None,
-) -> "XdpLink | XdpNetlinkLink":
+) -> XdpLink | XdpNetlinkLink:
     """Attach XDP program ``prog`` to interface ``iface`` (name or ifindex).
 
     ``mode``: AUTO (an XDP link when the kernel has them, 5.9+, else netlink), ``link`` or

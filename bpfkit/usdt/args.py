@@ -171,7 +171,9 @@ def parse_args(text: str) -> tuple[USDTArg, ...]:
 
 def _split(text: str) -> list[str]:
     """Split on spaces outside parentheses (``-4@8( %rax )`` stays one argument)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1

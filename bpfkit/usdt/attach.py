@@ -25,17 +25,22 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import features
 from .._kernel import bpf as _bpf
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, NotFoundError, NotSupportedError, UsageError
+from ..link.base import Link, _prog_fd
 from ..link.group import LinkGroup, attach_many
 from ..link.perf_event import AttachMode
 from ..link.uprobe import Executable
 from .args import MAX_ARGS, USDTArg
 from .notes import USDTProbe, find_probes, read_probes
+
+if TYPE_CHECKING:
+    from ..maps import Map
 
 __all__ = ["attach_usdt", "USDTLink", "pack_spec", "SPECS_MAP", "IP_MAP", "SPEC_SIZE"]
 
@@ -93,7 +98,7 @@ _SPEC_IDS = _SpecIds()
 class _Maps:
     """The usdt.bpf.h maps a program uses, and whether we opened them (then we close them)."""
 
-    def __init__(self, specs: Any = None, ip: Any = None, owned: Iterable[Any] = ()) -> None:
+    def __init__(self, specs: Map | None = None, ip: Map | None = None, owned: Iterable[Map] = ()) -> None:
         self.specs, self.ip, self.owned = specs, ip, list(owned)
 
     def close(self) -> None:
@@ -102,7 +107,7 @@ class _Maps:
         self.owned = []
 
 
-def _find_maps(prog: Any, spec_map: Any, what: str) -> _Maps:
+def _find_maps(prog: ProgramArg, spec_map: Any, what: str) -> _Maps:
     if spec_map is None:
         return _Maps()
     if isinstance(spec_map, str) and spec_map == AUTO:
@@ -116,14 +121,14 @@ def _find_maps(prog: Any, spec_map: Any, what: str) -> _Maps:
                      f"not {spec_map!r}")
 
 
-def _maps_of_program(prog: Any, what: str) -> _Maps:
+def _maps_of_program(prog: ProgramArg, what: str) -> _Maps:
     """The program's usdt.bpf.h maps, found through the kernel's list of the maps it uses
     (bpf_prog_info.map_ids); map names are cut to 15 characters there."""
     from ..maps import Map
 
     found = _Maps()
     try:
-        ids = _bpf.prog_map_ids(prog.fd)
+        ids = _bpf.prog_map_ids(_prog_fd(prog))
     except BPFKitError as exc:
         raise exc.wrap(f"{what}: list the maps of program {getattr(prog, 'name', prog)!r}")
     try:
@@ -144,7 +149,7 @@ def _maps_of_program(prog: Any, what: str) -> _Maps:
     return found
 
 
-def _check_specs_map(m: Any, what: str) -> None:
+def _check_specs_map(m: Map, what: str) -> None:
     if m.spec.value_size != SPEC_SIZE or m.spec.key_size != 4:
         raise UsageError(f"{what}: map {m.spec.name!r} has {m.spec.key_size}-byte keys and {m.spec.value_size}-byte "
                          f"values, not libbpf's struct __bpf_usdt_spec ({SPEC_SIZE} bytes): a different usdt.bpf.h?")
@@ -234,7 +239,7 @@ class USDTLink(LinkGroup):
                                     "and reuses when the link is closed")
         super().pin(path)
 
-    def __enter__(self) -> "USDTLink":
+    def __enter__(self) -> USDTLink:
         return self
 
     def __repr__(self) -> str:
@@ -242,7 +247,7 @@ class USDTLink(LinkGroup):
 
 
 def attach_usdt(
-    prog: Any,
+    prog: ProgramArg,
     binary: str,
     provider: str | None,
     name: str,
@@ -312,7 +317,7 @@ def attach_usdt(
             cookies = [0] * len(sites)  # found by IP instead
         targets = list(zip(sites, cookies))
 
-        def attach_one(target: tuple[USDTProbe, int]) -> Any:
+        def attach_one(target: tuple[USDTProbe, int]) -> Link:
             site, site_cookie = target
             return exe.uprobe(None, prog, file_offset=site.file_offset, pid=pid, ref_ctr_offset=site.semaphore_offset,
                               cookie=site_cookie, mode=mode, tracefs=tracefs)
@@ -343,7 +348,7 @@ def _split_target(text: str, form: str) -> tuple[str, str, str]:
     raise ParseError(f"USDT target {text!r}: expected {form}")
 
 
-def attach_usdt_section(prog: Any, target: Any, options: Any) -> USDTLink:
+def attach_usdt_section(prog: ProgramArg, target: Any, options: Any) -> USDTLink:
     """``SEC("usdt/BINARY:PROVIDER:NAME")`` (libbpf's form; ``usdt/BINARY:NAME`` also)."""
     if not target.target:
         raise NotSupportedError("auto-attach of a usdt section without a target",
@@ -352,7 +357,7 @@ def attach_usdt_section(prog: Any, target: Any, options: Any) -> USDTLink:
     return attach_usdt(prog, binary, provider, name, pid=options.pid, cookie=options.cookie, mode=options.mode)
 
 
-def attach_usdt_probe(spec: Any, prog: Any, options: Any) -> USDTLink:
+def attach_usdt_probe(spec: Any, prog: ProgramArg, options: Any) -> USDTLink:
     """Probe spec ``usdt:BINARY:[PROVIDER:]NAME`` (bpftrace's form)."""
     return attach_usdt(prog, spec.binary, spec.provider, spec.function, pid=options.pid, cookie=options.cookie,
                        mode=options.mode)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..elf.reader import ET_DYN, ET_EXEC, SHT_NOBITS, ElfImage, iter_notes, read_binary, vaddr_to_offset
 from ..errors import NotFoundError, ParseError
@@ -94,7 +94,7 @@ class USDTProbe:
     def args_error(self) -> str:
         """Why ``args`` cannot be parsed, or '' (for listings)."""
         try:
-            self.args
+            _ = self.args  # parsed on first use
         except ParseError as exc:
             return str(exc)
         return ""

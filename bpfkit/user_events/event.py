@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import struct
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._kernel import tracefs as _tracefs
 from .._kernel import user_events as _ue
@@ -16,9 +16,13 @@ from .._kernel.user_events import (
     Enabler,
     RegFlag,
 )
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, NotFoundError, UsageError
 from .format import EventFormat
 from .registry import _find_multi_tracepoint, delete
+
+if TYPE_CHECKING:
+    from ..link import Link
 
 
 # ------------------------------------------------------------------------------ the kernel side
@@ -34,9 +38,9 @@ class UserEventsFile:
 
     def __init__(self) -> None:
         self.fd: FD = _ue.open_data()
-        self._events: "weakref.WeakSet[UserEvent]" = weakref.WeakSet()
+        self._events: weakref.WeakSet[UserEvent] = weakref.WeakSet()
 
-    def register(self, spec: Any, **kwargs: Any) -> "UserEvent":
+    def register(self, spec: Any, **kwargs: Any) -> UserEvent:
         return UserEvent(spec, file=self, **kwargs)
 
     @property
@@ -49,7 +53,7 @@ class UserEventsFile:
             ev.close()
         self.fd.close()
 
-    def __enter__(self) -> "UserEventsFile":
+    def __enter__(self) -> UserEventsFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -129,7 +133,7 @@ class UserEvent:
     @property
     def enabled(self) -> bool:
         """Whether any tracer has the event enabled: one read of the word the kernel updates."""
-        return self._word[0] != 0
+        return bool(self._word[0] != 0)  # a cffi uint32_t *: typed Any
 
     @property
     def registered(self) -> bool:
@@ -205,7 +209,7 @@ class UserEvent:
         return True
 
     # -------------------------------------------------------------- tracers
-    def attach(self, prog: Any, *, pid: int | None = None, **kwargs: Any) -> Any:
+    def attach(self, prog: ProgramArg, *, pid: int | None = None, **kwargs: Any) -> Link:
         """Attach a tracepoint program to this event's trace event (a link: close it to detach).
 
         The link enables the event. By default its perf event is on CPU 0 for all tasks (as
@@ -215,7 +219,7 @@ class UserEvent:
         a kprobe on perf_tp_event() sees the payloads, on the CPUs where this perf event is.
         ``kwargs`` go to the link (``cookie=``, ``mode=``).
         """
-        from . import link
+        from .. import link
 
         if pid is None and not self.flags & RegFlag.MULTI_FORMAT:
             return link.tracepoint(self.system, self.tracepoint_name, prog, **kwargs)
@@ -228,7 +232,7 @@ class UserEvent:
         except BPFKitError as exc:
             raise exc.wrap(f"attach {what}")
 
-    def status(self) -> "_ue.Status | None":
+    def status(self) -> _ue.Status | None:
         """This event's line of user_events_status (who has it enabled), None if absent."""
         for st in _ue.read_status():
             if st.name == self.tracepoint_name:
@@ -267,7 +271,7 @@ class UserEvent:
         self.close()
         delete(self.name, timeout=timeout, missing_ok=True)
 
-    def __enter__(self) -> "UserEvent":
+    def __enter__(self) -> UserEvent:
         return self
 
     def __exit__(self, *exc: object) -> None:

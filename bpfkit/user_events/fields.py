@@ -165,12 +165,12 @@ String = typing.Annotated[str, FieldType("__rel_loc char[]")]
 Blob = typing.Annotated[bytes, FieldType("__rel_loc u8[]")]
 
 
-def Char(size: int) -> Any:  # noqa: N802 - reads like a type in annotations
+def Char(size: int) -> Any:
     """``char[size]``: a str (UTF-8) or bytes of at most ``size`` bytes, NUL-padded."""
     return typing.Annotated[str, FieldType(f"char[{size}]")]
 
 
-def Bytes(size: int) -> Any:  # noqa: N802
+def Bytes(size: int) -> Any:
     """``unsigned char[size]``: bytes of at most ``size``, zero-padded."""
     return typing.Annotated[bytes, FieldType(f"unsigned char[{size}]")]
 

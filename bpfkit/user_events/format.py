@@ -8,7 +8,8 @@ import inspect
 import struct
 import sys
 import typing
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .._kernel import user_events as _ue
 from .._kernel.user_events import (
@@ -65,7 +66,7 @@ class EventFormat:
 
     # -------------------------------------------------------------- constructors
     @classmethod
-    def parse(cls, command: str) -> "EventFormat":
+    def parse(cls, command: str) -> EventFormat:
         """``name[ field;field...]``, the DIAG_IOCSREG / dynamic_events syntax (``u:`` prefix
         optional): ``request u32 status;char[16] method``."""
         text = command.strip()
@@ -77,7 +78,7 @@ class EventFormat:
         return cls(name, args)
 
     @classmethod
-    def from_dataclass(cls, dc: type, name: str | None = None) -> "EventFormat":
+    def from_dataclass(cls, dc: type, name: str | None = None) -> EventFormat:
         """One field per dataclass field, typed by its annotation (``U32``, ``Char(16)``,
         ``str``...); the event name defaults to the class name."""
         if not dataclasses.is_dataclass(dc) or not isinstance(dc, type):
@@ -91,13 +92,13 @@ class EventFormat:
             default = inspect.Parameter.empty
             if f.default is not dataclasses.MISSING:
                 default = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                default = f.default_factory()  # type: ignore[misc]
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
             params.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
         return cls(name or dc.__name__, fields, signature=inspect.Signature(params), source=dc)
 
     @classmethod
-    def from_signature(cls, func: Callable[..., Any], name: str | None = None) -> "EventFormat":
+    def from_signature(cls, func: Callable[..., Any], name: str | None = None) -> EventFormat:
         """One field per parameter of ``func``, typed by its annotation; defaults apply when
         emitting. The event name defaults to the function's name."""
         sig = inspect.signature(func)
@@ -116,7 +117,7 @@ class EventFormat:
                    source=func)
 
     @classmethod
-    def of(cls, spec: "EventFormat | str | type | Callable[..., Any]", name: str | None = None) -> "EventFormat":
+    def of(cls, spec: EventFormat | str | type | Callable[..., Any], name: str | None = None) -> EventFormat:
         """Whatever describes an event: an EventFormat, a command string, a dataclass, a function."""
         if isinstance(spec, EventFormat):
             return spec if name is None or name == spec.name else cls(name, spec.fields, signature=spec.signature, source=spec.source)
@@ -141,7 +142,7 @@ class EventFormat:
     def field_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
 
-    def same_layout(self, other: "EventFormat") -> bool:
+    def same_layout(self, other: EventFormat) -> bool:
         return [f.decl for f in self.fields] == [f.decl for f in other.fields]
 
     def __eq__(self, other: object) -> bool:
@@ -250,12 +251,12 @@ def _hints(obj: Any) -> dict[str, Any]:
     namespace = getattr(obj, "__globals__", None) or (vars(module) if module else {})
     out = {}
     for key, value in raw.items():
+        out[key] = value
         if isinstance(value, str):
             try:
-                value = eval(value, dict(namespace))  # noqa: S307 - the caller's own annotation
+                out[key] = eval(value, dict(namespace))
             except Exception:
                 pass
-        out[key] = value
     return out
 
 

@@ -74,17 +74,17 @@ def list_events() -> list[RegisteredEvent]:
     formats: dict[str, list[EventFormat]] = {}
     for line in _ue.read_dynamic_events():
         try:
-            fmt = EventFormat.parse(line)
+            parsed = EventFormat.parse(line)
         except ParseError:
             continue
-        formats.setdefault(fmt.name, []).append(fmt)
+        formats.setdefault(parsed.name, []).append(parsed)
     root = _tracefs.tracefs_root()
     found = []
     for st in _ue.read_status():
         single = os.path.isdir(os.path.join(root, "events", USER_EVENTS_SYSTEM, st.name))
         system = USER_EVENTS_SYSTEM if single else USER_EVENTS_MULTI_SYSTEM
         name = st.name if single else st.name.rsplit(".", 1)[0]
-        fmt = None
+        fmt: EventFormat | None = None
         candidates = formats.get(name, [])
         if single or len(candidates) == 1:
             fmt = candidates[0] if candidates else None
