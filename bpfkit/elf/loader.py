@@ -23,13 +23,15 @@ import dataclasses
 import re
 import struct
 
-from .._kernel.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
 from ..btf import BTF, BTFExt
 from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
 from ..errors import ParseError
-from ..maps import MapSpec
-from ..program import ProgramSpec, Reference, RefKind
 from ..sections import match_section
+from ..spec.collection import CollectionSpec, VariableSpec
+from ..spec.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
+from ..spec.maps import MapSpec
+from ..spec.programs import ProgramSpec, Reference, RefKind
+from ..spec.struct_ops import STRUCT_OPS_SECTIONS, parse_section
 from .externs import ExternKind, ExternSpec, collect_externs, kconfig_size
 from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
 from .reader import (
@@ -107,9 +109,7 @@ class _ObjectParser:
             self.symbols_by_section.setdefault(sym.shndx, []).append(sym)
 
     # ---------------------------------------------------------------------- overall
-    def parse(self):  # -> CollectionSpec
-        from ..collection import CollectionSpec
-
+    def parse(self) -> CollectionSpec:
         elf = self.elf
         spec = CollectionSpec(name=self.name)
         spec.license = self._license()
@@ -283,8 +283,6 @@ class _ObjectParser:
         spec.maps[m.name] = m
 
     def _data(self, spec) -> None:
-        from ..collection import VariableSpec
-
         for sec in self.elf.sections:
             kind = _is_data_section(sec)
             if not kind or sec.size == 0:
@@ -379,8 +377,6 @@ class _ObjectParser:
     def _struct_ops(self, spec) -> None:
         """Each variable of a .struct_ops/.struct_ops.link section is a STRUCT_OPS map
         (bpfkit.struct_ops); its value size and BTF id come from the kernel at load."""
-        from ..struct_ops import STRUCT_OPS_SECTIONS, parse_section
-
         for sec in self.elf.sections:
             if sec.name.lstrip("?") not in STRUCT_OPS_SECTIONS or sec.flags & SHF_EXECINSTR or not sec.size:
                 continue
@@ -579,6 +575,6 @@ class _ObjectParser:
                 prog.kernel_version = spec.kernel_version
 
 
-def parse_object(data: bytes | bytearray | memoryview, name: str = ""):
+def parse_object(data: bytes | bytearray | memoryview, name: str = "") -> CollectionSpec:
     """Parse an ELF object's bytes into a CollectionSpec (``name`` as libbpf's object name)."""
     return _ObjectParser(data, name).parse()

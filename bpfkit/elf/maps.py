@@ -26,8 +26,8 @@ import struct
 from ..btf import BTF
 from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
-from .._kernel.consts import MapType
-from ..maps import MapSpec, PinType
+from ..spec.consts import MapType
+from ..spec.maps import MapSpec, PinType
 from .reader import STB_LOCAL, STT_SECTION, ElfFile, Section, Symbol
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
