@@ -292,3 +292,16 @@ def test_spec_use_imports_no_kernel_module() -> None:
     assert not _kernel_side(seen["load_spec"]), f"load_spec() imported: {_kernel_side(seen['load_spec'])}"
     assert not _kernel_side(seen["all"]), f"spec use imported: {_kernel_side(seen['all'])}"
     assert "bpfkit.spec.collection" in seen["load_spec"]
+
+
+SPEC_LAYER_PATHS = ["bpfkit/spec", "bpfkit/elf", "bpfkit/btf", "bpfkit/sections.py", "bpfkit/asm.py",
+                    "bpfkit/errors.py", "bpfkit/_files.py"]
+
+
+def test_spec_layer_passes_mypy_strict() -> None:
+    """The spec layer (and the base it stands on) is fully typed: parse_object returns a
+    CollectionSpec, every builder is annotated (mypy --strict, imports followed silently)."""
+    pytest.importorskip("mypy", reason="mypy is not installed (.venv/bin/pip install mypy)")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
+                          *SPEC_LAYER_PATHS], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr

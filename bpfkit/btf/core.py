@@ -128,7 +128,7 @@ class AccessSpec:
         if self.kind.enum_based:
             acc = self.accessors[0]
             enum_t = btf.types[acc.type_id]
-            value = enum_t.values[acc.idx].value if isinstance(enum_t, Enum) else "?"  # type: ignore[attr-defined]
+            value = enum_t.values[acc.idx].value if isinstance(enum_t, Enum) else "?"
             return f"{text}::{acc.name} = {value}{where}"
         path = ""
         for i, acc in enumerate(self.accessors):
@@ -549,7 +549,9 @@ def _enum_value(spec: AccessSpec | None, kind: ReloKind) -> int:
     if spec is None:
         raise _Poison()
     acc = spec.accessors[0]
-    return spec.btf.types[acc.type_id].values[acc.idx].value  # type: ignore[attr-defined]
+    enum_t = spec.btf.types[acc.type_id]
+    assert isinstance(enum_t, Enum)  # parse_spec made an enum-value spec from an enum
+    return enum_t.values[acc.idx].value
 
 
 def compute(local: AccessSpec, targ: AccessSpec | None, where: str = "relocation") -> Result:

@@ -67,7 +67,9 @@ def sanitize(btf: BTF, has: Callable[[str], bool]) -> tuple[BTF, list[str]]:
     """(the BTF to load, what was rewritten). ``has(feature)`` answers feature probes; the
     original is returned untouched when nothing needs rewriting."""
     features = {name: has(name) for name in needed_features(btf)}
-    ok = lambda name: features.get(name, True)  # noqa: E731
+
+    def ok(name: str) -> bool:
+        return features.get(name, True)
     externs = any((isinstance(t, Var) and t.linkage == VarLinkage.EXTERN)
                   or (isinstance(t, Func) and t.linkage == Linkage.EXTERN) for t in btf.types[btf.first_id:])
     if all(features.values()) and not externs:

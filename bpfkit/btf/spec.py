@@ -18,7 +18,7 @@ from __future__ import annotations
 import array
 import struct
 import sys
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeAlias, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -177,7 +177,7 @@ class TypeTable:
 
     __slots__ = ("_base", "_start", "_items", "_decode")
 
-    def __init__(self, base: "TypeTable | list[Type] | None", items: list[Type | None],
+    def __init__(self, base: Types | None, items: list[Type | None],
                  decode: Callable[[int], Type] | None = None) -> None:
         self._base = base
         self._start = len(base) if base is not None else 0
@@ -187,21 +187,33 @@ class TypeTable:
     def __len__(self) -> int:
         return self._start + len(self._items)
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, index: int) -> Type: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Type]: ...
+    def __getitem__(self, index: int | slice) -> Type | list[Type]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
         if index < self._start:
-            if index < 0:
+            if index < 0 or self._base is None:
                 raise IndexError(index)
-            return self._base[index]  # type: ignore[index]
+            return self._base[index]
         local = index - self._start
         t = self._items[local]
         if t is None:
             assert self._decode is not None
             t = self._items[local] = self._decode(local)
         return t
+
+    def __setitem__(self, index: int, t: Type) -> None:
+        """Replace an own type (BTF rewrites: bpfkit.btf.sanitize)."""
+        if index < 0:
+            index += len(self)
+        if not self._start <= index < len(self):
+            raise IndexError(f"type {index} is not this BTF's own (ids {self._start}..{len(self) - 1})")
+        self._items[index - self._start] = t
 
     def __iter__(self) -> Iterator[Type]:
         for i in range(len(self)):
@@ -215,6 +227,10 @@ class TypeTable:
         return self[self._start :]
 
 
+# What BTF.types is: a plain list, or a TypeTable (split or lazily parsed BTF).
+Types: TypeAlias = TypeTable | list[Type]
+
+
 class BTF:
     """A set of BTF types and their strings.
 
@@ -223,21 +239,21 @@ class BTF:
     ``name`` is free text for messages (``vmlinux``, a module's name, a file).
     """
 
-    def __init__(self, types: list[Type] | None = None, strings: StringTable | None = None,
+    def __init__(self, types: Types | None = None, strings: StringTable | None = None,
                  base: "BTF | None" = None, name: str = "") -> None:
         self.base = base
         self.name = name
-        self.strings = strings or StringTable(base=base.strings if base else None)
+        self.strings: StringTable = strings or StringTable(base=base.strings if base else None)
         self.first_id = len(base.types) if base is not None else 1
         if types is None:
-            types = TypeTable(base.types, []) if base is not None else [Void(0, "")]  # type: ignore[assignment]
-        self.types = types
+            types = TypeTable(base.types, []) if base is not None else [Void(0, "")]
+        self.types: Types = types
         self._by_name: dict[str, list[Type]] | None = None
         self._by_essential: dict[str, list[Type]] | None = None
         # Lazy parses: the type section as u32 words, where each own type starts in it,
         # and (built on first name lookup) each own type's name offset.
-        self._words: array.array | None = None
-        self._starts: array.array | None = None
+        self._words: array.array[int] | None = None
+        self._starts: array.array[int] | None = None
         self._name_offs: bytes | None = None
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
@@ -277,7 +293,7 @@ class BTF:
         btf._parse(words, lazy)
         return btf
 
-    def _parse(self, words: array.array, lazy: bool) -> None:
+    def _parse(self, words: array.array[int], lazy: bool) -> None:
         starts = _scan(words, self.first_id)
         self._words, self._starts = words, starts
         if lazy:
@@ -297,7 +313,7 @@ class BTF:
         first = self.first_id
         own = [_decode(words, pos, first + i, name_of, None) for i, pos in enumerate(starts)]
         if self.base is not None:
-            self.types = TypeTable(self.base.types, own)  # type: ignore[arg-type]
+            self.types = TypeTable(self.base.types, [*own])
         else:
             self.types = [Void(0, ""), *own]
         self._words = self._starts = None  # decoded: the objects are the truth from now on
@@ -362,8 +378,8 @@ class BTF:
                 out += pack_type(name_off, kind << 24, t.type) + pack1(int(t.linkage))
             elif isinstance(t, Datasec):
                 out += pack_type(name_off, (kind << 24) | len(t.vars), t.size)
-                for v in t.vars:
-                    out += pack3(v.type, v.offset, v.size)
+                for vsi in t.vars:
+                    out += pack3(vsi.type, vsi.offset, vsi.size)
             elif isinstance(t, Float):
                 out += pack_type(name_off, kind << 24, t.size)
             elif isinstance(t, DeclTag):
@@ -419,8 +435,8 @@ class BTF:
         assert self._words is not None and self._starts is not None
         if self._name_offs is None:
             words = self._words
-            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()  # type: ignore[assignment]
-        names: bytes = self._name_offs  # type: ignore[assignment]
+            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()
+        names: bytes = self._name_offs
         pack = _U32.pack
         ids: list[int] = []
         for off in set(offsets):
@@ -545,7 +561,7 @@ class BTF:
         clone = BTF(strings=StringTable(self.strings.to_bytes(), self.strings.base), base=self.base, name=self.name)
         own = [_copy.deepcopy(self.types[i]) for i in self.own_ids()]
         if self.base is not None:
-            clone.types = TypeTable(self.base.types, own)  # type: ignore[arg-type]
+            clone.types = TypeTable(self.base.types, [*own])
         else:
             clone.types = [Void(0, ""), *own]
         return clone
@@ -556,7 +572,7 @@ class BTF:
         return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
 
 
-def _scan(words: array.array, first_id: int) -> array.array:
+def _scan(words: array.array[int], first_id: int) -> array.array[int]:
     """Where each type starts in the type section (in words): one pass over the type headers."""
     starts = array.array("I")
     add = starts.append
@@ -586,7 +602,7 @@ _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
 
-def _decode(words: array.array, i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
+def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
     """The type whose struct btf_type starts at word ``i``; ``count`` (lazy decoding) checks
     its references against the number of types. Branches in order of frequency in vmlinux
     (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10 types)."""
@@ -706,7 +722,7 @@ def scan_type_id(data: bytes | memoryview, name: str, kind: Kind, first_id: int 
         k = (info >> 24) & 0x1F
         if k == want and name_off in offsets:
             return tid
-        fixed, per = extra.get(k, (0, 0))  # type: ignore[call-overload]
+        fixed, per = extra.get(k, (0, 0))
         pos += 12 + fixed + per * (info & 0xFFFF)
         tid += 1
     return 0

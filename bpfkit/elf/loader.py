@@ -22,6 +22,7 @@ import bisect
 import dataclasses
 import re
 import struct
+from typing import Callable
 
 from ..btf import BTF, BTFExt
 from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
@@ -245,7 +246,7 @@ class _ObjectParser:
         raise ParseError(f"{why}: instruction {insn} of section {name!r} is not the start of a function")
 
     # ------------------------------------------------------------------------ maps
-    def _maps(self, spec) -> None:
+    def _maps(self, spec: CollectionSpec) -> None:
         elf = self.elf
         legacy = elf.by_name.get("maps")
         if legacy is not None:
@@ -277,12 +278,12 @@ class _ObjectParser:
                 return start, name
         return None
 
-    def _add_map(self, spec, m: MapSpec) -> None:
+    def _add_map(self, spec: CollectionSpec, m: MapSpec) -> None:
         if m.name in spec.maps:
             raise ParseError(f"map {m.name!r} is defined twice")
         spec.maps[m.name] = m
 
-    def _data(self, spec) -> None:
+    def _data(self, spec: CollectionSpec) -> None:
         for sec in self.elf.sections:
             kind = _is_data_section(sec)
             if not kind or sec.size == 0:
@@ -312,10 +313,10 @@ class _ObjectParser:
             )
             self._add_map(spec, m)
             self.data_maps[sec.index] = m.name
-            self._variables(spec, sec, m, datasec, VariableSpec)
+            self._variables(spec, sec, m, datasec)
 
-    def _variables(self, spec, sec: Section, m: MapSpec, datasec: Datasec | None, VariableSpec) -> None:
-        found = []
+    def _variables(self, spec: CollectionSpec, sec: Section, m: MapSpec, datasec: Datasec | None) -> None:
+        found: list[tuple[str, int, int, int, bool]] = []  # (name, offset, size, BTF type id, static)
         if datasec is not None:
             assert self.btf is not None
             for vsi in datasec.vars:
@@ -333,7 +334,7 @@ class _ObjectParser:
             spec.variables[name] = VariableSpec(name, sec.name, offset, size, type_id, self.btf, m, static)
 
     # --------------------------------------------------------------------- externs
-    def _externs(self, spec) -> None:
+    def _externs(self, spec: CollectionSpec) -> None:
         """__kconfig/__ksym externs (bpfkit.elf.externs); .kconfig values get their own
         read-only data map, filled when a Collection loads."""
         referenced = {rel.symbol.name for index, rels in self.relocs.items()
@@ -355,7 +356,7 @@ class _ObjectParser:
         ))
 
     # -------------------------------------------------------------------- programs
-    def _programs(self, spec) -> None:
+    def _programs(self, spec: CollectionSpec) -> None:
         self.program_at: dict[tuple[int, int], str] = {}  # (section, byte offset) -> program
         entries: list[_Function] = []
         for sec_index, funcs in self.functions.items():
@@ -374,7 +375,7 @@ class _ObjectParser:
                 raise ParseError(f"program {f.name!r} is defined twice")
             spec.programs[f.name] = self._link(f, spec)
 
-    def _struct_ops(self, spec) -> None:
+    def _struct_ops(self, spec: CollectionSpec) -> None:
         """Each variable of a .struct_ops/.struct_ops.link section is a STRUCT_OPS map
         (bpfkit.struct_ops); its value size and BTF id come from the kernel at load."""
         for sec in self.elf.sections:
@@ -390,7 +391,7 @@ class _ObjectParser:
                     flags=int(MapFlag.LINK) if ops.link else 0, struct_ops=ops,
                 ))
 
-    def _link(self, entry: _Function, spec) -> ProgramSpec:
+    def _link(self, entry: _Function, spec: CollectionSpec) -> ProgramSpec:
         """Lay out ``entry`` and every function it reaches; return its ProgramSpec."""
         where = f"program {entry.name!r} (section {entry.section.name!r})"
         order = [entry]
@@ -485,7 +486,9 @@ class _ObjectParser:
         self._ext_info(prog, order, placed)
         return prog
 
-    def _ld_imm64(self, where, fn, idx, site, imm, sym, references, fixups, place, extern_refs) -> None:
+    def _ld_imm64(self, where: str, fn: _Function, idx: int, site: int, imm: int, sym: Symbol,
+                  references: list[Reference], fixups: list[tuple[int, tuple[int, int], int]],
+                  place: Callable[[_Function], None], extern_refs: list[tuple[int, str]]) -> None:
         if sym.shndx == SHN_UNDEF:
             ext = self.externs.get(sym.name)
             if ext is None:
@@ -534,7 +537,7 @@ class _ObjectParser:
             "which is neither a map, global data nor a function"
         )
 
-    def _ext_info(self, prog: ProgramSpec, order: list[_Function], placed: dict) -> None:
+    def _ext_info(self, prog: ProgramSpec, order: list[_Function], placed: dict[tuple[int, int], int]) -> None:
         ext = self.ext
         if ext is None:
             return
@@ -562,7 +565,7 @@ class _ObjectParser:
             prog.core_relos.extend((r.insn_off // INSN + delta, r) for r in relos if lo <= r.insn_off < hi)
 
     # -------------------------------------------------------------- values, license
-    def _map_values(self, spec) -> None:
+    def _map_values(self, spec: CollectionSpec) -> None:
         btf_sec = self.elf.by_name.get(".maps")
         if btf_sec is not None:
             btf_map_values(self.btf_layouts, self.relocs.get(btf_sec.index, []), self.elf,

@@ -28,7 +28,7 @@ from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, V
 from ..errors import ParseError
 from ..spec.consts import MapType
 from ..spec.maps import MapSpec, PinType
-from .reader import STB_LOCAL, STT_SECTION, ElfFile, Section, Symbol
+from .reader import STB_LOCAL, STT_SECTION, ElfFile, Relocation, Section, Symbol
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
 
@@ -283,7 +283,7 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
     return spec, values_offset
 
 
-def btf_map_values(layouts: list[BTFMapLayout], relocs: list, elf: ElfFile,
+def btf_map_values(layouts: list[BTFMapLayout], relocs: list[Relocation], elf: ElfFile,
                    prog_names: dict[tuple[int, int], str], maps_section: Section) -> None:
     """Fill ``contents`` of prog arrays and map-in-maps from the ``.maps`` relocations."""
     for rel in relocs:

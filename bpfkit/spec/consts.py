@@ -10,13 +10,16 @@ checks every value against the installed UAPI headers.
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
 class _CEnum(enum.IntEnum):
     """An enum mirroring a C enum or #define family; ``c_name`` is the kernel's spelling."""
 
+    C_PREFIX: ClassVar[str]  # set on each subclass below (and in bpfkit._kernel.consts)
+
     @property
     def c_name(self) -> str:
-        return self.C_PREFIX + self.name  # type: ignore[attr-defined]
+        return self.C_PREFIX + self.name
 
     @property
     def kernel_name(self) -> str:

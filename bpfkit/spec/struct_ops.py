@@ -167,9 +167,9 @@ def plan(map_name: str, spec: StructOpsSpec, kernel: KernelStructOps) -> Plan:
         if ksize != msize:
             raise UsageError(f"{where}: member {member.name!r} is {msize} bytes in the object, {ksize} in the kernel")
         value[koff : koff + ksize] = mdata
-    for member in spec.programs:
-        if member not in slots:
-            raise UsageError(f"{where}: member {member!r} is set to a program but is not a function pointer here")
+    for name in spec.programs:
+        if name not in slots:
+            raise UsageError(f"{where}: member {name!r} is set to a program but is not a function pointer here")
     return Plan(kernel, value, slots)
 
 
