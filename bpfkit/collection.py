@@ -27,9 +27,12 @@ from .errors import BPFKitError, KernelError, NotFoundError, UsageError, Verifie
 from .maps import Map, MapSpec, PinType
 from .program import LoadOptions, Program, ProgramSpec, RefKind
 from .spec.collection import CollectionSpec, VariableSpec
-from .spec.load import load_spec, object_name, spec_from_file  # noqa: F401 - re-exported (bpfkit.load_spec)
+from .spec.load import load_spec as load_spec  # re-exported (bpfkit.collection.load_spec)
+from .spec.load import object_name as object_name
+from .spec.load import spec_from_file as spec_from_file
 
 if TYPE_CHECKING:
+    from ._kernel.fd import FD
     from .kernelfit import KernelFit
 
 __all__ = ["CollectionSpec", "VariableSpec", "Collection", "load_spec", "DEFAULT_PIN_DIR"]
@@ -103,7 +106,7 @@ class Collection:
         self.spec = spec
         self.programs: dict[str, Program] = {}
         self.maps: dict[str, Map] = {}
-        self.btf_fd = None
+        self.btf_fd: FD | None = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
         self._borrowed: set[str] = set()
         self._pinned_here: list[Map] = []
@@ -244,6 +247,7 @@ class Collection:
         from .struct_ops import find_kernel_struct_ops, plan
 
         ops = mspec.struct_ops
+        assert ops is not None  # _load calls this for struct_ops maps only
         try:
             kernel = find_kernel_struct_ops(ops.kernel_type_name)
             layout = plan(name, ops, kernel)

@@ -24,8 +24,13 @@ from ._kernel.rlimit import bump_memlock
 
 _ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
 from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, errno_name
-from .spec.maps import (  # noqa: F401 - the spec names, re-exported (bpfkit.maps.MapSpec)
-    PERCPU_TYPES, SIZE_FIELDS, MapSpec, PinType, zero_size_fields, zero_size_hint,
+from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
+    PERCPU_TYPES as PERCPU_TYPES,
+    SIZE_FIELDS as SIZE_FIELDS,
+    MapSpec as MapSpec,
+    PinType as PinType,
+    zero_size_fields as zero_size_fields,
+    zero_size_hint as zero_size_hint,
 )
 
 __all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]

@@ -14,7 +14,9 @@ from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
 from ._kernel.rlimit import bump_memlock
 from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, permission_hint
-from .spec.programs import ProgramSpec, Reference, RefKind  # noqa: F401 - re-exported (bpfkit.program.ProgramSpec)
+from .spec.programs import ProgramSpec as ProgramSpec  # the spec names, re-exported (bpfkit.program.ProgramSpec)
+from .spec.programs import Reference as Reference
+from .spec.programs import RefKind as RefKind
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 

@@ -32,9 +32,17 @@ from __future__ import annotations
 from .btf import BTF
 from .btf.types import Kind, Struct
 from .errors import BPFKitError, NotFoundError
-from .spec.struct_ops import (  # noqa: F401 - the spec half, re-exported (bpfkit.struct_ops.StructOpsSpec)
-    STRUCT_OPS_SECTIONS, VALUE_PREFIX, KernelStructOps, Plan, StructOpsSpec, describe, essential_name,
-    fill_programs, parse_section, plan,
+from .spec.struct_ops import (  # the spec half, re-exported: bpfkit.struct_ops.StructOpsSpec
+    STRUCT_OPS_SECTIONS as STRUCT_OPS_SECTIONS,
+    VALUE_PREFIX as VALUE_PREFIX,
+    KernelStructOps as KernelStructOps,
+    Plan as Plan,
+    StructOpsSpec as StructOpsSpec,
+    describe as describe,
+    essential_name as essential_name,
+    fill_programs as fill_programs,
+    parse_section as parse_section,
+    plan as plan,
 )
 
 __all__ = ["StructOpsSpec", "KernelStructOps", "find_kernel_struct_ops", "STRUCT_OPS_SECTIONS"]

@@ -18,7 +18,7 @@ import os
 import threading
 
 from ..errors import NotFoundError
-from .file import load_file  # noqa: F401 - re-exported: kernel.load_file(path)
+from .file import load_file as load_file  # re-exported: kernel.load_file(path)
 from .spec import BTF
 
 __all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache"]

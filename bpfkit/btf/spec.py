@@ -18,7 +18,7 @@ from __future__ import annotations
 import array
 import struct
 import sys
-from typing import Callable, Iterable, Iterator, TypeAlias, overload
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeAlias, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -28,6 +28,11 @@ from .types import (
 )
 
 __all__ = ["BTF", "StringTable", "TypeTable", "BTF_MAGIC", "scan_type_id", "essential_name"]
+
+if TYPE_CHECKING:
+    _Words: TypeAlias = array.array[int]  # u32 words of a type section
+else:  # array.array is not subscriptable at run time before Python 3.12 (pdoc evaluates annotations)
+    _Words = array.array
 
 BTF_MAGIC = 0xEB9F
 _HEADER = struct.Struct("<HBBIIIII")
@@ -252,8 +257,8 @@ class BTF:
         self._by_essential: dict[str, list[Type]] | None = None
         # Lazy parses: the type section as u32 words, where each own type starts in it,
         # and (built on first name lookup) each own type's name offset.
-        self._words: array.array[int] | None = None
-        self._starts: array.array[int] | None = None
+        self._words: _Words | None = None
+        self._starts: _Words | None = None
         self._name_offs: bytes | None = None
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
@@ -293,7 +298,7 @@ class BTF:
         btf._parse(words, lazy)
         return btf
 
-    def _parse(self, words: array.array[int], lazy: bool) -> None:
+    def _parse(self, words: _Words, lazy: bool) -> None:
         starts = _scan(words, self.first_id)
         self._words, self._starts = words, starts
         if lazy:
@@ -572,7 +577,7 @@ class BTF:
         return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
 
 
-def _scan(words: array.array[int], first_id: int) -> array.array[int]:
+def _scan(words: _Words, first_id: int) -> _Words:
     """Where each type starts in the type section (in words): one pass over the type headers."""
     starts = array.array("I")
     add = starts.append
@@ -602,7 +607,7 @@ _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
 
-def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
+def _decode(words: _Words, i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
     """The type whose struct btf_type starts at word ``i``; ``count`` (lazy decoding) checks
     its references against the number of types. Branches in order of frequency in vmlinux
     (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10 types)."""
