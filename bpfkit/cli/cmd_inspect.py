@@ -112,7 +112,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..collection import spec_from_file
+    from ..spec.load import spec_from_file  # the spec layer: inspect imports no kernel module
     from ..errors import BPFKitError
 
     spec = spec_from_file(args.object, action="inspect")
