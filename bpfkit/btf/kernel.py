@@ -14,7 +14,6 @@ functions read the running kernel); ``load_file`` is bpfkit.btf.file's, re-expor
 
 from __future__ import annotations
 
-import os
 import threading
 
 from ..errors import NotFoundError
