@@ -18,6 +18,7 @@ PERCPU_TYPES = frozenset(
     {MapType.PERCPU_HASH, MapType.PERCPU_ARRAY, MapType.LRU_PERCPU_HASH, MapType.PERCPU_CGROUP_STORAGE}
 )
 
+
 class PinType(enum.IntEnum):
     """libbpf's ``pinning`` attribute (enum libbpf_pin_type)."""
 
