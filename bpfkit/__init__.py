@@ -39,18 +39,19 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Map": "bpfkit.maps",
-    "MapSpec": "bpfkit.maps",
+    "MapSpec": "bpfkit.spec.maps",
     "Program": "bpfkit.program",
-    "ProgramSpec": "bpfkit.program",
+    "ProgramSpec": "bpfkit.spec.programs",
     "LoadOptions": "bpfkit.program",
-    "load_spec": "bpfkit.collection",
-    "CollectionSpec": "bpfkit.collection",
-    "VariableSpec": "bpfkit.collection",
+    "load_spec": "bpfkit.spec.load",
+    "CollectionSpec": "bpfkit.spec.collection",
+    "VariableSpec": "bpfkit.spec.collection",
     "Collection": "bpfkit.collection",
-    "MapType": "bpfkit._kernel.consts",
-    "ProgType": "bpfkit._kernel.consts",
-    "AttachType": "bpfkit._kernel.consts",
-    "LinkType": "bpfkit._kernel.consts",
+    # The spec layer's names come from it directly: bpfkit.load_spec() imports no kernel module.
+    "MapType": "bpfkit.spec.consts",
+    "ProgType": "bpfkit.spec.consts",
+    "AttachType": "bpfkit.spec.consts",
+    "LinkType": "bpfkit.spec.consts",
 }
 
 __all__ = [
@@ -75,7 +76,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "user_events", "usdt"):
+        if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "spec", "user_events", "usdt"):
             return importlib.import_module(f"bpfkit.{name}")
         raise AttributeError(f"module 'bpfkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -1,5 +1,6 @@
-"""Collections: every map and program of one object, as specs (CollectionSpec) and as kernel
-objects (Collection).
+"""Collections: every map and program of one object loaded into the kernel (Collection), from a
+CollectionSpec (plain data, defined in the spec layer, bpfkit.spec, and re-exported here with
+load_spec).
 
     spec = bpfkit.load_spec("opensnoop.bpf.o")        # pure data, no syscalls
     spec.variables["targ_pid"].value = 1234            # const volatile knobs, before load
@@ -19,172 +20,25 @@ import errno
 import os
 import struct
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .btf import BTF
-from .btf.types import Enum, Int, Pointer
 from .errors import BPFKitError, KernelError, NotFoundError, UsageError, VerifierError
 from .maps import Map, MapSpec, PinType
 from .program import LoadOptions, Program, ProgramSpec, RefKind
+from .spec.collection import CollectionSpec, VariableSpec
+from .spec.load import load_spec as load_spec  # re-exported (bpfkit.collection.load_spec)
+from .spec.load import object_name as object_name
+from .spec.load import spec_from_file as spec_from_file
 
 if TYPE_CHECKING:
+    from ._kernel.fd import FD
     from .kernelfit import KernelFit
 
 __all__ = ["CollectionSpec", "VariableSpec", "Collection", "load_spec", "DEFAULT_PIN_DIR"]
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf"  # libbpf's default for LIBBPF_PIN_BY_NAME
-
-
-# ---------------------------------------------------------------------------- specs
-@dataclasses.dataclass(eq=False)
-class VariableSpec:
-    """A global variable in a data section (.data, .rodata, .bss, .data.*, ...).
-
-    ``value`` reads and writes the bytes the data map will be created with, so a
-    ``const volatile`` knob in .rodata is set here, before loading. Integers (and enums,
-    pointers, bools) read as ``int``; anything else as ``bytes``. ``raw`` is always bytes.
-    """
-
-    name: str
-    section: str  # the data section, also the key of its map in CollectionSpec.maps
-    offset: int
-    size: int
-    type_id: int = 0  # in the collection's BTF (0 when the object has none)
-    btf: BTF | None = dataclasses.field(default=None, repr=False)
-    map_spec: MapSpec | None = dataclasses.field(default=None, repr=False)
-    static: bool = False  # a ``static`` variable (libbpf hides these from skeletons)
-
-    @property
-    def type_name(self) -> str:
-        return self.btf.type_name(self.type_id) if self.btf is not None and self.type_id else ""
-
-    @property
-    def constant(self) -> bool:
-        """True for variables in a read-only section (set them before loading only)."""
-        return self.section.startswith(".rodata")
-
-    def _scalar(self) -> tuple[bool, bool]:
-        """(is an integer-like type, is signed)."""
-        if self.btf is None or not self.type_id:
-            return self.size in (1, 2, 4, 8), False
-        t = self.btf.resolve(self.type_id)
-        if isinstance(t, Int):
-            return t.size in (1, 2, 4, 8), t.signed
-        if isinstance(t, Enum):
-            return t.size in (1, 2, 4, 8), t.signed
-        if isinstance(t, Pointer):
-            return True, False
-        return False, False
-
-    @property
-    def raw(self) -> bytes:
-        data = self._data()
-        return bytes(data[self.offset : self.offset + self.size])
-
-    @property
-    def value(self) -> Any:
-        raw = self.raw
-        scalar, signed = self._scalar()
-        if scalar:
-            return int.from_bytes(raw, "little", signed=signed)
-        return raw
-
-    @value.setter
-    def value(self, new: Any) -> None:
-        self.set(new)
-
-    def set(self, new: Any) -> None:
-        """Write ``new`` (int, bool or bytes of exactly ``size``) as the initial value."""
-        if isinstance(new, bool):
-            new = int(new)
-        if isinstance(new, int):
-            _, signed = self._scalar()
-            try:
-                raw = new.to_bytes(self.size, "little", signed=signed or new < 0)
-            except OverflowError:
-                raise UsageError(f"variable {self.name!r}: {new} does not fit in {self.size} bytes") from None
-        elif isinstance(new, (bytes, bytearray, memoryview)):
-            raw = bytes(new)
-            if len(raw) != self.size:
-                raise UsageError(f"variable {self.name!r} is {self.size} bytes, got {len(raw)}")
-        else:
-            raise UsageError(f"variable {self.name!r}: cannot set to {type(new).__name__} (give int or bytes)")
-        data = bytearray(self._data())
-        data[self.offset : self.offset + self.size] = raw
-        assert self.map_spec is not None
-        self.map_spec.data = bytes(data)
-
-    def get(self) -> Any:
-        return self.value
-
-    def _data(self) -> bytes:
-        if self.map_spec is None or self.map_spec.data is None:
-            raise UsageError(f"variable {self.name!r} has no backing data section")
-        return self.map_spec.data
-
-
-@dataclasses.dataclass(eq=False)
-class CollectionSpec:
-    """Everything in one object file, before it meets the kernel. Edit freely."""
-
-    programs: dict[str, ProgramSpec] = dataclasses.field(default_factory=dict)
-    maps: dict[str, MapSpec] = dataclasses.field(default_factory=dict)
-    variables: dict[str, VariableSpec] = dataclasses.field(default_factory=dict)
-    license: str = ""
-    kernel_version: int = 0  # from the "version" section; 0 when absent
-    btf: BTF | None = dataclasses.field(default=None, repr=False)
-    name: str = ""  # the object's name ("minimal" for minimal.bpf.o)
-    # __kconfig/__ksym externs by name (bpfkit.elf.externs.ExternSpec), resolved at load.
-    externs: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def resolve_core(self, kernel_btf: "BTF | str | os.PathLike[str] | None" = None) -> dict[str, list[Any]]:
-        """How every program's CO-RE relocations resolve on the running kernel (or against
-        ``kernel_btf``), without loading: {program: [bpfkit.btf.core.CoreResolution]}."""
-        from .kernelfit import resolve_core
-
-        return resolve_core(self, kernel_btf)
-
-    def copy(self) -> "CollectionSpec":
-        maps = {name: m.copy() for name, m in self.maps.items()}
-        variables = {
-            name: dataclasses.replace(v, map_spec=maps.get(v.section)) for name, v in self.variables.items()
-        }
-        return CollectionSpec(
-            {n: p.copy() for n, p in self.programs.items()}, maps, variables, self.license,
-            self.kernel_version, self.btf, self.name, dict(self.externs),
-        )
-
-
-def load_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview, name: str | None = None) -> CollectionSpec:
-    """Parse a BPF ELF object (a path or its bytes) into a CollectionSpec. No syscalls."""
-    from .elf import parse_object
-
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return parse_object(source, name or "")
-    return spec_from_file(source, name)
-
-
-def spec_from_file(path: str | os.PathLike[str], name: str | None = None, action: str = "load") -> CollectionSpec:
-    """:func:`load_spec` of a file, its errors prefixed ``ACTION PATH:`` (the CLI's
-    ``bpfkit inspect`` says ``inspect``, not ``load``). Only a regular file of bounded size is
-    read (a FIFO or /dev/zero would block or exhaust memory)."""
-    from ._files import OBJECT_LIMIT, read_regular
-    from .elf import parse_object
-
-    path = os.fspath(path)
-    try:
-        data = read_regular(path, "object", OBJECT_LIMIT)
-    except NotFoundError:
-        raise NotFoundError(f"{action} {path}: no such file") from None
-    try:
-        return parse_object(data, name if name is not None else object_name(path))
-    except BPFKitError as exc:
-        raise exc.wrap(f"{action} {path}")
-
-
-def object_name(path: str | os.PathLike[str]) -> str:
-    """libbpf's object name: the file name up to its first dot (``minimal`` for minimal.bpf.o)."""
-    return os.path.basename(os.fspath(path)).split(".", 1)[0]
 
 
 # ------------------------------------------------------------------------ collection
@@ -253,7 +107,7 @@ class Collection:
         self.spec = spec
         self.programs: dict[str, Program] = {}
         self.maps: dict[str, Map] = {}
-        self.btf_fd = None
+        self.btf_fd: FD | None = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
         self._borrowed: set[str] = set()
         self._pinned_here: list[Map] = []
@@ -272,7 +126,7 @@ class Collection:
             raise
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> "Collection":
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Collection:
         """``Collection(load_spec(path), **kwargs)``."""
         return cls(load_spec(path), **kwargs)
 
@@ -299,9 +153,10 @@ class Collection:
         self._load_btf()
         assert self._fit is not None
         kconfig_data = self._fit.resolve_externs([spec.programs[n] for n in names])
-        for name, mspec in spec.maps.items():
+        for name, declared in spec.maps.items():
+            mspec = declared
             if name == ".kconfig" and kconfig_data is not None:
-                mspec = dataclasses.replace(mspec, data=kconfig_data)
+                mspec = dataclasses.replace(declared, data=kconfig_data)
             if mspec.struct_ops is not None and name not in replacements:
                 if mspec.struct_ops.autocreate:
                     self._create_struct_ops_map(name, mspec)
@@ -394,6 +249,7 @@ class Collection:
         from .struct_ops import find_kernel_struct_ops, plan
 
         ops = mspec.struct_ops
+        assert ops is not None  # _load calls this for struct_ops maps only
         try:
             kernel = find_kernel_struct_ops(ops.kernel_type_name)
             layout = plan(name, ops, kernel)
@@ -687,8 +543,9 @@ class Collection:
         from ._kernel.consts import MapType
 
         m = self.maps[name]
-        for key, value in mspec.contents:
-            if isinstance(value, str):
+        for key, initial in mspec.contents:
+            value = initial
+            if isinstance(initial, str):
                 if mspec.type == MapType.PROG_ARRAY:
                     target: Any = self.programs.get(value)
                     if target is None:
@@ -760,7 +617,7 @@ class Collection:
         if self._fit is not None:
             self._fit.close()
 
-    def __enter__(self) -> "Collection":
+    def __enter__(self) -> Collection:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,10 +13,17 @@ from __future__ import annotations
 import os
 import struct
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .btf import BTF
 from .errors import BPFKitError, NotFoundError, UsageError, VerifierError
+from .spec import core as spec_core
+from .spec.core import btf_arg
+
+if TYPE_CHECKING:
+    from .btf.core import CoreResolution
+    from .spec.collection import CollectionSpec
 
 __all__ = ["KernelFit", "resolve_core"]
 
@@ -32,16 +39,20 @@ def _feature(name: str) -> bool:
     return features.probe(name).supported
 
 
-def kernel_btf_arg(value: Any) -> BTF | None:
-    """A ``kernel_btf=`` argument (a BTF or a path to one) as a BTF."""
-    if value is None or isinstance(value, BTF):
-        return value
+def kernel_btf_arg(value: BTF | str | os.PathLike[str] | None) -> BTF | None:
+    """A ``kernel_btf=`` argument (a BTF or a path to one) as a BTF (None stays None)."""
+    return None if value is None else btf_arg(value)
+
+
+def _kernel_targets() -> list[BTF]:
+    """[vmlinux's BTF], for CO-RE against the running kernel."""
     from .btf import kernel
 
     try:
-        return kernel.load_file(value)
-    except OSError as exc:
-        raise NotFoundError(f"kernel BTF file {os.fspath(value)}: {exc.strerror}") from None
+        return [kernel.vmlinux()]
+    except BPFKitError as exc:
+        raise exc.wrap("CO-RE relocations are resolved against the kernel's BTF (pass kernel_btf= "
+                       "with a BTF file for kernels without /sys/kernel/btf/vmlinux)")
 
 
 def _relocator(local: BTF, kernel_btf: BTF | None) -> Any:
@@ -49,28 +60,21 @@ def _relocator(local: BTF, kernel_btf: BTF | None) -> Any:
 
     if kernel_btf is not None:
         return core.CORERelocator(local, [kernel_btf])
-    try:
-        targets = [kernel.vmlinux()]
-    except BPFKitError as exc:
-        raise exc.wrap("CO-RE relocations are resolved against the kernel's BTF (pass kernel_btf= "
-                       "with a BTF file for kernels without /sys/kernel/btf/vmlinux)")
-    return core.CORERelocator(local, targets, kernel.modules)
+    return core.CORERelocator(local, _kernel_targets(), kernel.modules)
 
 
-def resolve_core(spec: Any, kernel_btf: BTF | str | os.PathLike[str] | None = None) -> dict[str, list[Any]]:
+def resolve_core(spec: CollectionSpec, kernel_btf: BTF | str | os.PathLike[str] | None = None
+                 ) -> dict[str, list[CoreResolution]]:
     """Every program's CO-RE relocations resolved against the running kernel (or
-    ``kernel_btf``), without loading anything: {program: [bpfkit.btf.core.CoreResolution]}."""
-    from .btf import core
-
+    ``kernel_btf``), without loading anything: {program: [bpfkit.btf.core.CoreResolution]}.
+    The computation is the spec layer's (bpfkit.spec.core); this reads the kernel's BTF for it."""
+    if kernel_btf is not None:
+        return spec_core.resolve_core(spec, [btf_arg(kernel_btf)])
     if spec.btf is None or not any(p.core_relos for p in spec.programs.values()):
         return {name: [] for name in spec.programs}
-    relocator = _relocator(spec.btf, kernel_btf_arg(kernel_btf))
-    out = {}
-    for name, pspec in spec.programs.items():
-        # Patched as a load would (a copy): that is where loads that cannot be resized are
-        # poisoned and instructions that do not hold what the compiler said are refused.
-        _, out[name] = core.relocate(name, pspec.instructions, pspec.core_relos, relocator)
-    return out
+    from .btf import kernel
+
+    return spec_core.resolve_core(spec, _kernel_targets(), kernel.modules)
 
 
 class KernelFit:

@@ -21,7 +21,7 @@ import dataclasses
 import enum
 import functools
 
-from ._kernel.consts import BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
+from .spec.consts import BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
 
 __all__ = ["SecFlag", "SectionDef", "SectionInfo", "SECTION_DEFS", "LIBBPF_VERSION", "match_section"]
 

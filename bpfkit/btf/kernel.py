@@ -8,16 +8,17 @@
 
 Parsing is lazy (BTF.from_bytes(lazy=True)): finding the ~130k types of vmlinux takes about a
 tenth of a second, and a type is decoded when something asks for it. The bytes come from
-bpfkit._kernel.bpf, the only place that reads /sys.
+bpfkit._kernel.bpf, the only place that reads /sys: this module belongs to the kernel side (its
+functions read the running kernel); ``load_file`` is bpfkit.btf.file's, re-exported.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 
-from ..errors import NotFoundError, ParseError
-from .spec import BTF, BTF_MAGIC
+from ..errors import NotFoundError
+from .file import load_file as load_file  # re-exported: kernel.load_file(path)
+from .spec import BTF
 
 __all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache"]
 
@@ -65,26 +66,6 @@ def modules() -> list[BTF]:
         except NotFoundError:
             continue  # unloaded meanwhile
     return found
-
-
-def load_file(path: str | os.PathLike[str], base: BTF | None = None) -> BTF:
-    """BTF from a file: a raw BTF blob (what /sys/kernel/btf/vmlinux holds, or ``bpftool btf
-    dump ... format raw`` output's source) or an ELF file with a .BTF section (a vmlinux
-    image, or the BTFHub-style ``.btf`` files). For kernels that do not expose their BTF."""
-    from .._files import BTF_LIMIT, read_regular
-
-    data = read_regular(path, "BTF file", BTF_LIMIT)
-    name = os.path.basename(os.fspath(path))
-    if data[:2] == BTF_MAGIC.to_bytes(2, "little"):
-        return BTF.from_bytes(data, base=base, lazy=True, name=name)
-    if data[:4] == b"\x7fELF":
-        from ..elf.reader import SHT_NOBITS, ElfImage
-
-        sec = ElfImage(data, os.fspath(path)).section_named(".BTF")
-        if sec is None or sec.type == SHT_NOBITS:
-            raise ParseError(f"{path}: ELF file without a .BTF section")
-        return BTF.from_bytes(bytes(sec.data), base=base, lazy=True, name=name)
-    raise ParseError(f"{path}: neither a BTF blob nor an ELF file with .BTF")
 
 
 def clear_cache() -> None:

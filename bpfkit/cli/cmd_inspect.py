@@ -112,8 +112,8 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..collection import spec_from_file
     from ..errors import BPFKitError
+    from ..spec.load import spec_from_file  # the spec layer: inspect imports no kernel module
 
     spec = spec_from_file(args.object, action="inspect")
     info: dict[str, Any] = dict(describe(spec))

@@ -32,13 +32,24 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from ..errors import NotFoundError, ParseError, UsageError
 from ..btf.spec import BTF, essential_name
 from ..btf.types import (
-    Array, Datasec, Enum, Func, FuncProto, Int, IntEncoding, Linkage, Var, VarLinkage, Void,
+    Array,
+    Datasec,
+    Enum,
+    Func,
+    FuncProto,
+    Int,
+    IntEncoding,
+    Linkage,
+    Var,
+    VarLinkage,
+    Void,
 )
+from ..errors import NotFoundError, ParseError, UsageError
 
 __all__ = [
     "ExternKind", "KconfigType", "ExternSpec", "KsymTarget", "collect_externs", "parse_kconfig",
@@ -126,9 +137,8 @@ def _kconfig_type(btf: BTF, type_id: int) -> tuple[KconfigType | None, bool]:
         if t.name == "libbpf_tristate" and (t.size == 4 or t.kind.name == "ENUM64"):
             return KconfigType.TRISTATE, False
         return None, False
-    if isinstance(t, Array):
-        if t.nelems and _kconfig_type(btf, t.type)[0] == KconfigType.CHAR:
-            return KconfigType.CHAR_ARRAY, False
+    if isinstance(t, Array) and t.nelems and _kconfig_type(btf, t.type)[0] == KconfigType.CHAR:
+        return KconfigType.CHAR_ARRAY, False
     return None, False
 
 
@@ -246,8 +256,8 @@ def parse_kconfig(text: str) -> dict[str, str]:
     """``CONFIG_X=value`` lines of a kernel configuration as {name: raw value}; options
     "is not set" are absent."""
     values: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
         if not line.startswith("CONFIG_"):
             continue
         name, sep, value = line.partition("=")

@@ -22,19 +22,37 @@ import bisect
 import dataclasses
 import re
 import struct
+from collections.abc import Callable
 
-from .._kernel.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
 from ..btf import BTF, BTFExt
 from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
 from ..errors import ParseError
-from ..maps import MapSpec
-from ..program import ProgramSpec, Reference, RefKind
 from ..sections import match_section
+from ..spec.collection import CollectionSpec, VariableSpec
+from ..spec.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
+from ..spec.maps import MapSpec
+from ..spec.programs import ProgramSpec, Reference, RefKind
+from ..spec.struct_ops import STRUCT_OPS_SECTIONS, parse_section
 from .externs import ExternKind, ExternSpec, collect_externs, kconfig_size
 from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
 from .reader import (
-    SHF_EXECINSTR, SHN_ABS, SHN_COMMON, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, STB_GLOBAL, STB_LOCAL,
-    STB_WEAK, STT_FUNC, STT_NOTYPE, STT_OBJECT, STT_SECTION, STV_HIDDEN, ElfFile, Relocation, Section, Symbol,
+    SHF_EXECINSTR,
+    SHN_ABS,
+    SHN_COMMON,
+    SHN_UNDEF,
+    SHT_NOBITS,
+    SHT_PROGBITS,
+    STB_GLOBAL,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FUNC,
+    STT_OBJECT,
+    STT_SECTION,
+    STV_HIDDEN,
+    ElfFile,
+    Relocation,
+    Section,
+    Symbol,
 )
 
 __all__ = ["parse_object"]
@@ -107,9 +125,7 @@ class _ObjectParser:
             self.symbols_by_section.setdefault(sym.shndx, []).append(sym)
 
     # ---------------------------------------------------------------------- overall
-    def parse(self):  # -> CollectionSpec
-        from ..collection import CollectionSpec
-
+    def parse(self) -> CollectionSpec:
         elf = self.elf
         spec = CollectionSpec(name=self.name)
         spec.license = self._license()
@@ -226,7 +242,8 @@ class _ObjectParser:
             starts = [f.start for f in funcs]
             for rel in self.relocs.get(sec.index, ()):
                 if rel.offset % INSN or rel.offset >= sec.size:
-                    raise ParseError(f"relocation against {rel.symbol.name!r} at offset {rel.offset} of {sec.name!r} is not at an instruction")
+                    raise ParseError(f"relocation against {rel.symbol.name!r} at offset {rel.offset} of {sec.name!r} "
+                                     "is not at an instruction")
                 idx = rel.offset // INSN
                 pos = bisect.bisect_right(starts, idx) - 1
                 if pos < 0 or idx >= funcs[pos].end:
@@ -245,7 +262,7 @@ class _ObjectParser:
         raise ParseError(f"{why}: instruction {insn} of section {name!r} is not the start of a function")
 
     # ------------------------------------------------------------------------ maps
-    def _maps(self, spec) -> None:
+    def _maps(self, spec: CollectionSpec) -> None:
         elf = self.elf
         legacy = elf.by_name.get("maps")
         if legacy is not None:
@@ -277,14 +294,12 @@ class _ObjectParser:
                 return start, name
         return None
 
-    def _add_map(self, spec, m: MapSpec) -> None:
+    def _add_map(self, spec: CollectionSpec, m: MapSpec) -> None:
         if m.name in spec.maps:
             raise ParseError(f"map {m.name!r} is defined twice")
         spec.maps[m.name] = m
 
-    def _data(self, spec) -> None:
-        from ..collection import VariableSpec
-
+    def _data(self, spec: CollectionSpec) -> None:
         for sec in self.elf.sections:
             kind = _is_data_section(sec)
             if not kind or sec.size == 0:
@@ -314,10 +329,10 @@ class _ObjectParser:
             )
             self._add_map(spec, m)
             self.data_maps[sec.index] = m.name
-            self._variables(spec, sec, m, datasec, VariableSpec)
+            self._variables(spec, sec, m, datasec)
 
-    def _variables(self, spec, sec: Section, m: MapSpec, datasec: Datasec | None, VariableSpec) -> None:
-        found = []
+    def _variables(self, spec: CollectionSpec, sec: Section, m: MapSpec, datasec: Datasec | None) -> None:
+        found: list[tuple[str, int, int, int, bool]] = []  # (name, offset, size, BTF type id, static)
         if datasec is not None:
             assert self.btf is not None
             for vsi in datasec.vars:
@@ -335,7 +350,7 @@ class _ObjectParser:
             spec.variables[name] = VariableSpec(name, sec.name, offset, size, type_id, self.btf, m, static)
 
     # --------------------------------------------------------------------- externs
-    def _externs(self, spec) -> None:
+    def _externs(self, spec: CollectionSpec) -> None:
         """__kconfig/__ksym externs (bpfkit.elf.externs); .kconfig values get their own
         read-only data map, filled when a Collection loads."""
         referenced = {rel.symbol.name for index, rels in self.relocs.items()
@@ -357,7 +372,7 @@ class _ObjectParser:
         ))
 
     # -------------------------------------------------------------------- programs
-    def _programs(self, spec) -> None:
+    def _programs(self, spec: CollectionSpec) -> None:
         self.program_at: dict[tuple[int, int], str] = {}  # (section, byte offset) -> program
         entries: list[_Function] = []
         for sec_index, funcs in self.functions.items():
@@ -376,11 +391,9 @@ class _ObjectParser:
                 raise ParseError(f"program {f.name!r} is defined twice")
             spec.programs[f.name] = self._link(f, spec)
 
-    def _struct_ops(self, spec) -> None:
+    def _struct_ops(self, spec: CollectionSpec) -> None:
         """Each variable of a .struct_ops/.struct_ops.link section is a STRUCT_OPS map
         (bpfkit.struct_ops); its value size and BTF id come from the kernel at load."""
-        from ..struct_ops import STRUCT_OPS_SECTIONS, parse_section
-
         for sec in self.elf.sections:
             if sec.name.lstrip("?") not in STRUCT_OPS_SECTIONS or sec.flags & SHF_EXECINSTR or not sec.size:
                 continue
@@ -394,7 +407,7 @@ class _ObjectParser:
                     flags=int(MapFlag.LINK) if ops.link else 0, struct_ops=ops,
                 ))
 
-    def _link(self, entry: _Function, spec) -> ProgramSpec:
+    def _link(self, entry: _Function, spec: CollectionSpec) -> ProgramSpec:
         """Lay out ``entry`` and every function it reaches; return its ProgramSpec."""
         where = f"program {entry.name!r} (section {entry.section.name!r})"
         order = [entry]
@@ -466,7 +479,7 @@ class _ObjectParser:
 
         code = bytearray(b"".join(f.code for f in order))
         for site, callee_key, src in fixups:
-            _, regs, off, _ = _INSN.unpack_from(code, site * INSN)
+            _, regs, _off, _ = _INSN.unpack_from(code, site * INSN)
             regs = (regs & 0x0F) | (src << 4)
             code[site * INSN + 1] = regs
             _IMM.pack_into(code, site * INSN + 4, placed[callee_key] - site - 1)
@@ -489,7 +502,9 @@ class _ObjectParser:
         self._ext_info(prog, order, placed)
         return prog
 
-    def _ld_imm64(self, where, fn, idx, site, imm, sym, references, fixups, place, extern_refs) -> None:
+    def _ld_imm64(self, where: str, fn: _Function, idx: int, site: int, imm: int, sym: Symbol,
+                  references: list[Reference], fixups: list[tuple[int, tuple[int, int], int]],
+                  place: Callable[[_Function], None], extern_refs: list[tuple[int, str]]) -> None:
         if sym.shndx == SHN_UNDEF:
             ext = self.externs.get(sym.name)
             if ext is None:
@@ -538,7 +553,7 @@ class _ObjectParser:
             "which is neither a map, global data nor a function"
         )
 
-    def _ext_info(self, prog: ProgramSpec, order: list[_Function], placed: dict) -> None:
+    def _ext_info(self, prog: ProgramSpec, order: list[_Function], placed: dict[tuple[int, int], int]) -> None:
         ext = self.ext
         if ext is None:
             return
@@ -566,7 +581,7 @@ class _ObjectParser:
             prog.core_relos.extend((r.insn_off // INSN + delta, r) for r in relos if lo <= r.insn_off < hi)
 
     # -------------------------------------------------------------- values, license
-    def _map_values(self, spec) -> None:
+    def _map_values(self, spec: CollectionSpec) -> None:
         btf_sec = self.elf.by_name.get(".maps")
         if btf_sec is not None:
             btf_map_values(self.btf_layouts, self.relocs.get(btf_sec.index, []), self.elf,
@@ -579,6 +594,6 @@ class _ObjectParser:
                 prog.kernel_version = spec.kernel_version
 
 
-def parse_object(data: bytes | bytearray | memoryview, name: str = ""):
+def parse_object(data: bytes | bytearray | memoryview, name: str = "") -> CollectionSpec:
     """Parse an ELF object's bytes into a CollectionSpec (``name`` as libbpf's object name)."""
     return _ObjectParser(data, name).parse()

@@ -26,9 +26,9 @@ import struct
 from ..btf import BTF
 from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
-from .._kernel.consts import MapType
-from ..maps import MapSpec, PinType
-from .reader import STB_LOCAL, STT_SECTION, ElfFile, Section, Symbol
+from ..spec.consts import MapType
+from ..spec.maps import MapSpec, PinType
+from .reader import STB_LOCAL, STT_SECTION, ElfFile, Relocation, Section, Symbol
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
 
@@ -36,7 +36,7 @@ _MAP_DEF = struct.Struct("<5I")  # struct bpf_map_def
 _ELF_MAP = struct.Struct("<9I")  # iproute2 struct bpf_elf_map
 _MAP_IN_MAP = (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS)
 # Map types whose key and value are fds/ids of 4 bytes when the definition leaves them out.
-_FD_ARRAYS = (MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.CGROUP_ARRAY) + _MAP_IN_MAP
+_FD_ARRAYS = (MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.CGROUP_ARRAY, *_MAP_IN_MAP)
 # iproute2's pinning values: PIN_NONE 0, PIN_OBJECT_NS 1, PIN_GLOBAL_NS 2. bpfkit pins both
 # named kinds by name under the collection's pin directory.
 _ELF_PINNING = {0: PinType.NONE, 1: PinType.BY_NAME, 2: PinType.BY_NAME}
@@ -283,11 +283,11 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
     return spec, values_offset
 
 
-def btf_map_values(layouts: list[BTFMapLayout], relocs: list, elf: ElfFile,
+def btf_map_values(layouts: list[BTFMapLayout], relocs: list[Relocation], elf: ElfFile,
                    prog_names: dict[tuple[int, int], str], maps_section: Section) -> None:
     """Fill ``contents`` of prog arrays and map-in-maps from the ``.maps`` relocations."""
     for rel in relocs:
-        layout = next((l for l in layouts if l.offset <= rel.offset < l.offset + l.size), None)
+        layout = next((lay for lay in layouts if lay.offset <= rel.offset < lay.offset + lay.size), None)
         sym: Symbol = rel.symbol
         if layout is None or layout.values_offset < 0 or rel.offset < layout.offset + layout.values_offset:
             raise ParseError(
@@ -306,7 +306,7 @@ def btf_map_values(layouts: list[BTFMapLayout], relocs: list, elf: ElfFile,
                 raise ParseError(f"map {spec.name!r}: 'values'[{slot}] = {sym.name!r}, which is not a program")
             spec.contents.append((slot, prog))
         else:
-            target = next((l for l in layouts if sym.shndx == maps_section.index and l.offset == sym.value), None)
+            target = next((lay for lay in layouts if sym.shndx == maps_section.index and lay.offset == sym.value), None)
             if target is None:
                 raise ParseError(f"map {spec.name!r}: 'values'[{slot}] = {sym.name!r}, which is not a map in .maps")
             spec.contents.append((slot, target.spec.name))

@@ -45,7 +45,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import struct
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from ..errors import NotFoundError, ParseError
 
@@ -525,7 +525,7 @@ class SymbolTable:
         self._by_addr: tuple[list[int], list[Symbol]] | None = None
 
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, path: str = "") -> "SymbolTable":
+    def from_bytes(cls, data: bytes | memoryview, path: str = "") -> SymbolTable:
         return cls(ElfImage(data, path))
 
     # ----------------------------------------------------------------- names

@@ -1,0 +1,147 @@
+"""CollectionSpec: everything in one object file, before it meets the kernel, and VariableSpec,
+one global variable of it (the spec layer: no syscalls). bpfkit.collection.Collection loads one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..btf import BTF
+from ..btf.types import Enum, Int, Pointer
+from ..errors import UsageError
+from .maps import MapSpec
+from .programs import ProgramSpec
+
+if TYPE_CHECKING:
+    from ..btf.core import CoreResolution
+    from ..elf.externs import ExternSpec
+
+__all__ = ["CollectionSpec", "VariableSpec"]
+
+
+@dataclasses.dataclass(eq=False)
+class VariableSpec:
+    """A global variable in a data section (.data, .rodata, .bss, .data.*, ...).
+
+    ``value`` reads and writes the bytes the data map will be created with, so a
+    ``const volatile`` knob in .rodata is set here, before loading. Integers (and enums,
+    pointers, bools) read as ``int``; anything else as ``bytes``. ``raw`` is always bytes.
+    """
+
+    name: str
+    section: str  # the data section, also the key of its map in CollectionSpec.maps
+    offset: int
+    size: int
+    type_id: int = 0  # in the collection's BTF (0 when the object has none)
+    btf: BTF | None = dataclasses.field(default=None, repr=False)
+    map_spec: MapSpec | None = dataclasses.field(default=None, repr=False)
+    static: bool = False  # a ``static`` variable (libbpf hides these from skeletons)
+
+    @property
+    def type_name(self) -> str:
+        return self.btf.type_name(self.type_id) if self.btf is not None and self.type_id else ""
+
+    @property
+    def constant(self) -> bool:
+        """True for variables in a read-only section (set them before loading only)."""
+        return self.section.startswith(".rodata")
+
+    def _scalar(self) -> tuple[bool, bool]:
+        """(is an integer-like type, is signed)."""
+        if self.btf is None or not self.type_id:
+            return self.size in (1, 2, 4, 8), False
+        t = self.btf.resolve(self.type_id)
+        if isinstance(t, Int):
+            return t.size in (1, 2, 4, 8), t.signed
+        if isinstance(t, Enum):
+            return t.size in (1, 2, 4, 8), t.signed
+        if isinstance(t, Pointer):
+            return True, False
+        return False, False
+
+    @property
+    def raw(self) -> bytes:
+        data = self._data()
+        return bytes(data[self.offset : self.offset + self.size])
+
+    @property
+    def value(self) -> Any:
+        raw = self.raw
+        scalar, signed = self._scalar()
+        if scalar:
+            return int.from_bytes(raw, "little", signed=signed)
+        return raw
+
+    @value.setter
+    def value(self, new: object) -> None:
+        self.set(new)
+
+    def set(self, new: object) -> None:
+        """Write ``new`` (int, bool or bytes of exactly ``size``) as the initial value."""
+        if isinstance(new, bool):
+            new = int(new)
+        if isinstance(new, int):
+            _, signed = self._scalar()
+            try:
+                raw = new.to_bytes(self.size, "little", signed=signed or new < 0)
+            except OverflowError:
+                raise UsageError(f"variable {self.name!r}: {new} does not fit in {self.size} bytes") from None
+        elif isinstance(new, (bytes, bytearray, memoryview)):
+            raw = bytes(new)
+            if len(raw) != self.size:
+                raise UsageError(f"variable {self.name!r} is {self.size} bytes, got {len(raw)}")
+        else:
+            raise UsageError(f"variable {self.name!r}: cannot set to {type(new).__name__} (give int or bytes)")
+        data = bytearray(self._data())
+        data[self.offset : self.offset + self.size] = raw
+        assert self.map_spec is not None
+        self.map_spec.data = bytes(data)
+
+    def get(self) -> Any:
+        return self.value
+
+    def _data(self) -> bytes:
+        if self.map_spec is None or self.map_spec.data is None:
+            raise UsageError(f"variable {self.name!r} has no backing data section")
+        return self.map_spec.data
+
+
+@dataclasses.dataclass(eq=False)
+class CollectionSpec:
+    """Everything in one object file, before it meets the kernel. Edit freely."""
+
+    programs: dict[str, ProgramSpec] = dataclasses.field(default_factory=dict)
+    maps: dict[str, MapSpec] = dataclasses.field(default_factory=dict)
+    variables: dict[str, VariableSpec] = dataclasses.field(default_factory=dict)
+    license: str = ""
+    kernel_version: int = 0  # from the "version" section; 0 when absent
+    btf: BTF | None = dataclasses.field(default=None, repr=False)
+    name: str = ""  # the object's name ("minimal" for minimal.bpf.o)
+    # __kconfig/__ksym externs by name (bpfkit.elf.externs.ExternSpec), resolved at load.
+    externs: dict[str, ExternSpec] = dataclasses.field(default_factory=dict)
+
+    def resolve_core(self, kernel_btf: BTF | str | os.PathLike[str] | None = None) -> dict[str, list[CoreResolution]]:
+        """How every program's CO-RE relocations resolve against ``kernel_btf`` (a BTF or the
+        path of a BTF/ELF file) or, when None, the running kernel, without loading:
+        {program: [bpfkit.btf.core.CoreResolution]}."""
+        if kernel_btf is None:
+            # The running kernel's BTF (/sys/kernel/btf) is the kernel side's to read: a lazy
+            # import, listed in tests/test_layers.py.
+            from ..kernelfit import resolve_core as resolve_on_kernel
+
+            return resolve_on_kernel(self, None)
+        from .core import btf_arg, resolve_core
+
+        return resolve_core(self, [btf_arg(kernel_btf)])
+
+    def copy(self) -> CollectionSpec:
+        maps = {name: m.copy() for name, m in self.maps.items()}
+        variables = {
+            name: dataclasses.replace(v, map_spec=maps.get(v.section)) for name, v in self.variables.items()
+        }
+        return CollectionSpec(
+            {n: p.copy() for n, p in self.programs.items()}, maps, variables, self.license,
+            self.kernel_version, self.btf, self.name, dict(self.externs),
+        )
