@@ -30,7 +30,8 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
-from .auto import AttachedLinks, SectionTarget, attach_all, attach_probe, attach_section, auto_attach, parse_section, skip_reason
+from typing import TYPE_CHECKING, Any
+
 from .base import (
     EventInfo,
     KprobeInfo,
@@ -53,7 +54,6 @@ from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stal
 from .tracepoint import tracepoint
 from .sampling import HardwareEvent, SampleEvent, SoftwareEvent, perf_event_sample
 from ._net import NetAttachMode, have_tcx, have_xdp_link
-from .net_spec import attach_network
 from .tc import Anchor, ClsBpfLink, TcDirection, TcFilter, TcQuery, TcxInfo, TcxLink, TcxProgram, tc, tc_query, tcx
 from .xdp import XdpInfo, XdpLink, XdpMode, XdpNetlinkLink, XdpQuery, xdp, xdp_detach, xdp_query
 from .uprobe import Executable, uprobe, uretprobe
@@ -81,7 +81,6 @@ from .multi import (
     MultiPerfGroup,
     UprobeMultiInfo,
     UprobeMultiLink,
-    attach_probe_multi,
     kprobe_multi,
     kprobe_session,
     kretprobe_multi,
@@ -192,8 +191,35 @@ __all__ = [
     "uretprobe_multi",
     "kprobe_session",
     "uprobe_session",
-    "attach_probe_multi",
     "LinkGroup",
     "attach_many",
     "close_links",
 ]
+
+# Attaching at a spec or section is bpfkit.attach, the one attach path above this package (it
+# imports link modules, so it is loaded on first use of these names, not here).
+_FROM_ATTACH = frozenset({"AttachedLinks", "SectionTarget", "attach_all", "attach_probe", "attach_section",
+                          "auto_attach", "parse_section", "skip_reason", "attach_network"})
+
+if TYPE_CHECKING:
+    from ..attach import (
+        AttachedLinks,
+        SectionTarget,
+        attach_all,
+        attach_network,
+        attach_probe,
+        attach_section,
+        auto_attach,
+        parse_section,
+        skip_reason,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_ATTACH:
+        from .. import attach
+
+        value = getattr(attach, name)
+        globals()[name] = value  # resolved once
+        return value
+    raise AttributeError(f"module 'bpfkit.link' has no attribute {name!r}")
