@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from bpfkit import link
-from bpfkit._kernel import pmu, tracefs as _tracefs
+from bpfkit._kernel import pmu
+from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.program import Program
 
 from .test_link import REPO, SUBPROCESS_TIMEOUT, _child, _groups, _loader_works
