@@ -15,7 +15,6 @@ pinned. A failure anywhere closes everything made so far and removes the pins it
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 import struct
 import warnings

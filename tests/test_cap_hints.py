@@ -121,3 +121,17 @@ def test_memlock_before_5_11_names_cap_sys_resource(monkeypatch: pytest.MonkeyPa
     assert missing == "CAP_SYS_RESOURCE"
     assert hint == ("RLIMIT_MEMLOCK is 65536 bytes (kernels before 5.11 charge BPF memory to it) and raising "
                     "it needs CAP_SYS_RESOURCE, which this process lacks")
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit(1) from util-linux")
+def test_memlock_without_cap_sys_resource_on_a_kernel_that_charges_it(bpf_obj) -> None:
+    """Real on kernels before 5.11 (the 5.10 VM): root without CAP_SYS_RESOURCE under a one-page
+    RLIMIT_MEMLOCK cannot raise it, and BPF_MAP_CREATE gives EPERM for the memory."""
+    if caps._kernel_release() >= (5, 11):
+        pytest.skip("kernel 5.11+ charges BPF memory to memory cgroups, not RLIMIT_MEMLOCK")
+    out = _run(_without("sys_resource") + ["prlimit", "--memlock=4096", BPFKIT, "load", str(bpf_obj("minimal")),
+                                             "/sys/fs/bpf/bpfkit_caps_test"])
+    assert out.returncode != 0
+    assert ("RLIMIT_MEMLOCK is 4096 bytes (kernels before 5.11 charge BPF memory to it) and raising it needs "
+            "CAP_SYS_RESOURCE, which this process lacks") in out.stderr, out.stderr
+    assert "needs CAP_BPF" not in out.stderr

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.root
 
 REPO = Path(__file__).resolve().parent.parent
 BPFKIT = REPO / ".venv" / "bin" / "bpfkit"
-PROGS = {"count_getppid", "group_uprobe"}
+PROGS = {"count_getppid", "old_kprobe", "count_len"}
 
 
 def _bpftool(*args: str) -> list[dict[str, Any]]:
@@ -100,7 +100,8 @@ def test_signals_at_random_moments_leave_nothing_attached(bpf_obj, sleeper: int)
     rng = random.Random(seed)
     scenarios = [[str(bpf_obj("minimal"))]]  # a tracepoint (perf event + link or ioctl)
     if features.probe("uprobe_pmu").supported:
-        up = [str(bpf_obj("group_uprobe")), "uprobe:libc:getpid", "--program", "group_uprobe", "--pid", str(sleeper)]
+        # loader_legacy's kprobe program calls no 5.15+ helper: it loads on 5.10 too
+        up = [str(bpf_obj("loader_legacy")), "uprobe:libc:getpid", "--program", "old_kprobe", "--pid", str(sleeper)]
         scenarios.append(up)
         scenarios.append(up + ["--mode", "ioctl"])  # PERF_EVENT_IOC_SET_BPF instead of a bpf_link
     before_links = {lk["id"] for lk in _bpftool("link", "show")}

@@ -194,7 +194,7 @@ def test_transient_failure_is_not_cached(monkeypatch: pytest.MonkeyPatch, err: s
     assert not first.supported
     assert err in first.reason and "inconclusive: not cached" in first.reason, first.reason
     second = features.probe(feature)
-    assert second.supported, second.reason
+    assert "inconclusive" not in second.reason, second.reason  # the kernel's answer (perf_link: no on 5.10)
     assert features.probe(feature) is second  # the definite answer is cached
     features.clear_cache()
 

@@ -1,3 +1,14 @@
-from .main import main
+"""``python -m bpfkit.cli``: as the console script, SIGINT and SIGTERM while the command's
+modules import end it quietly (exit 128+N; see bpfkit/__init__.py, which cannot tell this
+case apart: argv[0] is still ``-m`` while the package imports)."""
+
+import _signal  # the C module: `import signal` first runs Python code a Ctrl-C could interrupt
+
+from . import quiet_signals
+
+if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    quiet_signals()
+
+from .main import main  # noqa: E402 - after the handler
 
 raise SystemExit(main())

@@ -258,7 +258,7 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import bpfkit
-    from ..errors import UsageError
+    from ..errors import BPFKitError, UsageError
 
     status = sys.stderr if args.json else sys.stdout
 
@@ -282,7 +282,10 @@ def run(args: argparse.Namespace) -> int:
         spec = bpfkit.load_spec(args.object)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
-            _check_pin_names(pin_dir, spec)
+            try:
+                _check_pin_names(pin_dir, spec)
+            except BPFKitError as exc:
+                raise exc.wrap(f"attach {args.object} --pin {pin_dir}")
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
             stream = pipe = None

@@ -177,30 +177,32 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from . import quiet_signals, signals_are_quiet
 
-    if not signals_are_quiet():  # a library caller's process: its handlers are its own
-        return _main(argv)
-    # The command line: while a command runs, SIGINT and SIGTERM unwind it (KeyboardInterrupt,
-    # so every finally block closes what it made; `attach` installs its own wait); before and
-    # after, they end the process quietly.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    command_line = signals_are_quiet()  # else a library caller's process: its handlers are its own
     try:
-        return _main(argv)
+        return _main(argv, command_line)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        quiet_signals()
+        if command_line:
+            quiet_signals()
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None, command_line: bool) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a signal here still ends the process quietly
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
     from ..errors import BPFKitError
 
     setup_warnings(args._offline, args.verbose)
+    if command_line:
+        # While the command runs, SIGINT and SIGTERM unwind it (KeyboardInterrupt, so every
+        # finally block closes what it made; `attach` installs its own wait); before (imports,
+        # argument parsing, whose intermixed mode cannot be interrupted cleanly) and after,
+        # they end the process quietly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return int(args._run(args) or 0)
     except BPFKitError as exc:
