@@ -310,8 +310,8 @@ def kernel_functions() -> list[str]:
         return sorted(names)
     try:
         with open("/proc/kallsyms", "rb") as f:
-            for line in f:
-                parts = line.split()
+            for raw in f:
+                parts = raw.split()
                 if len(parts) >= 3 and parts[1] in (b"t", b"T") and not parts[2].startswith((b"__pfx_", b"__cfi_")):
                     names.add(parts[2].decode(errors="replace"))
     except OSError:
@@ -383,7 +383,8 @@ def _fallback(targets: Sequence[Any], attach_one: Callable[[Any], Any], progress
 # --------------------------------------------------------------------------- kprobes
 def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, retprobe: bool,
                   mode: MultiMode | str, addresses: Sequence[int] | None, perf_mode: AttachMode | str,
-                  progress: Progress | None, max_perf_targets: int | None, session: bool = False) -> Any:
+                  progress: Progress | None, max_perf_targets: int | None,
+                  session: bool = False) -> KprobeMultiLink | MultiPerfGroup:
     kind = "kprobe_session" if session else "kretprobe_multi" if retprobe else "kprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
@@ -509,7 +510,7 @@ def kretprobe_multi(symbols: str | Sequence[str] | None, prog: Any, **kw: Any) -
 def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
                   ref_ctr_offsets: Sequence[int] | None, cookies: Any, pid: int | None, retprobe: bool,
                   mode: MultiMode | str, perf_mode: AttachMode | str, progress: Progress | None,
-                  max_perf_targets: int | None, session: bool = False) -> Any:
+                  max_perf_targets: int | None, session: bool = False) -> UprobeMultiLink | MultiPerfGroup:
     kind = "uprobe_session" if session else "uretprobe_multi" if retprobe else "uprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
@@ -649,8 +650,10 @@ def kprobe_session(
     ``SEC("kprobe.session")``) tells the runs apart with ``bpf_session_is_return()``; its
     entry run returning non-zero suppresses that call's return run. NotSupportedError on a
     kernel without kprobe sessions (there is no perf-event fallback)."""
-    return _kprobe_multi(symbols, prog, cookies, False, MultiMode.MULTI, addresses, AttachMode.AUTO, progress, None,
-                         session=True)
+    lk = _kprobe_multi(symbols, prog, cookies, False, MultiMode.MULTI, addresses, AttachMode.AUTO, progress, None,
+                       session=True)
+    assert isinstance(lk, KprobeMultiLink)  # MULTI: never the perf-event fallback
+    return lk
 
 
 def uprobe_session(
@@ -669,5 +672,7 @@ def uprobe_session(
     BPF_TRACE_UPROBE_SESSION (6.13). Entry and return, suppression and the session cookie as
     for :func:`kprobe_session` (libbpf's ``SEC("uprobe.session")``)."""
     exe = binary if isinstance(binary, Executable) else Executable(binary)
-    return _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
-                         AttachMode.AUTO, progress, None, session=True)
+    lk = _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
+                       AttachMode.AUTO, progress, None, session=True)
+    assert isinstance(lk, UprobeMultiLink)  # MULTI: never the perf-event fallback
+    return lk
