@@ -15,6 +15,7 @@ pinned. A failure anywhere closes everything made so far and removes the pins it
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import struct
 import warnings

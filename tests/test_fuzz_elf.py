@@ -21,13 +21,14 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import bpfkit
-from bpfkit.elf.reader import ElfFile
+from bpfkit.elf.reader import SHT_DYNSYM, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_NOTE, SHT_SYMTAB, ElfFile, ElfImage, SymbolTable
 from bpfkit.errors import BPFKitError
 from conftest import fuzz_seed
 
@@ -152,11 +153,11 @@ def remember(data: bytes, exc: BaseException) -> str:
         return f"nowhere: {CORPUS} is not writable ({err.strerror})"
 
 
-def check(data: bytes) -> None:
-    """parse_or_bpfkit_error, bounded in time; a failing input goes to the corpus."""
+def check(data: bytes, parse: Callable[[bytes], None] | None = None) -> None:
+    """``parse`` (parse_or_bpfkit_error), bounded in time; a failing input goes to the corpus."""
     try:
         with deadline(PARSE_DEADLINE):
-            parse_or_bpfkit_error(data)
+            (parse or parse_or_bpfkit_error)(data)
     except Exception as exc:
         exc.add_note(f"input of {len(data)} bytes kept in {remember(data, exc)}; "
                      f"replay this run with BPFKIT_FUZZ_SEED={SEED}")
@@ -184,12 +185,14 @@ def test_random_bytes(blob):
 
 
 def test_corpus() -> None:
-    """Every input that ever failed, replayed every run (tests/corpus/*.bin)."""
+    """Every input that ever failed, replayed every run (tests/corpus/*.bin), through both the
+    object parser and the binary reader (symbol tables, versions, notes)."""
     failed = []
     for path in sorted(CORPUS.glob("*.bin")):
         try:
             with deadline(PARSE_DEADLINE):
                 parse_or_bpfkit_error(path.read_bytes())
+                read_binary_or_bpfkit_error(path.read_bytes())
         except Exception as exc:  # noqa: BLE001 - report every input, not just the first
             failed.append(f"{path.name}: {_site(exc)}: {exc}")
     assert not failed, "corpus inputs fail again:\n" + "\n".join(failed)
@@ -211,3 +214,81 @@ def test_a_failing_input_is_kept_and_named(tmp_path, monkeypatch) -> None:
     kept = list(tmp_path.glob("*.bin"))
     assert len(kept) == 1 and kept[0].read_bytes() == b"\x7fELF" + bytes(10)
     assert "IndexError@test_fuzz_elf.py:" in (tmp_path / "SITES").read_text()
+
+
+# ------------------------------------------------------------- binaries: the unified reader
+# The same reader serves executables and shared objects (uprobes, USDT, the process tracker):
+# their symbol tables, symbol versions, program headers and notes are mutated here too.
+BINARY_SECTIONS = (SHT_SYMTAB, SHT_DYNSYM, SHT_GNU_VERSYM, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_NOTE)
+BINARY_NAMES = (".dynstr", ".strtab", ".stapsdt.base", ".dynamic", ".probes")
+
+
+def read_binary_or_bpfkit_error(data: bytes) -> None:
+    """Everything uprobes, USDT and the process tracker read from a binary: only bpfkit errors."""
+    from bpfkit.usdt.notes import parse_probes
+
+    try:
+        table = SymbolTable.from_bytes(data, "<fuzz>")
+        for sym in table.symbols[:64]:
+            table.resolve(sym.full_name)
+            table.resolve(sym.name)
+            table.file_offset(sym.value)
+            table.symbolize(sym.value)
+        table.functions
+    except BPFKitError:
+        pass
+    try:
+        for probe in parse_probes(data, "<fuzz>"):
+            probe.args_error
+    except BPFKitError:
+        pass
+
+
+def _binary_regions(data: bytes) -> list[tuple[int, int]]:
+    elf = ElfImage(data)
+    regions = [(0, 64), (elf._shoff, elf._shnum * elf._shdr.size), (elf._phoff, elf._phnum * elf._phentsize)]
+    regions += [(s.offset, s.size) for s in elf.sections
+                if s.size and (s.type in BINARY_SECTIONS or s.name in BINARY_NAMES)]
+    return regions
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory):
+    """A USDT target (notes, a semaphore, .symtab; PIE and not) and the host's libc (.dynsym
+    with version definitions, default and hidden versions)."""
+    from bpfkit.link._binary import resolve_binary
+    from integration.usdt.build import build_usdt_target, missing_tools
+
+    paths = [Path(resolve_binary("libc"))]
+    if not missing_tools():
+        out = tmp_path_factory.mktemp("fuzz-usdt")
+        paths += [build_usdt_target(out), build_usdt_target(out, pie=True)]
+    out = []
+    for path in paths:
+        data = path.read_bytes()
+        read_binary_or_bpfkit_error(data)  # the unmutated file parses
+        out.append((data, _binary_regions(data)))
+    return out
+
+
+@seed(SEED)
+@settings(max_examples=max(EXAMPLES // 4, 50), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(which=st.integers(min_value=0, max_value=2), mutations=st.lists(mutation, min_size=1, max_size=4))
+def test_mutated_binaries_raise_only_bpfkit_errors(binaries, which, mutations):
+    data, regions = binaries[which % len(binaries)]
+    check(mutate(data, regions, mutations), read_binary_or_bpfkit_error)
+
+
+@seed(SEED)
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.binary(max_size=512))
+def test_random_notes(blob):
+    """Note sections of any content: only bpfkit errors out of the note walker."""
+    from bpfkit.usdt.notes import parse_notes
+
+    for is64 in (True, False):
+        try:
+            parse_notes(blob, is64=is64)
+        except BPFKitError:
+            pass

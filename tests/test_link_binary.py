@@ -201,3 +201,52 @@ def test_system_ld_cache_has_libc() -> None:
     if not os.path.exists("/etc/ld.so.cache"):
         pytest.skip("no /etc/ld.so.cache")
     assert any(name.startswith("libc.so.") for name, _ in ld_cache_entries())
+
+
+def _default_and_compat(libc: str) -> list[tuple[str, str, str]]:
+    """(name, default version, a hidden version) of libc functions with both, from readelf."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("needs binutils' readelf as the independent reading of symbol versions")
+    out = subprocess.run([readelf, "-W", "--dyn-syms", libc], check=True, capture_output=True, text=True).stdout
+    default: dict[str, str] = {}
+    hidden: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 8 or parts[6] == "UND" or "@" not in parts[7]:
+            continue
+        name, _, ver = parts[7].partition("@")
+        if ver.startswith("@"):
+            default[name] = ver[1:]
+        else:
+            hidden[name] = ver
+    return [(n, default[n], hidden[n]) for n in sorted(default.keys() & hidden.keys())]
+
+
+def test_unversioned_name_binds_to_the_default_version() -> None:
+    """One rule for symbol versions, checked on the host's libc: a plain name is the default
+    (``@@``) version, as the dynamic linker binds it; ``name@VERSION`` reaches a compat one."""
+    libc = resolve_binary("libc")
+    image = BinaryImage(libc)
+    pairs = _default_and_compat(libc)
+    if not pairs:
+        pytest.skip(f"{libc} has no function with both a default and a compat version")
+    for name, default, hidden in pairs:
+        sym = image.resolve(name)
+        assert sym is not None and sym.version == default and not sym.hidden, (name, sym)
+        compat = image.resolve(f"{name}@{hidden}")
+        assert compat is not None and compat.hidden and compat.version == hidden
+        fn = image.functions.get(name)
+        assert fn is None or fn is sym
+    memcpy = image.resolve("memcpy")
+    if memcpy is not None and ("memcpy", "GLIBC_2.14", "GLIBC_2.2.5") in pairs:  # glibc on x86-64
+        assert memcpy.full_name == "memcpy@@GLIBC_2.14" and memcpy.type == 10  # STT_GNU_IFUNC
+        exe = Executable(libc)
+        with pytest.raises(NotFoundError, match=r"'memcpy@@GLIBC_2.14' .* indirect function .* memcpy@GLIBC_2.2.5"):
+            exe.symbol_offset("memcpy")
+        compat = image.resolve("memcpy@GLIBC_2.2.5")
+        assert compat is not None and exe.symbol_offset("memcpy@GLIBC_2.2.5") == image.file_offset(compat.value)
+    # A function whose compat entry comes first in .dynsym still binds to the default one.
+    funcs = [(n, d) for n, d, _ in pairs if image.resolve(n) is not None and image.resolve(n).type == 2]
+    for name, default in funcs:
+        assert Executable(libc).symbol_offset(name) == image.file_offset(image.resolve(f"{name}@@{default}").value)

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .._kernel import ring as _ring
 from .._kernel.consts import PerfAttrFlag, PerfSample
 from .._kernel.cpus import online_cpus
+from ..elf.reader import SymbolTable, read_binary
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from .perf import PerfRing
 from .records import (
@@ -161,66 +162,24 @@ class Resolution:
 
 
 # ------------------------------------------------------------------------- symbolization
-class _ElfSymbols:
-    """Function symbols of one ELF file and its loadable segments (pyelftools)."""
-
-    def __init__(self, path: str) -> None:
-        from elftools.elf.elffile import ELFFile
-
-        self.segments: list[tuple[int, int, int]] = []  # (p_offset, p_filesz, p_vaddr)
-        syms: dict[int, tuple[str, int]] = {}
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_LOAD":
-                    self.segments.append((seg["p_offset"], seg["p_filesz"], seg["p_vaddr"]))
-            for name in (".dynsym", ".symtab"):
-                sec = elf.get_section_by_name(name)
-                if sec is None or not hasattr(sec, "iter_symbols"):
-                    continue
-                for sym in sec.iter_symbols():
-                    if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC") or not sym.name:
-                        continue
-                    addr = sym["st_value"]
-                    if addr and (addr not in syms or (syms[addr][1] == 0 and sym["st_size"])):
-                        syms[addr] = (sym.name, sym["st_size"])
-        self.addrs = sorted(syms)
-        self.syms = [syms[a] for a in self.addrs]
-
-    def vaddr(self, offset: int) -> int | None:
-        for p_offset, p_filesz, p_vaddr in self.segments:
-            if p_offset <= offset < p_offset + p_filesz:
-                return offset - p_offset + p_vaddr
-        return None
-
-    def lookup(self, offset: int) -> tuple[str, int] | None:
-        addr = self.vaddr(offset)
-        if addr is None:
-            return None
-        i = bisect.bisect_right(self.addrs, addr) - 1
-        if i < 0:
-            return None
-        name, size = self.syms[i]
-        start = self.addrs[i]
-        if size and addr >= start + size:
-            return None
-        return name, addr - start
-
-
 class Symbolizer:
-    """File offset -> function symbol, with parsed files cached by (path, device, inode)."""
+    """File offset -> function symbol, with parsed files cached by (path, device, inode).
+
+    Files are read by bpfkit's one ELF reader (bpfkit.elf.reader.SymbolTable: .dynsym and
+    .symtab, the PT_LOAD rule uprobes use, the default symbol version at a shared address),
+    bounded and regular files only (bpfkit._files)."""
 
     def __init__(self, max_files: int = 128) -> None:
-        self._cache: dict[tuple[str, int, int], _ElfSymbols | None] = {}
+        self._cache: dict[tuple[str, int, int], SymbolTable | None] = {}
         self._max = max_files
 
-    def symbols(self, path: str, key: tuple[str, int, int] | None = None) -> _ElfSymbols | None:
+    def symbols(self, path: str, key: tuple[str, int, int] | None = None) -> SymbolTable | None:
         key = key or (path, 0, 0)
         if key in self._cache:
             return self._cache[key]
         try:
-            syms: _ElfSymbols | None = _ElfSymbols(path)
-        except Exception:  # not an ELF file, unreadable, gone: no symbols
+            syms: SymbolTable | None = SymbolTable.from_bytes(read_binary(path), path)
+        except BPFKitError:  # not an ELF file, unreadable, gone, malformed: no symbols
             syms = None
         if len(self._cache) >= self._max:
             self._cache.pop(next(iter(self._cache)))
@@ -229,7 +188,7 @@ class Symbolizer:
 
     def lookup(self, path: str, offset: int, key: tuple[str, int, int] | None = None) -> tuple[str, int] | None:
         syms = self.symbols(path, key)
-        return syms.lookup(offset) if syms is not None else None
+        return syms.symbolize(offset) if syms is not None else None
 
 
 # ------------------------------------------------------------------------------- /proc

@@ -1,8 +1,9 @@
 """User-space binaries for uprobes: symbols to file offsets, and library names to paths.
 
-Pure file parsing (no syscalls beyond reading files): an executable or shared object's
-``.symtab`` and ``.dynsym`` give each function's virtual address; the PT_LOAD segment holding
-that address turns it into the file offset the kernel's uprobe wants
+Pure file parsing (no syscalls beyond reading files), through bpfkit's one ELF reader
+(bpfkit.elf.reader): an executable or shared object's ``.symtab`` and ``.dynsym`` give each
+function's virtual address (a plain name binds to its default symbol version); the PT_LOAD
+segment holding that address turns it into the file offset the kernel's uprobe wants
 (offset = st_value - p_vaddr + p_offset). Library names (``libc``, ``libc.so.6``) resolve as
 bpftrace resolves them: through the ld.so cache (/etc/ld.so.cache), then the standard
 library directories; program names (``bash``) through $PATH.
@@ -10,7 +11,6 @@ library directories; program names (``bash``) through $PATH.
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import functools
 import glob
@@ -20,45 +20,20 @@ import shutil
 import stat
 import struct
 
-from ..elf.reader import read_binary
+from ..elf.reader import (
+    ET_DYN, ET_EXEC, STB_GLOBAL, STB_LOCAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfImage, Symbol, SymbolTable, read_binary,
+)
 from ..errors import NotFoundError, ParseError
 
 __all__ = ["ElfSymbol", "BinaryImage", "resolve_binary", "ld_cache_entries", "LIBRARY_DIRS"]
+__all__ += ["STT_FUNC", "STT_GNU_IFUNC", "STB_LOCAL", "STB_GLOBAL", "STB_WEAK"]
 
-# elf.h
-ET_EXEC, ET_DYN = 2, 3
-PT_LOAD, PT_DYNAMIC = 1, 2
-PF_X = 1
-SHT_SYMTAB, SHT_DYNSYM = 2, 11
-STT_FUNC, STT_GNU_IFUNC = 2, 10
-STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-SHN_UNDEF = 0
-DT_NULL, DT_NEEDED, DT_STRTAB = 0, 1, 5
+ElfSymbol = Symbol  # the reader's symbol (name, value, size, type, bind, defined, table, version)
 
 
-@dataclasses.dataclass(frozen=True)
-class ElfSymbol:
-    name: str
-    value: int  # virtual address (0 for an undefined symbol)
-    size: int
-    type: int  # STT_*
-    bind: int  # STB_*
-    defined: bool  # st_shndx != SHN_UNDEF
-    table: str  # ".symtab" or ".dynsym"
-
-
-@dataclasses.dataclass(frozen=True)
-class Segment:
-    vaddr: int
-    offset: int
-    filesz: int
-    memsz: int
-    flags: int
-
-
-
-class BinaryImage:
-    """The parts of an ELF executable or shared object that uprobes need.
+class BinaryImage(SymbolTable):
+    """The symbol table of an ELF executable or shared object, as uprobes need it
+    (bpfkit.elf.reader.SymbolTable: one reader, one address rule, one version rule).
 
     :meth:`cached` shares one parsed image per file (attaching many probes in libc parses
     its symbol tables once, not once per probe or per Executable)."""
@@ -87,141 +62,10 @@ class BinaryImage:
         return image
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self._parse(memoryview(read_binary(path)))
-
-    # --------------------------------------------------------------------- parsing
-    def _bad(self, why: str) -> ParseError:
-        return ParseError(f"{self.path}: {why}")
-
-    def _parse(self, data: memoryview) -> None:
-        if len(data) < 16 or bytes(data[:4]) != b"\x7fELF":
-            raise self._bad("not an ELF file")
-        cls, enc = data[4], data[5]
-        if cls not in (1, 2) or enc not in (1, 2):
-            raise self._bad(f"unknown ELF class {cls} / data encoding {enc}")
-        e = "<" if enc == 1 else ">"
-        is64 = cls == 2
-        self._e, self._is64, self._data = e, is64, data
-        ehdr = struct.Struct(e + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
-        if len(data) < 16 + ehdr.size:
-            raise self._bad("truncated ELF header")
-        (self.type, _machine, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
-         shentsize, shnum, _shstrndx) = ehdr.unpack_from(data, 16)
-        if self.type not in (ET_EXEC, ET_DYN):
-            raise self._bad(f"ELF type {self.type} is neither an executable nor a shared object")
-        phdr = struct.Struct(e + ("IIQQQQQQ" if is64 else "IIIIIIII"))
-        self.segments: list[Segment] = []
-        dynamic: Segment | None = None
-        for i in range(phnum):
-            off = phoff + i * phentsize
-            if off + phdr.size > len(data):
-                raise self._bad("program header table runs past the end of the file")
-            fields = phdr.unpack_from(data, off)
-            if is64:
-                ptype, pflags, poff, vaddr, _paddr, filesz, memsz, _align = fields
-            else:
-                ptype, poff, vaddr, _paddr, filesz, memsz, pflags, _align = fields
-            seg = Segment(vaddr, poff, filesz, memsz, pflags)
-            if ptype == PT_LOAD:
-                self.segments.append(seg)
-            elif ptype == PT_DYNAMIC:
-                dynamic = seg
-        shdr = struct.Struct(e + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
-        sections = []
-        for i in range(shnum if shoff else 0):
-            off = shoff + i * shentsize
-            if off + shdr.size > len(data):
-                raise self._bad("section header table runs past the end of the file")
-            sections.append(shdr.unpack_from(data, off))
-        self.symbols: list[ElfSymbol] = []
-        for sh in sections:
-            _name, stype, _flags, _addr, soff, ssize, link, _info, _align, entsize = sh
-            if stype not in (SHT_SYMTAB, SHT_DYNSYM) or not (0 <= link < len(sections)):
-                continue
-            strtab = sections[link]
-            self._read_symbols(soff, ssize, entsize, strtab[4], strtab[5], ".symtab" if stype == SHT_SYMTAB else ".dynsym")
-        self.needed = self._read_needed(dynamic)
-
-    def _string(self, table_off: int, table_size: int, index: int) -> str:
-        if index >= table_size:
-            return ""
-        start = table_off + index
-        end = bytes(self._data[start : table_off + table_size]).find(b"\0")
-        raw = bytes(self._data[start : start + end]) if end >= 0 else bytes(self._data[start : table_off + table_size])
-        return raw.decode(errors="replace")
-
-    def _read_symbols(self, off: int, size: int, entsize: int, str_off: int, str_size: int, table: str) -> None:
-        sym = struct.Struct(self._e + ("IBBHQQ" if self._is64 else "IIIBBH"))
-        entsize = entsize or sym.size
-        if off + size > len(self._data) or str_off + str_size > len(self._data):
-            raise self._bad(f"{table} runs past the end of the file")
-        strings = bytes(self._data[str_off : str_off + str_size])
-        for i in range(1, size // entsize):
-            fields = sym.unpack_from(self._data, off + i * entsize)
-            if self._is64:
-                name_idx, info, _other, shndx, value, ssize = fields
-            else:
-                name_idx, value, ssize, info, _other, shndx = fields
-            if not name_idx or name_idx >= len(strings):
-                continue
-            end = strings.find(b"\0", name_idx)
-            name = strings[name_idx : end if end >= 0 else len(strings)].decode(errors="replace")
-            self.symbols.append(
-                ElfSymbol(name, value, ssize, info & 0xF, info >> 4, shndx != SHN_UNDEF, table)
-            )
-
-    def _read_needed(self, dynamic: Segment | None) -> list[str]:
-        if dynamic is None:
-            return []
-        dyn = struct.Struct(self._e + ("qQ" if self._is64 else "iI"))
-        entries = []
-        end = min(dynamic.offset + dynamic.filesz, len(self._data))
-        for off in range(dynamic.offset, end - dyn.size + 1, dyn.size):
-            tag, val = dyn.unpack_from(self._data, off)
-            if tag == DT_NULL:
-                break
-            entries.append((tag, val))
-        strtab = next((v for t, v in entries if t == DT_STRTAB), None)
-        if strtab is None:
-            return []
-        str_off = self.file_offset(strtab, executable_only=False)
-        if str_off is None:
-            return []
-        out = []
-        for tag, val in entries:
-            if tag == DT_NEEDED:
-                raw = bytes(self._data[str_off + val : str_off + val + 256])
-                out.append(raw.split(b"\0", 1)[0].decode(errors="replace"))
-        return out
-
-    # --------------------------------------------------------------------- queries
-    def file_offset(self, vaddr: int, executable_only: bool = True) -> int | None:
-        """The file offset of virtual address ``vaddr``, through the PT_LOAD holding it."""
-        for pass_exec in ((True, False) if executable_only else (False,)):
-            for seg in self.segments:
-                if pass_exec and not seg.flags & PF_X:
-                    continue
-                if seg.vaddr <= vaddr < seg.vaddr + seg.memsz:
-                    return vaddr - seg.vaddr + seg.offset
-        return None
-
-    def lookup(self, name: str) -> list[ElfSymbol]:
-        """Every symbol entry named ``name`` (a ``name@VERSION`` entry counts as ``name``)."""
-        return [s for s in self.symbols if s.name == name or s.name.split("@", 1)[0] == name]
-
-    @functools.cached_property
-    def functions(self) -> dict[str, ElfSymbol]:
-        """Defined functions by name; a global definition wins over a local one."""
-        found: dict[str, ElfSymbol] = {}
-        for s in self.symbols:
-            if not s.defined or s.type != STT_FUNC or not s.value:
-                continue
-            name = s.name.split("@", 1)[0]
-            have = found.get(name)
-            if have is None or (have.bind == STB_LOCAL and s.bind != STB_LOCAL):
-                found[name] = s
-        return found
+        elf = ElfImage(read_binary(path), path)
+        if elf.type not in (ET_EXEC, ET_DYN):
+            raise ParseError(f"{path}: ELF type {elf.type} is neither an executable nor a shared object")
+        super().__init__(elf)
 
 
 # --------------------------------------------------------------------- library names

@@ -25,7 +25,7 @@ from typing import Any
 from .._kernel import pmu as _pmu
 from .._kernel import tracefs as _tracefs
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
-from ._binary import STT_FUNC, STT_GNU_IFUNC, BinaryImage, resolve_binary
+from ._binary import STT_FUNC, STT_GNU_IFUNC, BinaryImage, ElfSymbol, resolve_binary
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 from .tracefs_probes import TracefsProbe
 
@@ -66,12 +66,14 @@ class Executable:
     def symbol_offset(self, symbol: str, offset: int = 0) -> int:
         """The file offset of ``symbol`` + ``offset``.
 
-        NotFoundError says whether the symbol is absent, only imported (then: attach in the
-        library that defines it), an IFUNC, or not a function.
+        A plain name means what the dynamic linker binds it to: the default version
+        (``memcpy`` in glibc is ``memcpy@@GLIBC_2.14``); ``name@VERSION`` picks a compat
+        version. NotFoundError says whether the symbol is absent, only imported (then: attach
+        in the library that defines it), an IFUNC, or not a function.
         """
         image = self.image
-        fn = image.functions.get(symbol)
-        if fn is None:
+        fn = image.resolve(symbol) if "@" in symbol else image.functions.get(symbol)
+        if fn is None or fn.type != STT_FUNC:
             raise self._why_not_found(symbol)
         base = image.file_offset(fn.value)
         if base is None:
@@ -90,13 +92,14 @@ class Executable:
     def _why_not_found(self, symbol: str) -> NotFoundError:
         image = self.image
         entries = image.lookup(symbol)
-        if any(e.defined and e.type == STT_GNU_IFUNC for e in entries):
+        bound = image.resolve(symbol)
+        if bound is not None and bound.type == STT_GNU_IFUNC:
             return NotFoundError(
-                f"{symbol!r} in {self.path} is an indirect function (STT_GNU_IFUNC): its symbol "
+                f"{bound.full_name!r} in {self.path} is an indirect function (STT_GNU_IFUNC): its symbol "
                 "points at the resolver that picks an implementation at load time; attach to "
-                "the implementation instead"
+                "the implementation instead" + _other_versions(entries, bound)
             )
-        if any(e.defined and e.type != STT_FUNC for e in entries):
+        if bound is not None:
             return NotFoundError(f"{symbol!r} in {self.path} is not a function")
         if entries:
             libs = ", ".join(image.needed) or "a shared library"
@@ -215,6 +218,13 @@ def _classify(exc: KernelError, path: str, offset: int) -> BPFKitError:
     if exc.errno == errno.EINVAL:
         return exc.wrap(f"the kernel refused offset {offset:#x} in {path} (past the end of the file, or a bad ref_ctr_offset?)")
     return exc
+
+
+def _other_versions(entries: list[ElfSymbol], bound: ElfSymbol) -> str:
+    """", or name one of its other versions: memcpy@GLIBC_2.2.5" when the name has some."""
+    others = sorted({e.full_name for e in entries if e.defined and e.type == STT_FUNC and e.version
+                     and e.version != bound.version})
+    return f", or name one of its other versions: {', '.join(others)}" if others else ""
 
 
 def _open_uprobe(path: str, offset: int, retprobe: bool, pid: int | None, ref_ctr_offset: int,
