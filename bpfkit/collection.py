@@ -34,7 +34,9 @@ from .spec.load import spec_from_file as spec_from_file
 
 if TYPE_CHECKING:
     from ._kernel.fd import FD
+    from .attach import AttachedLinks
     from .kernelfit import KernelFit
+    from .link.perf_event import AttachMode
 
 __all__ = ["CollectionSpec", "VariableSpec", "Collection", "load_spec", "DEFAULT_PIN_DIR"]
 
@@ -589,11 +591,13 @@ class Collection:
         self.close()
 
     # ----------------------------------------------------------------------- lifecycle
-    def attach_all(self, **kwargs: Any) -> Any:
-        """Attach every program whose section names a target (bpfkit.link.auto)."""
-        from .link.auto import attach_all
+    def attach_all(self, *, mode: AttachMode | str = "auto", pid: int | None = None, cookie: int = 0,
+                   programs: Iterable[str] | None = None) -> AttachedLinks:
+        """Attach every program whose section names a target and register the struct_ops
+        maps: :func:`bpfkit.attach.attach_all` on this collection."""
+        from .attach import attach_all
 
-        return attach_all(self, **kwargs)
+        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs)
 
     def close(self) -> None:
         """Close every program and map this collection made (pins stay)."""

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from bpfkit import link
-from bpfkit._kernel import pmu, tracefs as _tracefs
+from bpfkit._kernel import pmu
+from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.program import Program
 
 from .test_link import REPO, SUBPROCESS_TIMEOUT, _child, _groups, _loader_works
@@ -115,3 +116,81 @@ def test_gc_removes_probes_of_dead_processes() -> None:
         assert group not in _groups()
     finally:
         link.remove_stale_probes()
+
+
+# ------------------------------------------------------------------- the one attach path
+class _RecordedLink:
+    """Stands in for what the attach entry point returns (a mock: these tests are about which
+    function the CLI calls, once per spec; the real attachments are the tests above)."""
+
+    description = "recorded"
+
+    def __init__(self) -> None:
+        self.pinned: list[str] = []
+        self.closed = False
+
+    def pin(self, path: str) -> None:
+        self.pinned.append(path)
+
+    def unpin(self) -> None:
+        self.pinned.clear()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def bpffs_dir():
+    import shutil
+
+    path = f"/sys/fs/bpf/bpfkit-test-attach-path-{os.getpid()}"
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@needs_loader
+def test_cli_attach_calls_attach_probe_once_per_spec(monkeypatch: pytest.MonkeyPatch, bpffs_dir: str) -> None:
+    from bpfkit import attach
+    from bpfkit.cli.main import main
+
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+    made: list[_RecordedLink] = []
+
+    def attach_probe(spec: Any, prog: Any, **kw: Any) -> _RecordedLink:
+        calls.append((spec.text, prog.name, kw))
+        made.append(_RecordedLink())
+        return made[-1]
+
+    monkeypatch.setattr(attach, "attach_probe", attach_probe)
+    monkeypatch.setattr(attach, "attach_all", lambda *a, **kw: pytest.fail("attach_all called with SPECs"))
+    specs = ["tracepoint:syscalls:sys_enter_getppid", "uprobe:libc:getpp*", "xdp:lo"]
+    rc = main(["attach", OBJ, *specs, "-p", "tp_getppid", "--cookie", "7", "--pin", bpffs_dir])
+    assert rc == 0
+    assert [(text, name) for text, name, _ in calls] == [(s, "tp_getppid") for s in specs]
+    for _, _, kw in calls:
+        assert (kw["mode"], kw["pid"], kw["cookie"], kw["max_perf_targets"]) == ("auto", None, 7, 1000)
+    assert all(lk.pinned and lk.closed for lk in made)  # pinned under DIR, then the process let go
+
+
+@needs_loader
+def test_cli_attach_without_spec_calls_attach_all_once(monkeypatch: pytest.MonkeyPatch, bpffs_dir: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from bpfkit import attach
+    from bpfkit.cli.main import main
+
+    calls: list[dict[str, Any]] = []
+
+    def attach_all(coll: Any, **kw: Any) -> attach.AttachedLinks:
+        calls.append(dict(kw, names=sorted(coll.programs)))
+        result = attach.AttachedLinks()
+        result.links["tp_getppid"] = _RecordedLink()  # type: ignore[assignment]
+        result.skipped["kp_any"] = "section 'kprobe' names no target"
+        return result
+
+    monkeypatch.setattr(attach, "attach_all", attach_all)
+    monkeypatch.setattr(attach, "attach_probe", lambda *a, **kw: pytest.fail("attach_probe called without SPEC"))
+    assert main(["attach", OBJ, "--mode", "ioctl", "--pin", bpffs_dir]) == 0
+    (call,) = calls
+    assert call["mode"] == "ioctl" and call["programs"] is None and "kp_any" in call["names"]
+    assert "skipped program kp_any: section 'kprobe' names no target" in capsys.readouterr().err
+

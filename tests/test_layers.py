@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("objects", ("bpfkit.maps", "bpfkit.program", "bpfkit.collection", "bpfkit.kernelfit",
                  "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel")),
     # Attaching programs: links, probe specs, USDT.
-    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt")),
+    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
     # The command line; and the package's own lazy front door.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpfkit import link
+from bpfkit import attach, link
 from bpfkit._kernel.abi import ffi
 from bpfkit._kernel.consts import BPF_F_KPROBE_MULTI_RETURN, BPF_F_UPROBE_MULTI_RETURN, LinkType
 from bpfkit.errors import UsageError
@@ -24,8 +24,8 @@ def test_cookies_align_with_targets() -> None:
     assert multi._cookies_for(names, None, "x") == [0, 0, 0]
     assert multi._cookies_for(names, [1, 2, 3], "x") == [1, 2, 3]
     assert multi._cookies_for(names, {"b": 7}, "x") == [0, 7, 0]
-    assert multi._cookies_for(names, multi._same_cookie(5), "x") == [5, 5, 5]
-    assert multi._same_cookie(0) is None
+    assert multi._cookies_for(names, attach._same_cookie(5), "x") == [5, 5, 5]
+    assert attach._same_cookie(0) is None
     with pytest.raises(UsageError, match="2 cookies for 3 targets"):
         multi._cookies_for(names, [1, 2], "x")
     with pytest.raises(UsageError, match="not attached: z"):
@@ -61,14 +61,12 @@ def test_sections_are_plugged(section: str, kind: str, target: str) -> None:
 
 def test_targetless_sections_say_so() -> None:
     from bpfkit.errors import NotSupportedError, ParseError
-    from bpfkit.link.auto import AttachOptions
-
     with pytest.raises(NotSupportedError, match="names no binary"):
-        multi.attach_uprobe_multi_section(None, link.parse_section("uprobe.multi"), AttachOptions())
+        link.attach_section(0, "uprobe.multi")
     with pytest.raises(NotSupportedError, match="names no functions"):
-        multi.attach_kprobe_multi_section(None, link.parse_section("kprobe.multi"), AttachOptions())
+        link.attach_section(0, "kprobe.multi")
     with pytest.raises(ParseError, match="expected BINARY:PATTERN"):
-        multi.attach_uprobe_multi_section(None, link.parse_section("uprobe.multi/str*"), AttachOptions())
+        link.attach_section(0, "uprobe.multi/str*")
 
 
 def test_info_decoders_and_link_classes_are_registered() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from bpfkit._kernel.consts import HARDWARE_EVENT_NAMES, SOFTWARE_EVENT_NAMES, PerfHwId, PerfSwId, PerfType
 from bpfkit.errors import KernelError, KernelPermissionError, NotSupportedError, UsageError
-from bpfkit.link import auto, sampling
-from bpfkit.link.auto import AttachOptions
+from bpfkit import attach
+from bpfkit.link import sampling
 from bpfkit.probespec import HARDWARE_EVENTS, SOFTWARE_EVENTS, parse_probe
 
 
@@ -132,11 +132,11 @@ def test_error_out_of_fds() -> None:
 )
 def test_probe_specs(monkeypatch: pytest.MonkeyPatch, text: str, pid: int | None, want: dict[str, Any]) -> None:
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(sampling, "online_cpus", lambda: [0, 1])
-    monkeypatch.setattr(sampling, "perf_event_sample", lambda prog, event, **kw: calls.append(dict(kw, event=event)))
+    # Mocks: the kernel calls are replaced to see the arguments bpfkit.attach derives from the spec.
+    monkeypatch.setattr(attach, "online_cpus", lambda: [0, 1])
+    monkeypatch.setattr(attach, "perf_event_sample", lambda prog, event, **kw: calls.append(dict(kw, event=event)))
     spec = parse_probe(text)
-    assert auto._PLUGGED_PROBES[spec.kind] == "sampling:attach_sampling_probe"
-    sampling.attach_sampling_probe(spec, object(), AttachOptions(pid=pid))
+    attach.attach_probe(spec, 0, pid=pid)
     (call,) = calls
     for key, value in want.items():
         assert call[key] == value, (key, call)
@@ -145,7 +145,7 @@ def test_probe_specs(monkeypatch: pytest.MonkeyPatch, text: str, pid: int | None
 
 
 def test_perf_event_sections_point_at_the_api() -> None:
-    assert "bpfkit.link.perf_event_sample" in auto._NEVER_AUTO["perf_event"]
+    assert "bpfkit.link.perf_event_sample" in attach._NEVER_AUTO["perf_event"]
     from bpfkit import link
 
     assert link.perf_event_sample is sampling.perf_event_sample

@@ -15,8 +15,7 @@ from bpfkit._kernel import bpf as _bpf
 from bpfkit._kernel.consts import AttachType, ProgType
 from bpfkit._kernel.fd import FD
 from bpfkit.errors import NotSupportedError, UsageError
-from bpfkit.link.auto import AttachOptions, parse_section
-from bpfkit.link.tracing import probe_tracing
+from bpfkit.attach import attach_probe, parse_section
 from bpfkit.probespec import parse_probe
 from bpfkit.program import ProgramSpec
 
@@ -107,15 +106,14 @@ def test_iterate_checks_parameters() -> None:
 
 
 def test_probe_spec_must_match_the_loaded_target() -> None:
-    opts = AttachOptions()
     prog = fake_prog(ProgType.TRACING, AttachType.TRACE_FENTRY, "do_unlinkat", name="on_unlink")
     with pytest.raises(UsageError, match=r"loaded for 'do_unlinkat'.*set_attach_target\('vfs_read'\)"):
-        probe_tracing(parse_probe("fentry:vfs_read"), prog, opts)
+        attach_probe(parse_probe("fentry:vfs_read"), prog)
     with pytest.raises(UsageError, match="not fexit"):
-        probe_tracing(parse_probe("fexit:do_unlinkat"), prog, opts)
+        attach_probe(parse_probe("fexit:do_unlinkat"), prog)
     mod = fake_prog(ProgType.TRACING, AttachType.TRACE_FEXIT, "nf_conntrack:nf_confirm")
     with pytest.raises(UsageError, match="loaded for 'nf_conntrack:nf_confirm'"):
-        probe_tracing(parse_probe("fexit:nf_ct_delete"), mod, opts)
+        attach_probe(parse_probe("fexit:nf_ct_delete"), mod)
 
 
 def test_set_attach_target_resets_the_resolved_target() -> None:

@@ -13,6 +13,7 @@ removed before the process ends.
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 from typing import Any
@@ -82,15 +83,17 @@ MAX_EXPANDED = 1000  # wildcard matches attached one perf event each (no multi l
 
 
 class _Progress:
-    """``attaching 12/40`` on stderr, only when it is a terminal and there are several."""
+    """``attaching 12/40 WHAT`` on stderr, only when it is a terminal and there are several
+    (the total is the first step's)."""
 
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.on = total > 1 and sys.stderr.isatty()
+    def __init__(self) -> None:
+        self.on: bool | None = None
 
-    def step(self, done: int, what: str = "") -> None:
+    def __call__(self, done: int, total: int, what: str = "") -> None:
+        if self.on is None:
+            self.on = total > 1 and sys.stderr.isatty()
         if self.on:
-            sys.stderr.write(f"\rattaching {done}/{self.total} {what[:50]}\033[K")
+            sys.stderr.write(f"\rattaching {done}/{total} {what[:50]}\033[K")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -130,90 +133,48 @@ def _hinted(exc: Any, spec: Any) -> Any:
     return new
 
 
-def _attach_wildcard(args: argparse.Namespace, spec: Any, prog: Any) -> Any:
-    """A wildcard k/uprobe spec (``kprobe:vfs_*``, ``uprobe:libc:str*``): one kprobe_multi /
-    uprobe_multi link for every match, or, where the kernel has none (or with --mode ioctl),
-    one perf event per match (at most MAX_EXPANDED) with an ``attaching i/N`` line."""
-    from .. import link
-
-    progress: _Progress | None = None
-
-    def step(done: int, total: int) -> None:
-        nonlocal progress
-        if progress is None:
-            progress = _Progress(total)
-        progress.step(done, spec.text)
-
-    try:
-        return link.attach_probe_multi(spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie,
-                                       progress=step, max_perf_targets=MAX_EXPANDED)
-    finally:
-        if progress is not None:
-            progress.done()
-
-
 def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> None:
-    from .. import link
+    """Each SPEC through bpfkit.attach.attach_probe, the one attach path (a wildcard k/uprobe
+    is one kprobe_multi/uprobe_multi link, or one perf event per match, at most MAX_EXPANDED,
+    where the kernel has none or with --mode ioctl)."""
+    from .. import attach
     from ..errors import BPFKitError
     from ..probespec import parse_probe
 
     name, prog = _pick_program(coll, args.program)
     specs = [parse_probe(text) for text in args.spec]
-    progress = _Progress(len(specs))
+    progress = _Progress()
     try:
         for i, spec in enumerate(specs, 1):
-            progress.step(i, spec.text)
+            progress(i, len(specs), spec.text)
             key = name if len(specs) == 1 else f"{name}@{spec.text}"
+            targets = _Progress()  # of this spec's targets: a wildcard's perf events, USDT sites
             try:
-                if spec.kind in ("xdp", "tc"):
-                    attached[key] = link.attach_network(prog, spec.text)
-                elif spec.is_wildcard and spec.kind in ("kprobe", "kretprobe", "uprobe", "uretprobe"):
-                    attached[key] = _attach_wildcard(args, spec, prog)
-                else:
-                    attached[key] = link.attach_probe(spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
+                attached[key] = attach.attach_probe(
+                    spec, prog, mode=args.mode, pid=args.pid, cookie=args.cookie, max_perf_targets=MAX_EXPANDED,
+                    progress=functools.partial(targets, what=spec.text))
             except BPFKitError as exc:
                 raise _hinted(exc, spec)
+            finally:
+                targets.done()
     finally:
         progress.done()
 
 
 def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> dict[str, str]:
-    from .. import link
-    from ..errors import UsageError
+    """Every program (or the one --program names) where its section says, and the struct_ops
+    maps, through bpfkit.attach.attach_all; returns the notes of the programs skipped."""
+    from .. import attach
 
-    skipped: dict[str, str] = {}
-    programs = dict(coll.programs)
-    if args.program and args.program not in programs and args.program not in coll.struct_ops_maps():
-        raise UsageError(f"no program {args.program!r} in the object (it has: {', '.join(programs) or 'none'})")
-    todo = []
-    for name, prog in programs.items():
-        if args.program and name != args.program:
-            continue
-        reason = link.skip_reason(getattr(prog, "section", "") or "")
-        if reason:
-            skipped[name] = reason
-        else:
-            todo.append((name, prog))
-    progress = _Progress(len(todo))
+    progress = _Progress()
     try:
-        for i, (name, prog) in enumerate(todo, 1):
-            progress.step(i, name)
-            made = link.auto_attach(name, prog, mode=args.mode, pid=args.pid, cookie=args.cookie)
-            if isinstance(made, str):
-                skipped[name] = made
-            else:
-                attached[name] = made
-        # struct_ops maps register like programs attach; their callbacks need no note then.
-        for name, m in coll.struct_ops_maps().items():
-            if args.program and name != args.program:
-                continue
-            attached[name] = link.struct_ops(m)
-            for prog_name in m.struct_ops.programs.values():
-                if skipped.get(prog_name, "").startswith(f"section {getattr(programs.get(prog_name), 'section', '')!r} is never"):
-                    del skipped[prog_name]
+        made = attach.attach_all(coll, mode=args.mode, pid=args.pid, cookie=args.cookie,
+                                 programs=[args.program] if args.program else None, progress=progress)
     finally:
         progress.done()
-    return skipped
+    attached.update(made.links)
+    # struct_ops callbacks run through the maps just registered: no note for those.
+    return {name: why for name, why in made.skipped.items() if name not in made.callbacks}
 
 
 def _link_pin_name(name: str, lk: Any = None) -> str:
@@ -266,14 +227,14 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
             bpffs.make_dirs(directory, made_dirs)
         except OSError as exc:
             raise KernelError(f"create pin directory {exc.filename or directory}", exc.errno or 0) from None
-        for what, path, obj in plan:
+        for _what, path, obj in plan:
             obj.pin(path)
             undo.append(obj)
     except BaseException:
         for obj in reversed(undo):
             try:
                 obj.unpin()
-            except Exception:  # noqa: BLE001 - keep undoing; the first error is the one to report
+            except Exception:
                 pass
         bpffs.remove_dirs(made_dirs)
         raise
@@ -297,6 +258,7 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import bpfkit
+
     from ..errors import BPFKitError, UsageError
 
     status = sys.stderr if args.json else sys.stdout

@@ -16,16 +16,23 @@ Exit codes (documented in docs/cli.md):
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-# Sub-commands in the order `bpfkit --help` lists them; a missing module is skipped so a
-# partially installed tree still runs the commands it has.
-COMMANDS = ["attach", "inspect", "load", "features", "prog", "link", "map", "gc", "events", "user-event", "usdt"]
+
+def _commands() -> list[tuple[str, ModuleType]]:
+    """(name, module) of every sub-command in the order `bpfkit --help` lists them; imported
+    when the parser is built, with plain imports that readers and tools can follow."""
+    from . import cmd_attach, cmd_events, cmd_features, cmd_gc, cmd_inspect, cmd_link, cmd_load, cmd_map, cmd_prog, cmd_usdt, cmd_user_event
+
+    return [("attach", cmd_attach), ("inspect", cmd_inspect), ("load", cmd_load), ("features", cmd_features),
+            ("prog", cmd_prog), ("link", cmd_link), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
+            ("user-event", cmd_user_event), ("usdt", cmd_usdt)]
+
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -68,13 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"bpfkit.cli.cmd_{name.replace('-', '_')}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("bpfkit.cli.cmd_"):
-                continue
-            raise
+    for name, module in _commands():
         cmd = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="print full details of errors")

@@ -30,13 +30,11 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._net import NetAttachMode
 from ._net import have_tcx as have_tcx
 from ._net import have_xdp_link as have_xdp_link
-from .auto import AttachedLinks, attach_all, attach_probe, attach_section, auto_attach
-from .auto import SectionTarget as SectionTarget
-from .auto import parse_section as parse_section
-from .auto import skip_reason as skip_reason
 from .base import (
     EventInfo,
     KprobeInfo,
@@ -74,10 +72,6 @@ from .multi import (
     uprobe_session,
     uretprobe_multi,
 )
-from .multi import (
-    attach_probe_multi as attach_probe_multi,
-)
-from .net_spec import attach_network
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
 from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
@@ -211,3 +205,37 @@ __all__ = [
     "ProbeOwnerInfo",
     "GcResult",
 ]
+
+# Attaching at a spec or section is bpfkit.attach, the one attach path above this package (it
+# imports link modules, so it is loaded on first use of these names, not here).
+_FROM_ATTACH = frozenset({"AttachedLinks", "SectionTarget", "attach_all", "attach_probe", "attach_section",
+                          "auto_attach", "parse_section", "skip_reason", "attach_network"})
+
+if TYPE_CHECKING:
+    from ..attach import (
+        AttachedLinks,
+        attach_all,
+        attach_network,
+        attach_probe,
+        attach_section,
+        auto_attach,
+    )
+    from ..attach import (
+        SectionTarget as SectionTarget,
+    )
+    from ..attach import (
+        parse_section as parse_section,
+    )
+    from ..attach import (
+        skip_reason as skip_reason,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_ATTACH:
+        from .. import attach
+
+        value = getattr(attach, name)
+        globals()[name] = value  # resolved once
+        return value
+    raise AttributeError(f"module 'bpfkit.link' has no attribute {name!r}")

@@ -175,12 +175,3 @@ def iterate(
     except BPFKitError as exc:
         raise exc.wrap(f"attach {what}")
     return IterLink(fd)
-
-
-def auto_iter(prog: ProgramArg, target: Any, options: Any) -> IterLink:
-    """auto.py: ``iter/TARGET`` and ``iter.s/TARGET`` without parameters (a map iterator
-    needs its map: attach it with :func:`iterate`)."""
-    if options.pid and target.target in _TASK_TARGETS:
-        return iterate(prog, pid=options.pid)
-    return iterate(prog)
-

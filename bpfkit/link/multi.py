@@ -47,7 +47,8 @@ import dataclasses
 import enum
 import errno
 import fnmatch
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .._kernel import bpf as _bpf
 from .._kernel import tracefs as _tracefs
@@ -73,7 +74,6 @@ __all__ = [
     "uretprobe_multi",
     "kprobe_session",
     "uprobe_session",
-    "attach_probe_multi",
     "kernel_functions",
 ]
 
@@ -90,7 +90,7 @@ class MultiMode(enum.Enum):
     PERF = "perf"  # one perf-event k/uprobe per target (a LinkGroup), even where multi links exist
 
     @classmethod
-    def of(cls, value: "MultiMode | str") -> "MultiMode":
+    def of(cls, value: MultiMode | str) -> MultiMode:
         if isinstance(value, MultiMode):
             return value
         try:
@@ -191,8 +191,8 @@ class UprobeMultiLink(_MultiLink):
     kind = "uprobe_multi"
 
 
-register_link_class(LinkType.KPROBE_MULTI, lambda fd, path: KprobeMultiLink(fd, path))
-register_link_class(LinkType.UPROBE_MULTI, lambda fd, path: UprobeMultiLink(fd, path))
+register_link_class(LinkType.KPROBE_MULTI, KprobeMultiLink)
+register_link_class(LinkType.UPROBE_MULTI, UprobeMultiLink)
 
 
 class MultiPerfGroup(LinkGroup):
@@ -311,8 +311,8 @@ def kernel_functions() -> list[str]:
         return sorted(names)
     try:
         with open("/proc/kallsyms", "rb") as f:
-            for line in f:
-                parts = line.split()
+            for raw in f:
+                parts = raw.split()
                 if len(parts) >= 3 and parts[1] in (b"t", b"T") and not parts[2].startswith((b"__pfx_", b"__cfi_")):
                     names.add(parts[2].decode(errors="replace"))
     except OSError:
@@ -384,7 +384,8 @@ def _fallback(targets: Sequence[Any], attach_one: Callable[[Any], Any], progress
 # --------------------------------------------------------------------------- kprobes
 def _kprobe_multi(symbols: str | Sequence[str] | None, prog: Any, cookies: Any, retprobe: bool,
                   mode: MultiMode | str, addresses: Sequence[int] | None, perf_mode: AttachMode | str,
-                  progress: Progress | None, max_perf_targets: int | None, session: bool = False) -> Any:
+                  progress: Progress | None, max_perf_targets: int | None,
+                  session: bool = False) -> KprobeMultiLink | MultiPerfGroup:
     kind = "kprobe_session" if session else "kretprobe_multi" if retprobe else "kprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
@@ -510,7 +511,7 @@ def kretprobe_multi(symbols: str | Sequence[str] | None, prog: Any, **kw: Any) -
 def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
                   ref_ctr_offsets: Sequence[int] | None, cookies: Any, pid: int | None, retprobe: bool,
                   mode: MultiMode | str, perf_mode: AttachMode | str, progress: Progress | None,
-                  max_perf_targets: int | None, session: bool = False) -> Any:
+                  max_perf_targets: int | None, session: bool = False) -> UprobeMultiLink | MultiPerfGroup:
     kind = "uprobe_session" if session else "uretprobe_multi" if retprobe else "uprobe_multi"
     if isinstance(symbols, str):
         shown = symbols
@@ -650,8 +651,10 @@ def kprobe_session(
     ``SEC("kprobe.session")``) tells the runs apart with ``bpf_session_is_return()``; its
     entry run returning non-zero suppresses that call's return run. NotSupportedError on a
     kernel without kprobe sessions (there is no perf-event fallback)."""
-    return _kprobe_multi(symbols, prog, cookies, False, MultiMode.MULTI, addresses, AttachMode.AUTO, progress, None,
-                         session=True)
+    lk = _kprobe_multi(symbols, prog, cookies, False, MultiMode.MULTI, addresses, AttachMode.AUTO, progress, None,
+                       session=True)
+    assert isinstance(lk, KprobeMultiLink)  # MULTI: never the perf-event fallback
+    return lk
 
 
 def uprobe_session(
@@ -670,113 +673,7 @@ def uprobe_session(
     BPF_TRACE_UPROBE_SESSION (6.13). Entry and return, suppression and the session cookie as
     for :func:`kprobe_session` (libbpf's ``SEC("uprobe.session")``)."""
     exe = binary if isinstance(binary, Executable) else Executable(binary)
-    return _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
-                         AttachMode.AUTO, progress, None, session=True)
-
-
-# ------------------------------------------------------------- sections and probe specs
-def _mode_of(options: Any) -> tuple[MultiMode, AttachMode | str]:
-    """AttachOptions.mode -> (MultiMode, perf AttachMode): IOCTL asks for the legacy path,
-    which is one perf event per target."""
-    perf = AttachMode.of(getattr(options, "mode", AttachMode.AUTO))
-    return (MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO), perf
-
-
-def attach_kprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
-    """Auto-attach of ``kprobe.multi/PATTERN`` and ``kretprobe.multi/PATTERN`` (libbpf)."""
-    pattern = target.target
-    if not pattern:
-        raise NotSupportedError(f"auto-attach of a {target.kind} section without a pattern",
-                                "the section names no functions; attach with bpfkit.link.kprobe_multi")
-    mode, perf = _mode_of(options)
-    return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
-                        cookies=_same_cookie(options.cookie))
-
-
-def attach_kprobe_session_section(prog: Any, target: Any, options: Any) -> Any:
-    """Auto-attach of ``kprobe.session/PATTERN`` (libbpf)."""
-    if not target.target:
-        raise NotSupportedError(f"auto-attach of a {target.kind} section without a pattern",
-                                "the section names no functions; attach with bpfkit.link.kprobe_session")
-    return kprobe_session(target.target, prog, cookies=_same_cookie(options.cookie))
-
-
-def attach_uprobe_session_section(prog: Any, target: Any, options: Any) -> Any:
-    """Auto-attach of ``uprobe.session/BINARY:PATTERN`` (and ``uprobe.session.s``)."""
-    binary, colon, pattern = target.target.rpartition(":")
-    if not target.target:
-        raise NotSupportedError(f"auto-attach of a {target.kind} section without a target",
-                                "the section names no binary; attach with bpfkit.link.uprobe_session")
-    if not colon or not binary or not pattern:
-        from ..errors import ParseError
-
-        raise ParseError(f"section target {target.target!r}: expected BINARY:PATTERN")
-    return uprobe_session(binary, pattern, prog, pid=options.pid, cookies=_same_cookie(options.cookie))
-
-
-def attach_session_probe(spec: Any, prog: Any, options: Any) -> Any:
-    """A probe spec ``kprobe.session:PATTERN`` or ``uprobe.session:BINARY:PATTERN``: one session
-    link (names or wildcards). ``--mode ioctl`` is refused: sessions have no perf-event form."""
-    if AttachMode.of(options.mode) == AttachMode.IOCTL:
-        raise UsageError(f"{spec}: a session has no perf-event (ioctl) form; drop --mode ioctl")
-    if spec.kind == "kprobe.session":
-        return kprobe_session(spec.function, prog, cookies=_same_cookie(options.cookie))
-    return uprobe_session(spec.binary, spec.function, prog, pid=options.pid, cookies=_same_cookie(options.cookie))
-
-
-def attach_uprobe_multi_section(prog: Any, target: Any, options: Any) -> Any:
-    """Auto-attach of ``uprobe.multi/BINARY:PATTERN`` (and uretprobe.multi, the ``.s`` kinds)."""
-    binary, colon, pattern = target.target.rpartition(":")
-    if not target.target:
-        raise NotSupportedError(f"auto-attach of a {target.kind} section without a target",
-                                "the section names no binary; attach with bpfkit.link.uprobe_multi")
-    if not colon or not binary or not pattern:
-        from ..errors import ParseError
-
-        raise ParseError(f"section target {target.target!r}: expected BINARY:PATTERN")
-    mode, perf = _mode_of(options)
-    return uprobe_multi(binary, pattern, prog, pid=options.pid, retprobe=target.kind == "uretprobe_multi",
-                        mode=mode, perf_mode=perf, cookies=_same_cookie(options.cookie))
-
-
-class _SameCookie(dict):  # type: ignore[type-arg]
-    """A name -> cookie mapping giving every target the same cookie."""
-
-    def __init__(self, cookie: int) -> None:
-        super().__init__()
-        self.cookie = cookie
-
-    def get(self, key: Any, default: Any = None) -> int:  # type: ignore[override]
-        return self.cookie
-
-
-def _same_cookie(cookie: int) -> Any:
-    return _SameCookie(cookie) if cookie else None
-
-
-def attach_probe_multi(spec: Any, prog: Any, *, mode: AttachMode | str = AttachMode.AUTO, pid: int | None = None,
-                       cookie: int = 0, progress: Progress | None = None,
-                       max_perf_targets: int | None = None) -> Any:
-    """A wildcard k/uprobe probe spec (``kprobe:vfs_*``, ``uretprobe:libc:str*``) as one multi
-    link, or one perf event per match where the kernel has no multi links (``mode=ioctl``
-    forces that). ``cookie`` goes to every target."""
-    if isinstance(spec, str):
-        from ..probespec import parse_probe
-
-        spec = parse_probe(spec)
-    perf = AttachMode.of(mode)
-    mmode = MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO
-    kw: dict[str, Any] = dict(mode=mmode, perf_mode=perf, progress=progress, max_perf_targets=max_perf_targets)
-    if spec.kind in ("kprobe", "kretprobe"):
-        if spec.module:
-            raise NotSupportedError(f"wildcard probe {spec} with a module", "kprobe_multi matches plain function names")
-        if spec.offset:
-            raise UsageError(f"{spec}: a wildcard probe takes no offset")
-        return kprobe_multi(spec.function, prog, cookies=_same_cookie(cookie), retprobe=spec.kind == "kretprobe", **kw)
-    if spec.kind in ("uprobe", "uretprobe"):
-        if spec.offset:
-            raise UsageError(f"{spec}: a wildcard probe takes no offset")
-        return uprobe_multi(spec.binary, spec.function, prog, cookies=_same_cookie(cookie), pid=pid,
-                            retprobe=spec.kind == "uretprobe", **kw)
-    raise NotSupportedError(f"multi-attach of {spec.kind} probes", "only kprobe, kretprobe, uprobe and uretprobe specs")
-
+    lk = _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
+                       AttachMode.AUTO, progress, None, session=True)
+    assert isinstance(lk, UprobeMultiLink)  # MULTI: never the perf-event fallback
+    return lk

@@ -57,7 +57,6 @@ __all__ = [
     "SamplingGroup",
     "resolve_event",
     "perf_event_sample",
-    "attach_sampling_probe",
     "DEFAULT_PERIODS",
 ]
 
@@ -368,28 +367,3 @@ def perf_event_sample(
         return SamplingGroup(links, f"perf_event {ev.name} {rate} on CPUs {where}{who}")
     except BPFKitError as exc:
         raise exc.wrap(what)
-
-
-# ------------------------------------------------------------------ probe specs (auto.py)
-_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
-
-
-def attach_sampling_probe(spec: Any, prog: ProgramArg, options: Any) -> Link:
-    """``profile:UNIT:N`` / ``interval:UNIT:N`` / ``software:EVENT[:COUNT]`` /
-    ``hardware:EVENT[:COUNT]`` with bpftrace's meaning: profile is cpu-clock on every CPU
-    (``hz``: a frequency, else a period of N seconds/ms/us of CPU time); interval the same on
-    one CPU (the first online); software/hardware sample EVENT on every CPU every COUNT events
-    (bpftrace's default period without one). ``options.pid`` follows one process instead."""
-    kw: dict[str, Any] = {"mode": options.mode, "cookie": options.cookie, "pid": options.pid}
-    if spec.kind in ("profile", "interval"):
-        if spec.unit == "hz":
-            kw["freq"] = spec.count
-        else:
-            kw["period"] = spec.count * _UNIT_NS[spec.unit]
-        if spec.kind == "interval" and options.pid is None:
-            kw["cpu"] = online_cpus()[0]
-        return perf_event_sample(prog, PerfSwId.CPU_CLOCK, **kw)
-    if spec.kind in ("software", "hardware"):
-        ev = resolve_event(f"{spec.kind}:{spec.event}")
-        return perf_event_sample(prog, ev, period=spec.count or ev.default_period, **kw)
-    raise UsageError(f"attach_sampling_probe: {spec.kind} is not a sampling probe ({spec})")

@@ -219,8 +219,3 @@ def struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
     lk = StructOpsLink(fd)
     lk.description = _what(m)  # type: ignore[attr-defined]
     return lk
-
-
-def auto_struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
-    """attach_all: struct_ops maps attach like programs."""
-    return struct_ops(m)

@@ -368,50 +368,6 @@ def freplace(prog: ProgramArg, target: FreplaceTarget | None = None, function: s
     return _wrap(fd, TracingLink, what)  # type: ignore[return-value]
 
 
-# ------------------------------------------------------------------------- auto-attach
-def _spec_target(prog: ProgramArg) -> str:
+# ---------------------------------------------------------------- load-time target
+def _spec_target(prog: Any) -> str:
     return getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
-
-
-def auto_raw_tracepoint(prog: ProgramArg, target: Any, options: Any) -> RawTracepointLink | RawTracepointFd:
-    """auto.py: ``raw_tp/NAME``, ``raw_tracepoint/NAME`` and their ``.w`` forms."""
-    name = target.target or _spec_target(prog)
-    if not name:
-        raise NotSupportedError(f"auto-attach of raw tracepoint program {getattr(prog, 'name', '')!r}",
-                                "its section names no tracepoint; attach it with link.raw_tracepoint(name, prog)")
-    return raw_tracepoint(name, prog, cookie=options.cookie)
-
-
-def auto_tracing(prog: ProgramArg, target: Any, options: Any) -> TracingLink | RawTracepointFd:
-    """auto.py: tp_btf, fentry, fexit, fmod_ret (and .s), lsm (and .s): the target was fixed
-    at load time, so the section's text is not needed here."""
-    return attach_tracing(prog, cookie=options.cookie)
-
-
-def probe_raw_tracepoint(spec: Any, prog: ProgramArg, options: Any) -> RawTracepointLink | RawTracepointFd:
-    """auto.py: ``rawtracepoint:[MODULE:]NAME`` (the kernel finds module tracepoints by name)."""
-    return raw_tracepoint(spec.function, prog, cookie=options.cookie)
-
-
-def probe_tracing(spec: Any, prog: ProgramArg, options: Any) -> TracingLink | RawTracepointFd:
-    """auto.py: ``fentry:[MODULE:]FN`` / ``fexit:[MODULE:]FN``: ``prog`` must have been loaded
-    for that function (the target is part of the program, fixed at load)."""
-    want = AttachType.TRACE_FENTRY if spec.kind == "fentry" else AttachType.TRACE_FEXIT
-    name = getattr(prog, "name", "")
-    have = getattr(prog, "attach_type", None)
-    if have is not None and have != want:
-        raise UsageError(f"probe {spec}: program {name!r} was loaded as "
-                         f"{_TRACING_KINDS.get(have, getattr(have, 'name', have))}, not {spec.kind}")
-    loaded_for = _spec_target(prog)
-    wanted = f"{spec.module}:{spec.function}" if spec.module else spec.function
-    if loaded_for and loaded_for != wanted and loaded_for.rpartition(":")[2] != wanted:
-        raise UsageError(
-            f"probe {spec}: program {name!r} was loaded for {loaded_for!r}, and a tracing program's target is "
-            f"fixed at load time; load it for {wanted!r} (spec.programs[{name!r}].set_attach_target({wanted!r}))"
-        )
-    return attach_tracing(prog, cookie=options.cookie)
-
-
-def auto_freplace(prog: ProgramArg, target: Any, options: Any) -> TracingLink | RawTracepointFd:
-    """auto.py: ``freplace/FUNC``: attached at the program and function it was loaded against."""
-    return attach_tracing(prog, cookie=options.cookie)

@@ -334,30 +334,3 @@ def attach_usdt(
             raise exc.wrap(what)
         raise
     return USDTLink(group.links, sites, site_ids, maps, ips, map_id)
-
-
-# --------------------------------------------------------------------- auto-attach hooks
-def _split_target(text: str, form: str) -> tuple[str, str, str]:
-    parts = text.rsplit(":", 2)
-    if len(parts) == 3 and all(parts):
-        return parts[0], parts[1], parts[2]
-    if len(parts) == 2 and all(parts):
-        return parts[0], "", parts[1]
-    from ..errors import ParseError
-
-    raise ParseError(f"USDT target {text!r}: expected {form}")
-
-
-def attach_usdt_section(prog: ProgramArg, target: Any, options: Any) -> USDTLink:
-    """``SEC("usdt/BINARY:PROVIDER:NAME")`` (libbpf's form; ``usdt/BINARY:NAME`` also)."""
-    if not target.target:
-        raise NotSupportedError("auto-attach of a usdt section without a target",
-                                "SEC(\"usdt\") names no probe; attach with bpfkit.usdt.attach_usdt")
-    binary, provider, name = _split_target(target.target, "usdt/BINARY:PROVIDER:NAME")
-    return attach_usdt(prog, binary, provider, name, pid=options.pid, cookie=options.cookie, mode=options.mode)
-
-
-def attach_usdt_probe(spec: Any, prog: ProgramArg, options: Any) -> USDTLink:
-    """Probe spec ``usdt:BINARY:[PROVIDER:]NAME`` (bpftrace's form)."""
-    return attach_usdt(prog, spec.binary, spec.provider, spec.function, pid=options.pid, cookie=options.cookie,
-                       mode=options.mode)
