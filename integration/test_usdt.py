@@ -9,6 +9,7 @@ only while a probe is attached.
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import time
@@ -103,7 +104,11 @@ def tick_args(i: int) -> tuple:
 def bpfkit_uprobe_events() -> list:
     if not _tracefs.has_probe_events("uprobe"):
         return []
-    return [e for e in _tracefs.list_probe_events("uprobe") if e.group.startswith("bpfkit")]
+    # This process's probes only: tracefs is shared with every other process on the machine
+    # (another test run, a container with --pid=host) and their probes are not ours to judge.
+    from bpfkit.link.tracefs_probes import parse_group
+
+    return [e for e in _tracefs.list_probe_events("uprobe") if parse_group(e.group) == os.getpid()]
 
 
 # ------------------------------------------------------------------------------ tests
