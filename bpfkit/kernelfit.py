@@ -149,7 +149,7 @@ class KernelFit:
         names = {e.name for e in kcfg}
         virtual: dict[str, Any] = {}
         if "LINUX_KERNEL_VERSION" in names:
-            from ._kernel.probes import kernel_version_code
+            from .features.probes import kernel_version_code
 
             virtual["LINUX_KERNEL_VERSION"] = kernel_version_code()
         if "LINUX_HAS_SYSCALL_WRAPPER" in names:

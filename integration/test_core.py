@@ -236,7 +236,7 @@ def extern_result():
 
 
 def test_kconfig_externs(extern_result):
-    from bpfkit._kernel.probes import kernel_version_code
+    from bpfkit.features.probes import kernel_version_code
 
     r = extern_result
     config = config_values()

@@ -27,7 +27,8 @@ from elftools.elf.elffile import ELFFile
 
 from bpfkit import asm, features
 from bpfkit._kernel import bpf as kbpf
-from bpfkit._kernel import perf, pmu, probes, tracefs
+from bpfkit._kernel import perf, pmu, tracefs
+from bpfkit.features import probes
 from bpfkit._kernel.abi import ffi
 from bpfkit._kernel.consts import AttachType, FuncId, LinkType, MapType, PerfSwId, PerfType, ProgType
 from bpfkit._kernel.fd import FD

@@ -17,7 +17,8 @@ import pytest
 
 from bpfkit import asm
 from bpfkit._kernel import bpf as kbpf
-from bpfkit._kernel import perf, probes, tracefs
+from bpfkit._kernel import perf, tracefs
+from bpfkit.features import probes
 from bpfkit._kernel.abi import ffi
 from bpfkit._kernel.consts import (
     BPF_NOEXIST,

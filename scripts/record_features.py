@@ -55,7 +55,7 @@ def _cached_config(kernel: str, release: str) -> dict:
     """The config of a VM kernel that did not show it to the guest (Debian's bookworm packages
     keep it in boot/), from the package integration/vm.py unpacked into its cache."""
     sys.path.insert(0, str(REPO))
-    from bpfkit._kernel import probes
+    from bpfkit.features import probes
     from integration import vm_kernels
 
     root = vm_kernels.cache_root() / "kernels" / kernel / "root"

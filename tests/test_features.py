@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bpfkit import features
-from bpfkit._kernel import probes
+from bpfkit.features import probes
 from bpfkit._kernel.consts import MapType, ProgType
 from bpfkit.errors import NotSupportedError, UsageError
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bpfkit import features
-from bpfkit._kernel import probes
+from bpfkit.features import probes
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "docs" / "features-kernels.json"

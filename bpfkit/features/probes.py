@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import asm
+from .._kernel import bpf as _bpf
+from .._kernel import pmu, tracefs
+from .._kernel.abi import ffi
+from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
+from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
-from . import bpf as _bpf
-from . import pmu, tracefs
-from .abi import ffi
-from .consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
-from .fd import FD
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
 
@@ -709,7 +709,7 @@ BPF_F_CPU = 8  # map lookup/update flag (7.0): the CPU is in the flags' upper 32
 @_register("percpu_cpu_flag", "syscall", "7.0", "BPF_F_CPU / BPF_F_ALL_CPUS: per-CPU map elements of one CPU or all CPUs at once",
            "BPF_MAP_LOOKUP_ELEM of a per-CPU array with BPF_F_CPU (CPU 0): EINVAL = flag unknown")
 def probe_percpu_cpu_flag() -> Outcome:
-    from .cpus import possible_cpus
+    from .._kernel.cpus import possible_cpus
 
     try:
         with _bpf.map_create(int(MapType.PERCPU_ARRAY), 4, 8, 1) as fd:
@@ -882,8 +882,8 @@ def probe_uprobe_ref_ctr_pmu() -> Outcome:
 @_register("hardware_pmu", "probes", "2.6.31", "hardware performance counters (a CPU PMU: cycles, instructions, cache misses)",
            "perf_event_open a PERF_TYPE_HARDWARE cycles counter for this process (user space only) and close it")
 def probe_hardware_pmu() -> Outcome:
-    from . import perf as _perf
-    from .consts import PerfAttrFlag, PerfHwId, PerfType
+    from .._kernel import perf as _perf
+    from .._kernel.consts import PerfAttrFlag, PerfHwId, PerfType
 
     attr = _perf.new_attr()
     attr.type = PerfType.HARDWARE
@@ -1145,7 +1145,7 @@ def recorded_config(text: str) -> dict[str, str]:
 def run(name: str) -> Outcome:
     """Run probe ``name`` now (uncached); never raises for kernel answers. An outcome that is
     not the kernel's definite answer is an :class:`Inconclusive` (see :func:`is_definite`)."""
-    from .rlimit import bump_memlock
+    from .._kernel.rlimit import bump_memlock
 
     # Before 5.11 programs and maps are charged to RLIMIT_MEMLOCK: without this, probes that
     # run before any Map/Program was made see EPERM (seen on Debian 5.10).

@@ -5,7 +5,7 @@
     features.require("uprobe_multi")  # raises NotSupportedError naming the version that has it
     features.probe_all()              # {name: FeatureResult} for every known feature
 
-Every probe is a small conclusive experiment (bpfkit._kernel.probes): load the smallest program
+Every probe is a small conclusive experiment (bpfkit.features.probes): load the smallest program
 of a type, create the smallest map, hand the kernel deliberately invalid fds and tell EBADF
 ("I know this and went looking for the fd") from EINVAL ("I don't know this"), load a tiny
 hand-made BTF blob, read the PMU files in sysfs. Probes close every fd and remove every tracefs
@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from ._kernel import probes as _probes
-from .errors import NotSupportedError, UsageError
+from ..errors import NotSupportedError, UsageError
+from . import probes as _probes
 
 __all__ = ["FeatureResult", "probe", "require", "names", "probe_all", "describe", "groups", "clear_cache"]
 
