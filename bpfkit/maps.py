@@ -10,7 +10,6 @@ per possible CPU (the kernel lays them out 8-byte aligned, one per possible CPU)
 from __future__ import annotations
 
 import errno
-import os
 import re
 import struct
 from collections.abc import Iterator
@@ -20,9 +19,9 @@ from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
 from ._kernel.consts import BPF_ANY, Cmd, MapType
 from ._kernel.cpus import num_possible_cpus
-from ._kernel.fd import FD
+from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, errno_name
+from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
 )
@@ -61,10 +60,12 @@ def _int_codec(size: int) -> str | None:
     return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
 
 
-class Map:
+class Map(PinnableObject):
     """A kernel map. Create from a MapSpec, or open an existing one with
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
     ``with``."""
+
+    KIND = "map"
 
     def __init__(self, spec: MapSpec, *, inner_map_fd: int = 0, btf_fd: int = 0, value_type_btf_obj_fd: int = 0) -> None:
         bump_memlock()  # kernels before 5.11 charge maps to RLIMIT_MEMLOCK
@@ -154,12 +155,7 @@ class Map:
         """Open the map pinned at ``path`` in bpffs."""
         from ._kernel.consts import BPF_F_RDONLY
 
-        try:
-            fd = _bpf.obj_get(path, BPF_F_RDONLY if readonly else 0)
-        except KernelError as exc:
-            if exc.errno == errno.ENOENT:
-                raise NotFoundError(f"no pinned object at {path}") from None
-            raise exc.wrap(f"open pinned map {path}")
+        fd = cls._open_pinned(path, BPF_F_RDONLY if readonly else 0)
         try:
             self = cls.from_fd(fd)
         except BPFKitError as exc:
@@ -361,40 +357,6 @@ class Map:
     @property
     def id(self) -> int:
         return int(self.info().id)
-
-    # ------------------------------------------------------------------------- pinning
-    def pin(self, path: str) -> None:
-        """Pin in bpffs at ``path`` so the map outlives this process (missing directories under
-        bpffs are made, as libbpf does)."""
-        from ._kernel.bpffs import pin_object
-
-        pin_object(self.fd, path, f"map {self.name!r}")
-        self.pinned_path = path
-
-    def unpin(self) -> None:
-        """Remove the pin made by :meth:`pin` or found by :meth:`load_pinned`."""
-        if self.pinned_path is None:
-            return
-        try:
-            os.unlink(self.pinned_path)
-        except FileNotFoundError:
-            pass
-        self.pinned_path = None
-
-    # ----------------------------------------------------------------------- lifecycle
-    def close(self) -> None:
-        """Release this process's reference (a pinned map stays in the kernel)."""
-        self.fd.close()
-
-    @property
-    def closed(self) -> bool:
-        return self.fd.closed
-
-    def __enter__(self) -> Map:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Map({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

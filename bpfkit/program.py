@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import os
 from typing import Any
 
 from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
 from ._kernel.consts import AttachType, ProgType
-from ._kernel.fd import FD
+from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
-from .errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, permission_hint
+from .errors import BPFKitError, KernelError, NotSupportedError, VerifierError, permission_hint
 from .spec.programs import ProgramSpec as ProgramSpec  # the spec names, re-exported (bpfkit.program.ProgramSpec)
 from .spec.programs import Reference as Reference
 from .spec.programs import RefKind as RefKind
@@ -34,8 +33,10 @@ class LoadOptions:
     log_whole: bool = False
 
 
-class Program:
+class Program(PinnableObject):
     """A loaded BPF program. Close with :meth:`close` or ``with``; a pinned program stays."""
+
+    KIND = "program"
 
     def __init__(self, spec: ProgramSpec, options: LoadOptions | None = None, btf_fd: int = 0) -> None:
         bump_memlock()  # kernels before 5.11 charge programs to RLIMIT_MEMLOCK
@@ -122,13 +123,7 @@ class Program:
 
     @classmethod
     def load_pinned(cls, path: str) -> Program:
-        try:
-            fd = _bpf.obj_get(path)
-        except KernelError as exc:
-            if exc.errno == errno.ENOENT:
-                raise NotFoundError(f"no pinned object at {path}") from None
-            raise exc.wrap(f"open pinned program {path}")
-        self = cls.from_fd(fd)
+        self = cls.from_fd(cls._open_pinned(path))
         self.pinned_path = path
         return self
 
@@ -161,35 +156,6 @@ class Program:
         except BPFKitError as exc:
             raise exc.wrap(f"test run of program {self.name!r}")
         return retval, out
-
-    def pin(self, path: str) -> None:
-        """Pin in bpffs at ``path`` (missing directories under bpffs are made, as libbpf does)."""
-        from ._kernel.bpffs import pin_object
-
-        pin_object(self.fd, path, f"program {self.name!r}")
-        self.pinned_path = path
-
-    def unpin(self) -> None:
-        if self.pinned_path is None:
-            return
-        try:
-            os.unlink(self.pinned_path)
-        except FileNotFoundError:
-            pass
-        self.pinned_path = None
-
-    def close(self) -> None:
-        self.fd.close()
-
-    @property
-    def closed(self) -> bool:
-        return self.fd.closed
-
-    def __enter__(self) -> Program:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Program({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

@@ -6,10 +6,14 @@ import fcntl
 import os
 import warnings
 import weakref
+from typing import ClassVar, TypeVar
 
-from ..errors import KernelError, UsageError
+from ..errors import KernelError, NotFoundError, UsageError
+from .bpffs import pin_object
 
-__all__ = ["FD"]
+__all__ = ["FD", "PinnableObject"]
+
+_P = TypeVar("_P", bound="PinnableObject")
 
 
 def _close_leaked(raw: int) -> None:
@@ -91,3 +95,57 @@ class FD:
 
     def __repr__(self) -> str:
         return f"FD({self._raw})" if self._raw >= 0 else "FD(closed)"
+
+
+class PinnableObject:
+    """Pin, unpin and close for a kernel object held through ``self.fd`` and named ``self.name``
+    (Map, Program): a pin in bpffs keeps the object alive after this process closes its fd."""
+
+    KIND: ClassVar[str] = "object"  # what errors call it: "map", "program"
+    fd: FD
+    name: str
+    pinned_path: str | None
+
+    @classmethod
+    def _open_pinned(cls, path: str, flags: int = 0) -> FD:
+        """A new fd for the object pinned at ``path`` (BPF_OBJ_GET); NotFoundError if none."""
+        import errno
+
+        from .bpf import obj_get  # bpf imports this module
+
+        try:
+            return obj_get(path, flags)
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                raise NotFoundError(f"no pinned object at {path}") from None
+            raise exc.wrap(f"open pinned {cls.KIND} {path}")
+
+    def pin(self, path: str) -> None:
+        """Pin in bpffs at ``path`` so the object outlives this process (missing directories
+        under bpffs are made, as libbpf does)."""
+        pin_object(self.fd, path, f"{self.KIND} {self.name!r}")
+        self.pinned_path = path
+
+    def unpin(self) -> None:
+        """Remove the pin made by :meth:`pin` or found by ``load_pinned`` (gone already: fine)."""
+        if self.pinned_path is None:
+            return
+        try:
+            os.unlink(self.pinned_path)
+        except FileNotFoundError:
+            pass
+        self.pinned_path = None
+
+    def close(self) -> None:
+        """Release this process's reference (a pinned object stays in the kernel)."""
+        self.fd.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.fd.closed
+
+    def __enter__(self: _P) -> _P:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
