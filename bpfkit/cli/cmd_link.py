@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from . import argtypes
+from .output import add_list_show
 
 HELP = "list, show, pin or detach the system's BPF links"
 DESCRIPTION = "List every bpf_link in the system, show one, pin one, or detach one (like bpftool link)."
@@ -25,11 +26,7 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("prog_id", "PROG"), ("prog_name", "N
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    lst = sub.add_parser("list", help="every link")
-    lst.add_argument("--json", action="store_true", help="one JSON object a line")
-    show = sub.add_parser("show", help="one link by id or pinned path")
-    show.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("link"))
-    show.add_argument("--json", action="store_true", help="one JSON object")
+    add_list_show(sub, "link", argtypes.id_or_path("link"))
     pin = sub.add_parser("pin", help="pin a link (by id) in bpffs")
     pin.add_argument("target", metavar="ID", type=argtypes.object_id("link"))
     pin.add_argument("path", metavar="PATH")
@@ -93,23 +90,17 @@ def describe(info: Any, pinned: str | None = None) -> dict[str, Any]:
 
 def open_link(target: int | str) -> Any:
     from .. import link
+    from .output import open_by_id_or_path
 
-    if isinstance(target, int):
-        return link.link_from_id(target)
-    return link.load_pinned_link(target)
+    return open_by_id_or_path(target, link.link_from_id, link.load_pinned_link)
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import link
-    from .output import print_json, print_table
+    from .output import print_record, print_rows
 
     if args.action == "list":
-        rows = [describe(info) for info in link.iter_links()]
-        if args.json:
-            for row in rows:
-                print_json(row)
-        else:
-            print_table(rows, COLUMNS)
+        print_rows([describe(info) for info in link.iter_links()], COLUMNS, args.json)
         return 0
     if args.action == "pin":
         import os
@@ -128,9 +119,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"detached link {args.target}")
             return 0
         row = describe(lk.info(), lk.pinned_path)
-    if args.json:
-        print_json(row)
-    else:
-        for key, value in row.items():
-            print(f"{key + ':':<10} {'-' if value in (None, '') else value}")
+    print_record(row, args.json, width=10, empty=(None, ""))
     return 0

@@ -15,6 +15,7 @@ import argparse
 from typing import Any
 
 from . import argtypes
+from .output import add_list_show
 
 HELP = "list, show or dump the system's BPF maps"
 DESCRIPTION = "List every BPF map in the system, show one, or dump its entries (like bpftool map)."
@@ -25,12 +26,10 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("key_size", "KEY")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    lst = sub.add_parser("list", help="every map")
-    lst.add_argument("--json", action="store_true", help="one JSON object a line")
-    for name, text in (("show", "one map by id or pinned path"), ("dump", "the entries of one map")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("map"))
-        p.add_argument("--json", action="store_true", help="JSON object(s), one a line")
+    add_list_show(sub, "map", argtypes.id_or_path("map"))
+    dump = sub.add_parser("dump", help="the entries of one map")
+    dump.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("map"))
+    dump.add_argument("--json", action="store_true", help="JSON objects, one a line")
 
 
 def _type_name(value: Any) -> str:
@@ -59,10 +58,9 @@ def describe(m: Any) -> dict[str, Any]:
 
 def open_map(target: int | str) -> Any:
     from ..maps import Map
+    from .output import open_by_id_or_path
 
-    if isinstance(target, int):
-        return Map.from_id(target)
-    return Map.load_pinned(target)
+    return open_by_id_or_path(target, Map.from_id, Map.load_pinned)
 
 
 def _hex(value: Any) -> Any:
@@ -74,36 +72,20 @@ def _hex(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import NotFoundError, UsageError
+    from ..errors import UsageError
     from ..maps import Map, map_ids
-    from .output import hexdump, print_json, print_table
+    from .output import hexdump, opened_by_ids, print_json, print_record, print_rows
 
     if args.action == "list":
         rows = []
-        for mid in map_ids():
-            try:
-                m = Map.from_id(mid)
-            except NotFoundError:
-                continue
-            except Exception as exc:
-                if getattr(exc, "errno", None) == 2 or isinstance(exc, ValueError):
-                    continue  # gone since listed; or a map type newer than bpfkit
-                raise
+        for m in opened_by_ids(map_ids(), Map.from_id, (ValueError,)):  # ValueError: a map type newer than bpfkit
             with m:
                 rows.append(describe(m))
-        for row in rows if args.json else []:
-            print_json(row)
-        if not args.json:
-            print_table(rows, COLUMNS)
+        print_rows(rows, COLUMNS, args.json)
         return 0
     with open_map(args.target) as m:
         if args.action == "show":
-            row = describe(m)
-            if args.json:
-                print_json(row)
-            else:
-                for key, value in row.items():
-                    print(f"{key + ':':<12} {'-' if value is None else value}")
+            print_record(describe(m), args.json)
             return 0
         if m.type.kernel_name in ("ringbuf", "perf_event_array", "user_ringbuf"):
             raise UsageError(f"map {m.name!r} is a {m.type.kernel_name}: it has no entries to dump "

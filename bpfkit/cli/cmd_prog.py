@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from . import argtypes
+from .output import add_list_show
 
 HELP = "list or show the system's BPF programs"
 DESCRIPTION = "List every BPF program loaded in the system, or show one by id or pinned path (like bpftool prog)."
@@ -23,11 +24,7 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("tag", "TAG"), ("m
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    lst = sub.add_parser("list", help="every program")
-    lst.add_argument("--json", action="store_true", help="one JSON object a line")
-    show = sub.add_parser("show", help="one program by id or pinned path")
-    show.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path("program"))
-    show.add_argument("--json", action="store_true", help="one JSON object")
+    add_list_show(sub, "program", argtypes.id_or_path("program"))
 
 
 def _type_name(value: int) -> str:
@@ -61,45 +58,27 @@ def describe(prog: Any) -> dict[str, Any]:
 def open_program(target: int | str) -> Any:
     """A Program from an id or a pinned path."""
     from ..program import Program
+    from .output import open_by_id_or_path
 
-    if isinstance(target, int):
-        return Program.from_id(target)
-    return Program.load_pinned(target)
+    return open_by_id_or_path(target, Program.from_id, Program.load_pinned)
 
 
 def iter_described() -> Any:
-    from ..errors import NotFoundError
     from ..program import Program, program_ids
+    from .output import opened_by_ids
 
-    for pid in program_ids():
-        try:
-            prog = Program.from_id(pid)
-        except NotFoundError:
-            continue
-        except Exception as exc:  # vanished between listing and opening (ENOENT)
-            if getattr(exc, "errno", None) == 2:
-                continue
-            raise
+    for prog in opened_by_ids(program_ids(), Program.from_id):
         with prog:
             yield describe(prog)
 
 
 def run(args: argparse.Namespace) -> int:
-    from .output import print_json, print_table
+    from .output import print_record, print_rows
 
     if args.action == "show":
         with open_program(args.target) as prog:
             row = describe(prog)
-        if args.json:
-            print_json(row)
-        else:
-            for key, value in row.items():
-                print(f"{key + ':':<12} {'-' if value is None else value}")
+        print_record(row, args.json)
         return 0
-    rows = list(iter_described())
-    if args.json:
-        for row in rows:
-            print_json(row)
-    else:
-        print_table(rows, COLUMNS)
+    print_rows(list(iter_described()), COLUMNS, args.json)
     return 0

@@ -140,3 +140,54 @@ class RecordPrinter:
 
 def rows_of(items: Iterable[Any], fields: Sequence[str], getter: Callable[[Any, str], Any] = getattr) -> list[dict[str, Any]]:
     return [{f: getter(item, f) for f in fields} for item in items]
+
+
+# ----------------------------------------------------- list/show of kernel objects (map, prog, link)
+def add_list_show(sub: Any, what: str, target_type: Callable[[str], Any]) -> None:
+    """The ``list [--json]`` and ``show ID|PATH [--json]`` subcommands of ``bpfkit map|prog|link``."""
+    lst = sub.add_parser("list", help=f"every {what}")
+    lst.add_argument("--json", action="store_true", help="one JSON object a line")
+    show = sub.add_parser("show", help=f"one {what} by id or pinned path")
+    show.add_argument("target", metavar="ID|PATH", type=target_type)
+    show.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], as_json: bool) -> None:
+    """``list``: one JSON object a line, or a table."""
+    if as_json:
+        for row in rows:
+            print_json(row)
+    else:
+        print_table(rows, columns)
+
+
+def print_record(row: dict[str, Any], as_json: bool, width: int = 12, empty: tuple[Any, ...] = (None,)) -> None:
+    """``show``: one JSON object, or ``key: value`` lines (``-`` for a value in ``empty``)."""
+    if as_json:
+        print_json(row)
+        return
+    for key, value in row.items():
+        print(f"{key + ':':<{width}} {'-' if value in empty else value}")
+
+
+def open_by_id_or_path(target: int | str, from_id: Callable[[int], Any], load_pinned: Callable[[str], Any]) -> Any:
+    """The object with kernel id ``target`` (an int) or pinned at ``target`` (a path)."""
+    return from_id(target) if isinstance(target, int) else load_pinned(target)
+
+
+def opened_by_ids(ids: Iterable[int], from_id: Callable[[int], Any],
+                  skip: tuple[type[Exception], ...] = ()) -> Iterable[Any]:
+    """Open each id in turn, passing over objects gone since they were listed (ENOENT) and
+    those whose opening raises one of ``skip``."""
+    from ..errors import NotFoundError
+
+    for oid in ids:
+        try:
+            obj = from_id(oid)
+        except NotFoundError:
+            continue
+        except Exception as exc:  # vanished between listing and opening (ENOENT)
+            if getattr(exc, "errno", None) == 2 or isinstance(exc, skip):
+                continue
+            raise
+        yield obj
