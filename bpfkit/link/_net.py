@@ -195,12 +195,18 @@ def gone(exc: BPFKitError) -> bool:
 
 
 class NetLinkUpdate:
-    """update() of XDP and tcx links: BPF_LINK_UPDATE, with the program type checked first and
+    """What XDP and tcx links share: the interface they were attached to, and update():
+    BPF_LINK_UPDATE, with the program type checked first and
     the kernel's EPERM for a wrong ``old`` (bpf_xdp_link_update, tcx_link_update) said as
     what it is rather than as a missing capability."""
 
     kind: str
     _prog_types: tuple[ProgType, ...] = ()
+
+    def __init__(self, fd: FD, pinned_path: str | None = None, *, iface: str = "", ifindex: int = 0) -> None:
+        super().__init__(fd, pinned_path)  # type: ignore[call-arg]  # RawLink, next in the MRO
+        self.iface = iface  # as asked for at attach time ("" when opened from a pin or id)
+        self.ifindex = ifindex
 
     def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         check_program(prog, self._prog_types, f"a {self.kind} link")

@@ -320,9 +320,13 @@ class RawLink:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _where(self) -> str:
+        """What ``repr`` says of the attachment before the fd ("" or text ending in ", ")."""
+        return ""
+
     def __repr__(self) -> str:
         pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
-        return f"{type(self).__name__}(fd={self.fd!r}{pinned})"
+        return f"{type(self).__name__}({self._where()}fd={self.fd!r}{pinned})"
 
 
 class FdOnlyLink:

@@ -173,10 +173,8 @@ class _MultiLink(RawLink):
     def __len__(self) -> int:
         return len(self.targets)
 
-    def __repr__(self) -> str:
-        what = f"{self.description}, " if self.description else ""
-        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
-        return f"{type(self).__name__}({what}fd={self.fd!r}{pinned})"
+    def _where(self) -> str:
+        return f"{self.description}, " if self.description else ""
 
 
 class KprobeMultiLink(_MultiLink):

@@ -147,10 +147,8 @@ class PerfEventLink(_PerfEventOwner, RawLink):
         if self.perf_event is not None:
             self.perf_event.close(keep_probe=self._pinned_path is not None)
 
-    def __repr__(self) -> str:
-        what = f"{self.description}, " if self.description else ""
-        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
-        return f"PerfEventLink({what}fd={self.fd!r}{pinned})"
+    def _where(self) -> str:
+        return f"{self.description}, " if self.description else ""
 
 
 register_link_class(LinkType.PERF_EVENT, PerfEventLink)

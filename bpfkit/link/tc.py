@@ -285,15 +285,11 @@ class TcxLink(NetLinkUpdate, RawLink):
 
     def __init__(self, fd: FD, pinned_path: str | None = None, *, iface: str = "", ifindex: int = 0,
                  direction: TcDirection | None = None) -> None:
-        super().__init__(fd, pinned_path)
-        self.iface = iface
-        self.ifindex = ifindex
+        super().__init__(fd, pinned_path, iface=iface, ifindex=ifindex)
         self.direction = direction
 
-    def __repr__(self) -> str:
-        where = f"{self.iface} {self.direction.value if self.direction else ''}, " if self.iface else ""
-        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
-        return f"TcxLink({where}fd={self.fd!r}{pinned})"
+    def _where(self) -> str:
+        return f"{self.iface} {self.direction.value if self.direction else ''}, " if self.iface else ""
 
 
 register_link_class(LinkType.TCX, TcxLink)

@@ -205,16 +205,11 @@ class XdpLink(NetLinkUpdate, RawLink):
 
     def __init__(self, fd: FD, pinned_path: str | None = None, *, iface: str = "", ifindex: int = 0,
                  mode: XdpMode | None = None) -> None:
-        super().__init__(fd, pinned_path)
-        self.iface = iface
-        self.ifindex = ifindex
+        super().__init__(fd, pinned_path, iface=iface, ifindex=ifindex)
         self.mode = mode
 
-    def __repr__(self) -> str:
-        where = f"{self.iface}, " if self.iface else ""
-        mode = f"{self.mode.value}, " if self.mode else ""
-        pinned = f", pinned at {self._pinned_path}" if self._pinned_path else ""
-        return f"XdpLink({where}{mode}fd={self.fd!r}{pinned})"
+    def _where(self) -> str:
+        return (f"{self.iface}, " if self.iface else "") + (f"{self.mode.value}, " if self.mode else "")
 
 
 register_link_class(LinkType.XDP, XdpLink)
