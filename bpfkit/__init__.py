@@ -28,12 +28,7 @@ if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
 
     _quiet_signals()
 
-import importlib
-
-# typing costs ~10 ms to import; mypy treats any name TYPE_CHECKING as true.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -73,12 +68,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        if name in ("errors", "features", "link", "events", "asm", "btf", "elf", "spec", "user_events", "usdt"):
-            return importlib.import_module(f"bpfkit.{name}")
-        raise AttributeError(f"module 'bpfkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("bpfkit", _LAZY, globals(), (
+    "errors", "features", "link", "events", "asm", "btf", "elf", "spec", "user_events", "usdt"))

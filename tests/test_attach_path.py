@@ -17,7 +17,8 @@ PACKAGE = Path(attach.__file__).resolve().parent
 
 # Modules allowed to call importlib.import_module: the packages' lazy-export tables (a name
 # asked of the package imports the submodule that defines it, keeping `import bpfkit` light).
-LAZY_EXPORT_TABLES = {"__init__.py", "events/__init__.py", "usdt/__init__.py", "spec/__init__.py"}
+# _lazy.py imports by name for the tables of bpfkit, bpfkit.events and bpfkit.spec (their _LAZY).
+LAZY_EXPORT_TABLES = {"_lazy.py", "usdt/__init__.py"}
 
 
 def test_public_attach_names_are_the_attach_module(monkeypatch: pytest.MonkeyPatch) -> None:

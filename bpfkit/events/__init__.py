@@ -17,8 +17,7 @@ step (numpy structured arrays when numpy is installed), and asyncio (``poll_asyn
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_getattr
 
 _LAZY = {
     "RingBuffer": "bpfkit.events.ringbuf",
@@ -55,10 +54,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bpfkit.events' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("bpfkit.events", _LAZY, globals())

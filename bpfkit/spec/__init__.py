@@ -14,8 +14,7 @@ Names are imported lazily, so ``bpfkit.spec.consts`` (imported by the ABI layer)
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_getattr
 
 _LAZY = {
     "CollectionSpec": "bpfkit.spec.collection",
@@ -41,10 +40,4 @@ __all__ = [
 assert set(__all__) == set(_LAZY)  # one list for the lazy table and the star-import
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bpfkit.spec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("bpfkit.spec", _LAZY, globals())

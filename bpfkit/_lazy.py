@@ -1,0 +1,34 @@
+"""Lazy re-exports (PEP 562 module ``__getattr__``) for the packages whose front door must stay
+cheap to import: bpfkit, bpfkit.spec, bpfkit.events. Imports nothing of bpfkit."""
+
+from __future__ import annotations
+
+import importlib
+
+# typing costs ~10 ms to import (bpfkit/__init__ avoids it too); mypy treats TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from typing import Any
+
+__all__ = ["lazy_getattr"]
+
+
+def lazy_getattr(package: str, table: Mapping[str, str], namespace: dict[str, Any],
+                 submodules: Collection[str] = ()) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: a name in ``table`` comes from the module the
+    table names (imported on first use, then kept in ``namespace``, the package's globals()),
+    a name in ``submodules`` is the subpackage ``package.name``; anything else is an
+    AttributeError as for any module."""
+
+    def __getattr__(name: str) -> Any:
+        module = table.get(name)
+        if module is None:
+            if name in submodules:
+                return importlib.import_module(f"{package}.{name}")
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value  # resolved once; tools that read the module's dict see it too
+        return value
+
+    return __getattr__
