@@ -8,6 +8,8 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError
+
 if TYPE_CHECKING:
     from .._kernel import ring as _ring
 
@@ -114,8 +116,6 @@ async def wait_readable(fd: int, timeout: float | None) -> bool:
 
 def as_callable(obj: Any, what: str) -> Any:
     if obj is not None and not callable(obj):
-        from ..errors import UsageError
-
         raise UsageError(f"{what} must be callable, not {obj!r}")
     return obj
 
@@ -125,9 +125,17 @@ class PolledReader:
     their rings, ``consume``/``poll`` of their own, and this lifecycle and asyncio face."""
 
     _poller: _ring.Poller
+    _WHAT = "reader"  # what "... is closed" names
 
-    def _check_readable(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def _check_readable(self) -> None:
+        if self._poller.closed:
+            raise UsageError(f"{self._WHAT} is closed")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` s for a wakeup without consuming anything; True if woken."""
+        if self._poller.closed:
+            raise UsageError("reader is closed")
+        return bool(self._poller.wait(timeout))
 
     def consume(self, callback: Any = None, limit: int | None = None, format: Any = None) -> int:  # pragma: no cover
         raise NotImplementedError

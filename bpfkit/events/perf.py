@@ -123,150 +123,32 @@ class PerfRing:
     # ------------------------------------------------------------ BPF output rings
     def consume(self, cb: Callable[[int, memoryview], Any], lost_cb: Callable[[int, int], Any], limit: int) -> int:
         """Call ``cb(cpu, raw)`` per sample and ``lost_cb(cpu, count)`` per LOST record."""
-        ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
-        tail = ctl[_TAIL]
-        n = 0
-        while True:
-            head = ctl[_HEAD]
-            if tail >= head:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
-            while tail < head:
-                off = tail & mask
-                w = off >> 2
-                rtype = words[w]
-                rsize = words[w + 1] >> 16
-                if rsize == 0:
-                    raise ParseError(f"perf ring of CPU {cpu}: zero-sized record at {tail}")
-                if rtype == SAMPLE:
-                    if off + rsize <= size:
-                        raw = words[w + 2]
-                        k = min(head - tail, size - off) // rsize
-                        if k >= RUN_MIN:
-                            left = limit - n if limit >= 0 else RUN_MAX
-                            m = self._run(off, k, rsize, raw, left, RUN_MAX)
-                            if m > 1:
-                                start = off + _RAW_AT
-                                o = start
-                                try:
-                                    for o in range(start, start + m * rsize, rsize):
-                                        cb(cpu, data[o : o + raw])
-                                except BaseException:
-                                    ctl[_TAIL] = tail + (o - start) + rsize
-                                    raise
-                                tail += m * rsize
-                                ctl[_TAIL] = tail
-                                n += m
-                                if n == limit:
-                                    return n
-                                continue
-                        view = data[off + _RAW_AT : off + _RAW_AT + raw]
-                    else:
-                        rec = self._whole(off, rsize)
-                        (raw,) = struct.unpack_from("<I", rec, 8)
-                        view = memoryview(rec)[_RAW_AT : _RAW_AT + raw]
-                    tail += rsize
-                    try:
-                        cb(cpu, view)
-                    finally:
-                        ctl[_TAIL] = tail
-                    n += 1
-                    if n == limit:
-                        return n
-                    continue
-                if rtype == LOST:
-                    (count,) = _U64.unpack_from(self._whole(off, rsize), 16)
-                    tail += rsize
-                    ctl[_TAIL] = tail
-                    self.lost += count
-                    lost_cb(cpu, count)
-                    continue
-                tail += rsize  # THROTTLE etc. carry nothing for a BPF output event
-                ctl[_TAIL] = tail
+        return self._consume(cb, lost_cb, limit, None, False, None)
 
     def consume_decoded(self, cb: Callable[..., Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat,
                         limit: int) -> int:
         """Like :meth:`consume`, calling ``cb(*fields)`` with each payload decoded by ``fmt``."""
-        ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
-        single = fmt.record_struct()
-        need = fmt.size
-        strides: dict[int, struct.Struct] = {}
-        tail = ctl[_TAIL]
-        n = 0
-        while True:
-            head = ctl[_HEAD]
-            if tail >= head:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
-            while tail < head:
-                off = tail & mask
-                w = off >> 2
-                rtype = words[w]
-                rsize = words[w + 1] >> 16
-                if rsize == 0:
-                    raise ParseError(f"perf ring of CPU {cpu}: zero-sized record at {tail}")
-                if rtype == SAMPLE:
-                    rec = data if off + rsize <= size else None
-                    base = off
-                    if rec is None:
-                        rec = self._whole(off, rsize)
-                        base = 0
-                    (raw,) = struct.unpack_from("<I", rec, base + 8)
-                    if raw < need:
-                        tail += rsize
-                        ctl[_TAIL] = tail
-                        raise ParseError(f"perf sample of {raw} bytes on CPU {cpu} is shorter than the {need}-byte format")
-                    if base == off:
-                        k = min(head - tail, size - off) // rsize
-                        if k >= RUN_MIN:
-                            left = limit - n if limit >= 0 else RUN_MAX
-                            m = self._run(off, k, rsize, raw, left, RUN_MAX)
-                            if m > 1:
-                                st = strides.get(rsize)
-                                if st is None:
-                                    st = strides[rsize] = fmt.struct_for_stride(rsize, _RAW_AT)
-                                it = st.iter_unpack(data[off : off + m * rsize])
-                                try:
-                                    deque(starmap(cb, it), 0)
-                                except BaseException:
-                                    ctl[_TAIL] = tail + (m - length_hint(it)) * rsize
-                                    raise
-                                tail += m * rsize
-                                ctl[_TAIL] = tail
-                                n += m
-                                if n == limit:
-                                    return n
-                                continue
-                    fields = single.unpack_from(rec, base + _RAW_AT)
-                    tail += rsize
-                    try:
-                        cb(*fields)
-                    finally:
-                        ctl[_TAIL] = tail
-                    n += 1
-                    if n == limit:
-                        return n
-                    continue
-                if rtype == LOST:
-                    (count,) = _U64.unpack_from(self._whole(off, rsize), 16)
-                    tail += rsize
-                    ctl[_TAIL] = tail
-                    self.lost += count
-                    lost_cb(cpu, count)
-                    continue
-                tail += rsize
-                ctl[_TAIL] = tail
+        return self._consume(cb, lost_cb, limit, fmt, False, None)
 
     def consume_batch(self, cb: Callable[[Any], Any], lost_cb: Callable[[int, int], Any], fmt: RecordFormat, limit: int,
                       arrays: bool) -> int:
         """Deliver runs of same-sized samples decoded by ``fmt``, one ``cb(batch)`` per run."""
-        ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
-        need = fmt.size
         np = numpy_module() if arrays else None
         if arrays and np is None:
             raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
+        return self._consume(cb, lost_cb, limit, fmt, True, np)
+
+    def _consume(self, cb: Callable[..., Any], lost_cb: Callable[[int, int], Any], limit: int,
+                 fmt: RecordFormat | None, batches: bool, np: Any) -> int:
+        """The one consuming loop. Without ``fmt``: ``cb(cpu, raw)`` per sample; with it,
+        ``cb(*fields)`` per sample, or (``batches``) ``cb(batch)`` per run of same-sized
+        samples, ``batch`` a numpy array viewing the ring (``np`` given) or a list of tuples.
+        LOST records go to ``lost_cb(cpu, count)``; other types carry nothing for a BPF output
+        event and are skipped. data_tail is stored after every delivery."""
+        ctl, words, data, mask, size, cpu = self.ctl, self.words, self.data, self.mask, self.size, self.cpu
+        single = fmt.record_struct() if fmt is not None and not batches else None
+        need = fmt.size if fmt is not None else 0  # 0: a view takes any length
+        strides: dict[int, struct.Struct] = {}
         tail = ctl[_TAIL]
         n = 0
         while True:
@@ -286,30 +168,78 @@ class PerfRing:
                     if off + rsize <= size:
                         buf, base = data, off
                         raw = words[w + 2]
-                        k = min(head - tail, size - off) // rsize
-                        if limit >= 0:
-                            k = min(k, limit - n)
-                        m = self._run(off, k, rsize, raw, k, BATCH_MAX) if k > 1 else 1
-                    else:
-                        buf, base, m = self._whole(off, rsize), 0, 1
+                    else:  # wraps around the end: a copy
+                        buf, base = memoryview(self._whole(off, rsize)), 0
                         (raw,) = struct.unpack_from("<I", buf, 8)
                     if raw < need:
                         tail += rsize
                         ctl[_TAIL] = tail
                         raise ParseError(f"perf sample of {raw} bytes on CPU {cpu} is shorter than the {need}-byte format")
-                    if np is not None:  # arrays
-                        # frombuffer keeps an export of the mapping (see ringbuf.py)
-                        batch = np.frombuffer(buf, fmt.dtype_for_stride(rsize, _RAW_AT), m, base)
-                    else:
-                        st = fmt.struct_for_stride(rsize, _RAW_AT)
-                        batch = list(st.iter_unpack(buf[base : base + m * rsize]))
-                    tail += m * rsize
+                    if batches:
+                        assert fmt is not None
+                        m = 1
+                        if buf is data:
+                            k = min(head - tail, size - off) // rsize
+                            if limit >= 0:
+                                k = min(k, limit - n)
+                            if k > 1:
+                                m = self._run(off, k, rsize, raw, k, BATCH_MAX)
+                        if np is not None:  # arrays
+                            # frombuffer keeps an export of the mapping (see ringbuf.py)
+                            batch = np.frombuffer(buf, fmt.dtype_for_stride(rsize, _RAW_AT), m, base)
+                        else:
+                            batch = list(fmt.struct_for_stride(rsize, _RAW_AT).iter_unpack(buf[base : base + m * rsize]))
+                        tail += m * rsize
+                        try:
+                            cb(batch)
+                        finally:
+                            del batch
+                            ctl[_TAIL] = tail
+                        n += m
+                        if n == limit:
+                            return n
+                        continue
+                    if buf is data:
+                        k = min(head - tail, size - off) // rsize
+                        if k >= RUN_MIN:
+                            left = limit - n if limit >= 0 else RUN_MAX
+                            m = self._run(off, k, rsize, raw, left, RUN_MAX)
+                            if m > 1:
+                                if single is None:  # views
+                                    start = off + _RAW_AT
+                                    o = start
+                                    try:
+                                        for o in range(start, start + m * rsize, rsize):
+                                            cb(cpu, data[o : o + raw])
+                                    except BaseException:
+                                        ctl[_TAIL] = tail + (o - start) + rsize
+                                        raise
+                                else:
+                                    assert fmt is not None
+                                    st = strides.get(rsize)
+                                    if st is None:
+                                        st = strides[rsize] = fmt.struct_for_stride(rsize, _RAW_AT)
+                                    it = st.iter_unpack(data[off : off + m * rsize])
+                                    try:
+                                        deque(starmap(cb, it), 0)
+                                    except BaseException:
+                                        ctl[_TAIL] = tail + (m - length_hint(it)) * rsize
+                                        raise
+                                tail += m * rsize
+                                ctl[_TAIL] = tail
+                                n += m
+                                if n == limit:
+                                    return n
+                                continue
+                    tail += rsize
                     try:
-                        cb(batch)
+                        if single is None:
+                            cb(cpu, buf[base + _RAW_AT : base + _RAW_AT + raw])
+                        else:
+                            cb(*single.unpack_from(buf, base + _RAW_AT))
                     finally:
-                        del batch
                         ctl[_TAIL] = tail
-                    n += m
+                    n += 1
                     if n == limit:
                         return n
                     continue
@@ -320,7 +250,7 @@ class PerfRing:
                     self.lost += count
                     lost_cb(cpu, count)
                     continue
-                tail += rsize
+                tail += rsize  # THROTTLE etc. carry nothing for a BPF output event
                 ctl[_TAIL] = tail
 
     def samples(self, lost_cb: Callable[[int, int], Any]) -> Iterator[tuple[int, Any]]:
@@ -411,6 +341,8 @@ class PerfBuffer(PolledReader):
     when the kernel wakes the reader (see the module docs). ``cpus`` restricts the rings to
     some CPUs (the program's outputs on other CPUs then fail with ENOENT).
     """
+
+    _WHAT = "perf buffer"
 
     def __init__(
         self,
@@ -636,16 +568,8 @@ class PerfBuffer(PolledReader):
         """Bytes waiting over all rings (forward mode)."""
         return sum(r.available() for r in self._rings.values()) if not self.overwrite else 0
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` s for a wakeup without consuming anything; True if woken."""
-        if self._poller.closed:
-            raise UsageError("reader is closed")
-        return bool(self._poller.wait(timeout))
-
-
     def _check_readable(self) -> None:
-        if self._poller.closed:
-            raise UsageError("perf buffer is closed")
+        super()._check_readable()
         if self.overwrite:
             raise UsageError("an overwritable perf buffer is read with snapshot()")
 

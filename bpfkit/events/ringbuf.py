@@ -105,66 +105,36 @@ class _Ring:
         self.window = min(self.window * 4, most) if m == window else RUN_MIN
         return m
 
-    # --------------------------------------------------------------- per record
+    # --------------------------------------------------------------- consuming
     def consume(self, cb: Callable[[memoryview], Any], limit: int) -> int:
         """Call ``cb(view)`` for every committed record, at most ``limit`` (< 0: no limit)."""
-        cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
-        cons = cq[0]
-        n = 0
-        while True:
-            prod = pq[0]
-            if cons >= prod:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
-            while cons < prod:
-                off = cons & mask
-                hdr = words[off >> 2]
-                if hdr & BUSY:
-                    cq[0] = cons
-                    return n
-                ln = hdr & LEN_MASK
-                stride = (ln + 15) & ~7
-                if hdr & DISCARD:
-                    cons += stride
-                    cq[0] = cons
-                    continue
-                k = (prod - cons) // stride
-                if k >= RUN_MIN:
-                    left = limit - n if limit >= 0 else RUN_MAX
-                    m = self._run(off, k, stride, hdr, left)
-                    if m > 1:
-                        start = off + HDR
-                        o = start
-                        try:
-                            for o in range(start, start + m * stride, stride):
-                                cb(data[o : o + ln])
-                        except BaseException:
-                            cq[0] = cons + (o - start) + stride
-                            raise
-                        cons += m * stride
-                        cq[0] = cons
-                        n += m
-                        if n == limit:
-                            return n
-                        continue
-                cons += stride
-                try:
-                    cb(data[off + HDR : off + HDR + ln])
-                finally:
-                    cq[0] = cons
-                n += 1
-                if n == limit:
-                    return n
+        return self._consume(cb, limit, None, False, None)
 
     def consume_decoded(self, cb: Callable[..., Any], fmt: RecordFormat, limit: int) -> int:
         """Like :meth:`consume`, calling ``cb(*fields)`` with each record decoded by ``fmt``."""
+        return self._consume(cb, limit, fmt, False, None)
+
+    def consume_batch(self, cb: Callable[[Any], Any], fmt: RecordFormat, limit: int, arrays: bool) -> int:
+        """Deliver runs of records decoded by ``fmt`` in one call each: ``cb(array)`` with a
+        numpy structured array viewing the ring (``arrays``), else ``cb(list_of_tuples)``."""
+        np = numpy_module() if arrays else None
+        if arrays and np is None:
+            raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
+        return self._consume(cb, limit, fmt, True, np)
+
+    def _consume(self, cb: Callable[..., Any], limit: int, fmt: RecordFormat | None, batches: bool, np: Any) -> int:
+        """The one consuming loop. Without ``fmt``: ``cb(view)`` per record; with it,
+        ``cb(*fields)`` per record, or (``batches``) ``cb(batch)`` per run of same-sized
+        records, ``batch`` a numpy array viewing the ring (``np`` given) or a list of tuples.
+        Runs of same-sized records are validated at once and delivered without per-record
+        header work; consumer_pos is stored after every delivery, so a callback's exception
+        leaves the records before it (and its own) consumed."""
         cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
-        single = fmt.record_struct()
-        size = fmt.size
+        single = fmt.record_struct() if fmt is not None and not batches else None
+        size = fmt.size if fmt is not None else 0  # 0: a view takes any length
+        strides: dict[int, struct.Struct] = {}
         cons = cq[0]
         n = 0
-        strides: dict[int, struct.Struct] = {}
         while True:
             prod = pq[0]
             if cons >= prod:
@@ -188,20 +158,51 @@ class _Ring:
                     cq[0] = cons
                     raise ParseError(f"ring buffer {self.map.name!r}: record of {ln} bytes is shorter than the {size}-byte format")
                 k = (prod - cons) // stride
+                if batches:
+                    assert fmt is not None
+                    if limit >= 0:
+                        k = min(k, limit - n)
+                    m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
+                    if np is not None:  # arrays
+                        # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an
+                        # array kept past close() stays valid instead of pointing at unmapped memory
+                        batch = np.frombuffer(data, fmt.dtype_for_stride(stride, HDR), m, off)
+                    else:
+                        batch = list(fmt.struct_for_stride(stride, HDR).iter_unpack(data[off : off + m * stride]))
+                    cons += m * stride
+                    try:
+                        cb(batch)
+                    finally:
+                        del batch
+                        cq[0] = cons
+                    n += m
+                    if n == limit:
+                        return n
+                    continue
                 if k >= RUN_MIN:
                     left = limit - n if limit >= 0 else RUN_MAX
                     m = self._run(off, k, stride, hdr, left)
                     if m > 1:
-                        st = strides.get(stride)
-                        if st is None:
-                            st = strides[stride] = fmt.struct_for_stride(stride, HDR)
-                        it = st.iter_unpack(data[off : off + m * stride])
-                        try:
-                            deque(starmap(cb, it), 0)
-                        except BaseException:
-                            cons += (m - length_hint(it)) * stride
-                            cq[0] = cons
-                            raise
+                        if single is None:  # views
+                            start = off + HDR
+                            o = start
+                            try:
+                                for o in range(start, start + m * stride, stride):
+                                    cb(data[o : o + ln])
+                            except BaseException:
+                                cq[0] = cons + (o - start) + stride
+                                raise
+                        else:
+                            assert fmt is not None
+                            st = strides.get(stride)
+                            if st is None:
+                                st = strides[stride] = fmt.struct_for_stride(stride, HDR)
+                            it = st.iter_unpack(data[off : off + m * stride])
+                            try:
+                                deque(starmap(cb, it), 0)
+                            except BaseException:
+                                cq[0] = cons + (m - length_hint(it)) * stride
+                                raise
                         cons += m * stride
                         cq[0] = cons
                         n += m
@@ -210,7 +211,10 @@ class _Ring:
                         continue
                 cons += stride
                 try:
-                    cb(*single.unpack_from(data, off + HDR))
+                    if single is None:
+                        cb(data[off + HDR : off + HDR + ln])
+                    else:
+                        cb(*single.unpack_from(data, off + HDR))
                 finally:
                     cq[0] = cons
                 n += 1
@@ -242,60 +246,6 @@ class _Ring:
                 else:
                     cq[0] = cons = nxt
 
-    # -------------------------------------------------------------------- batch
-    def consume_batch(self, cb: Callable[[Any], Any], fmt: RecordFormat, limit: int, arrays: bool) -> int:
-        """Deliver runs of records decoded by ``fmt`` in one call each: ``cb(array)`` with a
-        numpy structured array viewing the ring (``arrays``), else ``cb(list_of_tuples)``."""
-        cq, pq, words, mask = self.cq, self.pq, self.words, self.mask
-        data = self.data
-        size = fmt.size
-        np = numpy_module() if arrays else None
-        if arrays and np is None:
-            raise UsageError("numpy is not installed: install the bpfkit[numpy] extra for arrays")
-        cons = cq[0]
-        n = 0
-        while True:
-            prod = pq[0]
-            if cons >= prod:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
-            while cons < prod:
-                off = cons & mask
-                hdr = words[off >> 2]
-                if hdr & BUSY:
-                    cq[0] = cons
-                    return n
-                ln = hdr & LEN_MASK
-                stride = (ln + 15) & ~7
-                if hdr & DISCARD:
-                    cons += stride
-                    cq[0] = cons
-                    continue
-                if ln < size:
-                    cons += stride
-                    cq[0] = cons
-                    raise ParseError(f"ring buffer {self.map.name!r}: record of {ln} bytes is shorter than the {size}-byte format")
-                k = (prod - cons) // stride
-                if limit >= 0:
-                    k = min(k, limit - n)
-                m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
-                if np is not None:  # arrays
-                    # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an
-                    # array kept past close() stays valid instead of pointing at unmapped memory
-                    batch = np.frombuffer(data, fmt.dtype_for_stride(stride, HDR), m, off)
-                else:
-                    batch = list(fmt.struct_for_stride(stride, HDR).iter_unpack(data[off : off + m * stride]))
-                cons += m * stride
-                try:
-                    cb(batch)
-                finally:
-                    del batch
-                    cq[0] = cons
-                n += m
-                if n == limit:
-                    return n
-
     def close(self) -> None:
         if self.runs is not None:
             self.runs.release()
@@ -322,6 +272,8 @@ class RingBuffer(PolledReader):
     Callbacks get a ``memoryview`` into the ring, valid only during the call (copy with
     ``bytes(rec)``). An exception from a callback propagates; that record counts as consumed.
     """
+
+    _WHAT = "ring buffer reader"
 
     def __init__(self, rmap: MapLike | None = None, callback: Callable[[memoryview], Any] | None = None) -> None:
         self._rings: list[_Ring] = []
@@ -462,17 +414,6 @@ class RingBuffer(PolledReader):
     def available(self) -> int:
         """Bytes waiting in all rings."""
         return sum(r.available() for r in self._rings)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` s for a wakeup without consuming anything; True if woken."""
-        if self._poller.closed:
-            raise UsageError("reader is closed")
-        return bool(self._poller.wait(timeout))
-
-
-    def _check_readable(self) -> None:
-        if self._poller.closed:
-            raise UsageError("ring buffer reader is closed")
 
     def close(self) -> None:
         """Unmap every ring and close the epoll fd (the maps stay open: they are the caller's)."""
