@@ -6,7 +6,8 @@ from __future__ import annotations
 import struct
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import UsageError
 
@@ -120,9 +121,13 @@ def as_callable(obj: Any, what: str) -> Any:
     return obj
 
 
-class PolledReader:
+_T = TypeVar("_T")
+
+
+class PolledReader(Generic[_T]):
     """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
-    their rings, ``consume``/``poll`` of their own, and this lifecycle and asyncio face."""
+    their rings, ``consume``/``poll`` of their own, and this lifecycle, iteration and asyncio
+    face. ``_T`` is what iterating yields: a record's view, or ``(cpu, view)``."""
 
     _poller: _ring.Poller
     _WHAT = "reader"  # what "... is closed" names
@@ -142,6 +147,48 @@ class PolledReader:
 
     def close(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def available(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _sources(self) -> Iterator[Iterator[_T]]:  # pragma: no cover - overridden
+        """One iterator per ring over the records available now (each consumed when the next
+        is requested)."""
+        raise NotImplementedError
+
+    def read(self, timeout: float | None = None) -> Iterator[_T]:
+        """Iterate records as they arrive; stops after ``timeout`` s without any (None: never).
+
+        Each record is valid until the next one is requested."""
+        self._check_readable()
+        while True:
+            got = False
+            for source in self._sources():
+                for item in source:
+                    got = True
+                    yield item
+            if not got and not self._poller.wait(timeout) and not self.available():
+                return  # quiet for ``timeout`` (a missed wakeup would still show as data)
+
+    async def aread(self, timeout: float | None = None) -> AsyncIterator[_T]:
+        """``async for rec in reader.aread(timeout)``: :meth:`read` for asyncio."""
+        self._check_readable()
+        while True:
+            got = False
+            for source in self._sources():
+                for item in source:
+                    got = True
+                    yield item
+            if not got:
+                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
+                    return
+                self._poller.wait(0)
+
+    def __iter__(self) -> Iterator[_T]:
+        return self.read()
+
+    def __aiter__(self) -> AsyncIterator[_T]:
+        return self.aread()
 
     async def poll_async(self, timeout: float | None = None, callback: Any = None) -> int:
         """``poll`` for asyncio: waits in the event loop, never blocks it."""

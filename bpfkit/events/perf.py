@@ -38,7 +38,7 @@ import errno
 import struct
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import starmap
 from operator import length_hint
 from typing import Any
@@ -50,7 +50,7 @@ from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from .._protocols import UpdatableMapLike
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable, warn_lost
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, warn_lost
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["PerfBuffer", "PerfRing"]
@@ -325,7 +325,7 @@ class PerfRing:
             self.fd.close()
 
 
-class PerfBuffer(PolledReader):
+class PerfBuffer(PolledReader[tuple[int, memoryview]]):
     """Reader of a BPF_MAP_TYPE_PERF_EVENT_ARRAY: one ring per online CPU.
 
     ::
@@ -423,6 +423,9 @@ class PerfBuffer(PolledReader):
         return sorted(self._rings)
 
     # -------------------------------------------------------------------- reading
+    def _sources(self) -> Iterator[Iterator[tuple[int, memoryview]]]:
+        return (ring.samples(self._on_lost) for ring in list(self._rings.values()))
+
     def _on_lost(self, cpu: int, count: int) -> None:
         self.lost += count
         self.lost_per_cpu[cpu] = self.lost_per_cpu.get(cpu, 0) + count
@@ -470,19 +473,6 @@ class PerfBuffer(PolledReader):
             rings = [r for r in self._rings.values() if r.available()]
         return self._consume_rings(rings, callback, -1, as_format(format))
 
-    def read(self, timeout: float | None = None) -> Iterator[tuple[int, memoryview]]:
-        """Iterate ``(cpu, raw)`` samples as they arrive; stops after ``timeout`` s without
-        any (None: never). Each is valid until the next is requested."""
-        self._check_readable()
-        while True:
-            got = False
-            for ring in list(self._rings.values()):
-                for item in ring.samples(self._on_lost):
-                    got = True
-                    yield item
-            if not got and not self._poller.wait(timeout) and not self.available():
-                return  # quiet for ``timeout`` (a missed wakeup would still show as data)
-
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
         """Zero-copy batches: ``callback(batch)`` once per run of same-sized samples (usually
         once per CPU per call), payloads decoded by ``format``: a numpy structured array
@@ -509,28 +499,6 @@ class PerfBuffer(PolledReader):
             self.consume(lambda cpu, rec: out.append((cpu, bytes(rec))), limit)
             return out
         return collect_batches(self.consume_batch, require_format(format, "PerfBuffer.read_batch"), limit)
-
-    # ---------------------------------------------------------------------- async
-
-    async def aread(self, timeout: float | None = None) -> AsyncIterator[tuple[int, memoryview]]:
-        """``async for cpu, rec in pb.aread(timeout)``: :meth:`read` for asyncio."""
-        self._check_readable()
-        while True:
-            got = False
-            for ring in list(self._rings.values()):
-                for item in ring.samples(self._on_lost):
-                    got = True
-                    yield item
-            if not got:
-                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
-                    return
-                self._poller.wait(0)
-
-    def __aiter__(self) -> AsyncIterator[tuple[int, memoryview]]:
-        return self.aread()
-
-    def __iter__(self) -> Iterator[tuple[int, memoryview]]:
-        return self.read()
 
     # ----------------------------------------------------------- overwrite mode
     def pause(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from itertools import starmap
 from operator import length_hint
 from typing import Any
@@ -31,7 +31,7 @@ from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, wait_readable
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
@@ -257,7 +257,7 @@ class _Ring:
             self._prod.close()
 
 
-class RingBuffer(PolledReader):
+class RingBuffer(PolledReader[memoryview]):
     """Reader of one or more BPF_MAP_TYPE_RINGBUF maps, all waited for in one epoll set.
 
     ::
@@ -301,6 +301,9 @@ class RingBuffer(PolledReader):
         self._by_fd[ring.fd] = ring
 
     # -------------------------------------------------------------------- reading
+    def _sources(self) -> Iterator[Iterator[memoryview]]:
+        return (ring.iterate() for ring in self._rings)
+
     def _cb(self, ring: _Ring, callback: Any) -> Any:
         cb = callback or ring.callback
         if cb is None:
@@ -344,20 +347,6 @@ class RingBuffer(PolledReader):
             n += ring.consume(cb, -1) if fmt is None else ring.consume_decoded(cb, fmt, -1)
         return n
 
-    def read(self, timeout: float | None = None) -> Iterator[memoryview]:
-        """Iterate records as they arrive; stops after ``timeout`` s without any (None: never).
-
-        Each record is valid until the next one is requested."""
-        self._check_readable()
-        while True:
-            got = False
-            for ring in self._rings:
-                for rec in ring.iterate():
-                    got = True
-                    yield rec
-            if not got and not self._poller.wait(timeout) and not self.available():
-                return  # quiet for ``timeout`` (a missed wakeup would still show as data)
-
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None,
                       arrays: bool | None = None) -> int:
         """Zero-copy batches: call ``callback(batch)`` once per run of same-sized records
@@ -387,28 +376,6 @@ class RingBuffer(PolledReader):
             self.consume(lambda rec: out.append(bytes(rec)), limit)
             return out
         return collect_batches(self.consume_batch, require_format(format, "RingBuffer.read_batch"), limit)
-
-    # ---------------------------------------------------------------------- async
-
-    async def aread(self, timeout: float | None = None) -> AsyncIterator[memoryview]:
-        """``async for rec in rb.aread(timeout)``: :meth:`read` for asyncio."""
-        self._check_readable()
-        while True:
-            got = False
-            for ring in self._rings:
-                for rec in ring.iterate():
-                    got = True
-                    yield rec
-            if not got:
-                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
-                    return
-                self._poller.wait(0)
-
-    def __aiter__(self) -> AsyncIterator[memoryview]:
-        return self.aread()
-
-    def __iter__(self) -> Iterator[memoryview]:
-        return self.read()
 
     # ----------------------------------------------------------------- lifecycle
     def available(self) -> int:
