@@ -4,10 +4,22 @@ import os as _os
 import signal as _signal
 
 
+class _State:
+    running = False  # True only while a command's body runs (bpfkit.cli.main sets it)
+
+
 def _exit_quietly(signum: int, frame: object) -> None:
-    """Ctrl-C or SIGTERM while the command starts or after it finished (nothing of it exists in
-    the kernel then): end at once with the shell's 128+N status, without a traceback."""
+    """SIGINT/SIGTERM. While a command runs: KeyboardInterrupt, so its finally blocks detach
+    and unpin what it made. Before (imports, argument parsing) and after (nothing of it exists in
+    the kernel then): end at once with the shell's 128+N status, without a traceback. One
+    handler for the whole run, so no moment falls between two handlers."""
+    if _State.running:
+        raise KeyboardInterrupt
     _os._exit(128 + signum)
+
+
+def command_running(running: bool) -> None:
+    _State.running = running
 
 
 def quiet_signals() -> None:

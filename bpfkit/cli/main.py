@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -172,12 +171,8 @@ def setup_warnings(offline: bool, verbose: bool) -> None:
         warnings.showwarning = _one_line_warning
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import quiet_signals, signals_are_quiet
+    from . import command_running, signals_are_quiet
 
     command_line = signals_are_quiet()  # else a library caller's process: its handlers are its own
     try:
@@ -185,8 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        if command_line:
-            quiet_signals()
+        command_running(False)
 
 
 def _main(argv: Sequence[str] | None, command_line: bool) -> int:
@@ -202,9 +196,10 @@ def _main(argv: Sequence[str] | None, command_line: bool) -> int:
         # While the command runs, SIGINT and SIGTERM unwind it (KeyboardInterrupt, so every
         # finally block closes what it made; `attach` installs its own wait); before (imports,
         # argument parsing, whose intermixed mode cannot be interrupted cleanly) and after,
-        # they end the process quietly.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        # they end the process quietly (bpfkit.cli._exit_quietly).
+        from . import command_running
+
+        command_running(True)
     try:
         return int(args._run(args) or 0)
     except BPFKitError as exc:
