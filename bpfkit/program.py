@@ -87,6 +87,7 @@ class Program(PinnableObject):
                 exc.__init__(exc.op, exc.errno, exc.name, exc.log, exc.truncated)  # type: ignore[misc]
             _explain_permission(exc, spec)
             _explain_trampoline_refusal(exc, spec)
+            _explain_session_refusal(exc, spec)
             _refuse_unknown_callbacks(exc, spec)
             raise exc.wrap(f"load program {spec.name!r} ({spec.type.kernel_name})")
         except BPFKitError as exc:
@@ -180,6 +181,28 @@ def _refuse_unknown_callbacks(exc: VerifierError, spec: ProgramSpec) -> None:
             f"load program {spec.name!r} ({spec.type.kernel_name}): it passes a callback "
             "(BPF_PSEUDO_FUNC: bpf_loop, bpf_for_each_map_elem, timers)", result.reason, result.min_version
         ) from exc
+
+
+_SESSIONS = {
+    AttachType.TRACE_KPROBE_SESSION: ("kprobe_session", "kprobe sessions (BPF_TRACE_KPROBE_SESSION)", "6.10"),
+    AttachType.TRACE_UPROBE_SESSION: ("uprobe_session", "uprobe sessions (BPF_TRACE_UPROBE_SESSION)", "6.13"),
+}
+
+
+def _explain_session_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
+    """A kprobe.session/uprobe.session program refused by a kernel without sessions: the
+    verifier's complaint (an unknown kfunc, a helper) hides that the whole kind is missing."""
+    session = _SESSIONS.get(spec.attach_type) if spec.attach_type is not None else None
+    if session is None:
+        return
+    feature, what, release = session
+    from .features import probe
+
+    result = probe(feature)
+    if result.supported:
+        return
+    exc.message += f"; {what} need Linux {release}: {result.reason}"
+    exc.args = (exc.message,)
 
 
 def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:

@@ -3,7 +3,8 @@
 A fenced block whose info string is ``python runnable`` or ``sh runnable`` is extracted and run
 from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
-may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``) to say what the kernel must have;
+may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``, ``tcx``,
+``kfunc_calls``, or any feature name of bpfkit.features) to say what the kernel must have;
 it is skipped, naming that, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
 fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
@@ -66,6 +67,15 @@ def _kernel_has(kind: str) -> str:
         if os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
             return ""
         return "this kernel has no kprobes (CONFIG_KPROBES): the example runs in a VM (docs/vm-runner.md)"
+    if kind == "tcx":
+        from bpfkit.link import have_tcx
+
+        return "" if have_tcx() else "this kernel has no tcx links (Linux 6.6)"
+    if kind == "kfunc_calls":
+        release = os.uname().release.split("-")[0].split(".")
+        if (int(release[0]), int(release[1])) >= (5, 13):
+            return ""
+        return "calling kernel functions (kfuncs) from BPF programs needs Linux 5.13"
     if kind == "trampolines":
         from bpfkit import features
 
@@ -80,6 +90,12 @@ def _kernel_has(kind: str) -> str:
             return ""
         return ("this kernel lacks user_events (CONFIG_USER_EVENTS, Linux 6.4+; no Debian kernel "
                 "enables it: integration/build_user_events_kernel.sh builds one)")
+    from bpfkit import features
+
+    known = set(features.names())
+    if kind in known:  # any feature bpfkit probes: needs=perf_link, needs=bpf_cookie ...
+        result = features.probe(kind)
+        return "" if result.supported else f"this kernel lacks {kind}: {result.reason}"
     return f"unknown needs={kind} in the doc block"
 
 

@@ -49,7 +49,13 @@ def _calls(spec: Any, coll: Any) -> list[int]:
     return list(struct.unpack_from(f"<{v.size // 8}Q", raw, v.offset))
 
 
+KFUNC_CALLS_SKIP = ("the congestion control object calls the kernel's tcp_reno_* kfuncs from struct_ops "
+                    "programs: kfunc calls need Linux 5.13 (older verifiers refuse the object)")
+
+
 def _load_cc(bpf_obj: Any, v2: bool = False) -> tuple[Any, Any]:
+    if not _kernel_at_least(5, 13):
+        pytest.skip(KFUNC_CALLS_SKIP)
     spec = bpfkit.load_spec(bpf_obj("struct_ops_tcp_ca"))
     if v2:
         spec.maps["bpfkit_reno_v2"].struct_ops.autocreate = True
