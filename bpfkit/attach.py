@@ -133,13 +133,6 @@ class _SameCookie(dict[str, int]):
         return self.cookie
 
 
-def _group(links: object) -> Link:
-    """A LinkGroup (a wildcard's multi link or perf events, USDT sites) as the Link it is used
-    as: it has every Link method, but its info() takes an index and returns one LinkInfo per
-    member, which bpfkit.link.base.Link does not spell yet."""
-    return cast(Link, links)
-
-
 def _same_cookie(cookie: int) -> _SameCookie | None:
     return _SameCookie(cookie) if cookie else None
 
@@ -175,8 +168,8 @@ def _probe_kprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
             raise NotSupportedError(f"wildcard probe {spec} with a module", "kprobe_multi matches plain function names")
         _no_wildcard_offset(spec)
         mode, perf = _multi_modes(o)
-        return _group(kprobe_multi(spec.function, prog, cookies=_same_cookie(o.cookie), retprobe=retprobe, mode=mode,
-                                   perf_mode=perf, progress=o.progress, max_perf_targets=o.max_perf_targets))
+        return kprobe_multi(spec.function, prog, cookies=_same_cookie(o.cookie), retprobe=retprobe, mode=mode,
+                            perf_mode=perf, progress=o.progress, max_perf_targets=o.max_perf_targets)
     symbol = f"{spec.module}:{spec.function}" if spec.module else spec.function
     if retprobe:
         return kretprobe(symbol, prog, mode=o.mode, cookie=o.cookie)
@@ -188,9 +181,9 @@ def _probe_uprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     if spec.is_wildcard:
         _no_wildcard_offset(spec)
         mode, perf = _multi_modes(o)
-        return _group(uprobe_multi(spec.binary, spec.function, prog, cookies=_same_cookie(o.cookie), pid=o.pid,
-                                   retprobe=retprobe, mode=mode, perf_mode=perf, progress=o.progress,
-                                   max_perf_targets=o.max_perf_targets))
+        return uprobe_multi(spec.binary, spec.function, prog, cookies=_same_cookie(o.cookie), pid=o.pid,
+                            retprobe=retprobe, mode=mode, perf_mode=perf, progress=o.progress,
+                            max_perf_targets=o.max_perf_targets)
     exe = Executable(spec.binary)
     symbol = None if spec.address is not None else spec.function
     if retprobe:
@@ -246,8 +239,8 @@ def _probe_usdt(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     """``usdt:BINARY:[PROVIDER:]NAME`` (bpftrace's form)."""
     from .usdt.attach import attach_usdt
 
-    return _group(attach_usdt(prog, spec.binary, spec.provider, spec.function, pid=o.pid, cookie=o.cookie,
-                              mode=o.mode, progress=o.progress))
+    return attach_usdt(prog, spec.binary, spec.provider, spec.function, pid=o.pid, cookie=o.cookie,
+                       mode=o.mode, progress=o.progress)
 
 
 _UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
@@ -397,16 +390,16 @@ def _section_kprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOpti
     """``kprobe.multi/PATTERN`` and ``kretprobe.multi/PATTERN`` (libbpf)."""
     pattern = _require_pattern(target, "kprobe_multi")
     mode, perf = _multi_modes(o)
-    return _group(kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
-                               cookies=_same_cookie(o.cookie)))
+    return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
+                        cookies=_same_cookie(o.cookie))
 
 
 def _section_uprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``uprobe.multi/BINARY:PATTERN`` (and uretprobe.multi, the ``.s`` kinds)."""
     binary, pattern = _binary_pattern(target, "uprobe_multi")
     mode, perf = _multi_modes(o)
-    return _group(uprobe_multi(binary, pattern, prog, pid=o.pid, retprobe=target.kind == "uretprobe_multi",
-                               mode=mode, perf_mode=perf, cookies=_same_cookie(o.cookie)))
+    return uprobe_multi(binary, pattern, prog, pid=o.pid, retprobe=target.kind == "uretprobe_multi",
+                        mode=mode, perf_mode=perf, cookies=_same_cookie(o.cookie))
 
 
 def _section_kprobe_session(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
@@ -431,7 +424,7 @@ def _section_usdt(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> 
     if len(parts) not in (2, 3) or not all(parts):
         raise ParseError(f"USDT target {target.target!r}: expected usdt/BINARY:PROVIDER:NAME")
     binary, provider, name = parts if len(parts) == 3 else (parts[0], "", parts[1])
-    return _group(attach_usdt(prog, binary, provider, name, pid=o.pid, cookie=o.cookie, mode=o.mode))
+    return attach_usdt(prog, binary, provider, name, pid=o.pid, cookie=o.cookie, mode=o.mode)
 
 
 def _section_raw_tracepoint(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
