@@ -127,12 +127,11 @@ def _lsms() -> list[str]:
 
 
 def _on_bpffs(path: str) -> bool:
-    from .bpf import bpffs_mount_of
+    """Whether ``path``'s directory is on bpffs: the one test pins use (statfs of the nearest
+    existing ancestor, bpfkit._kernel.bpffs)."""
+    from .bpffs import is_bpffs
 
-    try:
-        return bool(bpffs_mount_of(os.path.dirname(os.path.abspath(path)) or "/"))
-    except Exception:
-        return True  # cannot tell: do not blame the path
+    return is_bpffs(os.path.dirname(os.path.abspath(path)) or "/")
 
 
 def _is_tracefs_op(op: str) -> bool:
