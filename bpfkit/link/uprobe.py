@@ -215,10 +215,24 @@ def _classify(exc: KernelError, path: str, offset: int) -> BPFKitError:
     if exc.errno == errno.ENOENT:
         return NotFoundError(f"{path} not found by the kernel")
     if exc.errno == _ENOTSUPP:
-        return exc.wrap(f"the kernel cannot probe {path} at {offset:#x} (a trap instruction?)")
+        return exc.wrap(f"the kernel cannot probe {path} at {offset:#x} ({instruction_refused(path, offset)})")
     if exc.errno == errno.EINVAL:
         return exc.wrap(f"the kernel refused offset {offset:#x} in {path} (past the end of the file, or a bad ref_ctr_offset?)")
     return exc
+
+
+def instruction_refused(path: str, offset: int) -> str:
+    """Why the kernel's uprobe code gives ENOTSUPP for ``offset``: it cannot single-step or
+    emulate the instruction there (arch_uprobe_analyze_insn; on x86 a lock or segment prefix,
+    int3, syscall ...), with its first bytes read from the file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            head = f.read(4)
+    except OSError:
+        head = b""
+    shown = f"instruction {head.hex(' ')}...: " if head else ""
+    return f"{shown}uprobes cannot single-step or emulate it (on x86: a lock or segment prefix, int3, syscall ...)"
 
 
 def _other_versions(entries: list[ElfSymbol], bound: ElfSymbol) -> str:
