@@ -79,7 +79,7 @@ def test_cli_attach_programs_and_alternatives(bpf_obj) -> None:
     try:
         attached = sorted(line.split()[1].rstrip(":") for line in run.lines if line.startswith("attached "))
     finally:
-        rc, out, err = run.stop()
+        rc, _out, err = run.stop()
     assert rc == 0, err
     # tp_btf needs no trampoline (a raw tracepoint with BTF arguments): it loads where BTF does.
     assert attached == ["enter_btf", "getppid_fentry" if trampolines else "getppid_tp"]
@@ -113,7 +113,7 @@ def test_cli_attach_spec_with_alternatives(bpf_obj) -> None:
     try:
         (line,) = [x for x in run.lines if x.startswith("attached ")]
     finally:
-        rc, out, err = run.stop()
+        rc, _out, err = run.stop()
     assert rc == 0, err
     assert line == "attached getppid_tp: tracepoint syscalls/sys_enter_getppid (link)"
 
@@ -133,6 +133,6 @@ def test_cli_attach_program_names_a_struct_ops_map(bpf_obj) -> None:
     try:
         attached = [line for line in run.lines if line.startswith("attached ")]
     finally:
-        rc, out, err = run.stop()
+        rc, _out, err = run.stop()
     assert rc == 0, err
     assert attached == ["attached bpfkit_reno_v2: struct_ops map 'bpfkit_reno_v2' (struct tcp_congestion_ops) (link)"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import platform
 import subprocess
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from bpfkit.errors import KernelError
 from bpfkit.link import MultiMode
 
 from .test_link_cli import ENV, SUBPROCESS_TIMEOUT, bpfkit_cmd
-from .test_link_multi import BOTH, hits, load
+from .test_link_multi import BOTH, build_c, hits, load
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the refused function is x86 assembly (a lock-prefixed first instruction)")
@@ -66,11 +67,7 @@ COOKIES = {"refuse_alpha": 1, "refuse_beta": 2, "refuse_locked": 3}
 
 @pytest.fixture(scope="module")
 def target_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("refused") / "refused_target"
-    src = out.with_suffix(".c")
-    src.write_text(TARGET_C)
-    subprocess.run(["gcc", "-O2", "-o", str(out), str(src)], check=True, capture_output=True, timeout=120)
-    return out
+    return build_c(tmp_path_factory, "refused_target", TARGET_C)
 
 
 @pytest.fixture
@@ -118,11 +115,10 @@ def test_named_list_fails_naming_the_refused_function(bpf_obj: Any, target_bin: 
     if not features.probe("uprobe_multi"):
         pytest.skip("needs uprobe_multi links (6.6): the perf-event path names its failing target by itself")
     offset = locked_offset(target_bin)
-    with load(bpf_obj) as coll:
-        with pytest.raises(KernelError) as info, warnings.catch_warnings():
-            warnings.simplefilter("error")
-            link.uprobe_multi(str(target_bin), ["refuse_alpha", "refuse_locked", "refuse_beta"],
-                              coll.programs["up_multi"], mode=MultiMode.MULTI)
+    with load(bpf_obj) as coll, pytest.raises(KernelError) as info, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        link.uprobe_multi(str(target_bin), ["refuse_alpha", "refuse_locked", "refuse_beta"],
+                          coll.programs["up_multi"], mode=MultiMode.MULTI)
     assert info.value.errno == 524
     assert (f":refuse_alpha,refuse_locked,refuse_beta: the kernel refused 1 of the 3 targets: refuse_locked (file offset "
             f"{offset:#x}, ENOTSUPP: instruction f0 ff 07 c3...: uprobes cannot single-step or emulate it") in str(info.value)
@@ -131,19 +127,17 @@ def test_named_list_fails_naming_the_refused_function(bpf_obj: Any, target_bin: 
 
 def test_named_function_on_the_perf_path(bpf_obj: Any, target_bin: Path, running: Any) -> None:
     offset = locked_offset(target_bin)
-    with load(bpf_obj) as coll:
-        with pytest.raises(KernelError) as info:
-            link.uprobe_multi(str(target_bin), ["refuse_alpha", "refuse_locked"], coll.programs["up_multi"],
-                              mode=MultiMode.PERF)
+    with load(bpf_obj) as coll, pytest.raises(KernelError) as info:
+        link.uprobe_multi(str(target_bin), ["refuse_alpha", "refuse_locked"], coll.programs["up_multi"],
+                          mode=MultiMode.PERF)
     assert info.value.errno == 524
     assert f"attach refuse_locked (2 of 2): attach uprobe {target_bin}:refuse_locked: the kernel cannot probe " \
            f"{target_bin} at {offset:#x} (instruction f0 ff 07 c3...: uprobes cannot" in str(info.value)
 
 
 def test_every_match_refused(bpf_obj: Any, target_bin: Path, running: Any) -> None:
-    with load(bpf_obj) as coll:
-        with pytest.raises(KernelError, match=r"the kernel refused 1 of the 1 targets: refuse_locked \(file offset"):
-            link.uprobe_multi(str(target_bin), "refuse_l*", coll.programs["up_multi"], mode=MultiMode.AUTO)
+    with load(bpf_obj) as coll, pytest.raises(KernelError, match=r"the kernel refused 1 of the 1 targets: refuse_locked \(file offset"):
+        link.uprobe_multi(str(target_bin), "refuse_l*", coll.programs["up_multi"], mode=MultiMode.AUTO)
 
 
 def test_cli_attach_wildcard_warns_and_attaches_the_rest(bpf_obj: Any, target_bin: Path, running: Any) -> None:
@@ -160,7 +154,7 @@ def test_cli_attach_wildcard_warns_and_attaches_the_rest(bpf_obj: Any, target_bi
                 break
     finally:
         proc.terminate()
-        out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
+        _out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
     assert proc.returncode == 0, err
     assert any("refuse_* (2 of 3 functions, 1 refused)" in line for line in lines), lines
     assert (f"bpfkit: warning: uprobe_multi {target_bin}:refuse_*: skipped 1 of 3 functions the kernel refused: "
