@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,7 @@ _ENUM_FMT = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FMT = {2: "e", 4: "f", 8: "d"}
 _PTR_FMT = "Q" if struct.calcsize("P") == 8 else "I"  # bpftool reads an unsigned long
 _BOOL = {True: "true", False: "false"}.__getitem__
+_TEXT = re.compile(rb"([\x20-\x7e]*)\x00").match
 
 
 def hex_bytes(data: bytes | bytearray | memoryview) -> str:
@@ -81,6 +83,11 @@ def _hex_str(v: int) -> str:
 
 def _float(v: float) -> str:
     return repr(v) if math.isfinite(v) else "null"
+
+
+def _batch_hex(data: bytes) -> str:
+    """``"0x01","0xab",`` for every byte: 7 characters a byte."""
+    return '"0x' + data.hex(" ").replace(" ", '","0x') + '",' if data else ""
 
 
 class _Layout:
@@ -142,9 +149,8 @@ def _compile(layout: _Layout) -> Render:
             (i0, c0), = convs
 
             def one(buf: Any, off: int) -> str:
-                v = list(unpack(buf, off + s0))
-                v[i0] = c0(v[i0])
-                return template % tuple(v)
+                v = unpack(buf, off + s0)
+                return template % (*v[:i0], c0(v[i0]), *v[i0 + 1:])
             return one
 
     def render(buf: Any, off: int) -> str:
@@ -298,12 +304,21 @@ class TypeFormatter:
         as_list = _compile(elems)
         n = t.nelems
 
+        cache: dict[bytes, str] = {}  # the same names (comm, ...) recur in most maps
+
         def text_or_list(raw: bytes) -> str:
+            done = cache.get(raw)
+            if done is not None:
+                return done
             # is_str_array: printable ASCII (0x20..0x7e) up to a NUL inside the array
-            end = raw.find(b"\0")
-            if end >= 0 and all(0x20 <= c < 0x7f for c in raw[:end]):
-                return json.dumps(raw[:end].decode("ascii"))
-            return as_list(raw, 0)
+            text = _TEXT(raw)
+            if text is None:
+                return as_list(raw, 0)
+            s = text.group(1)
+            done = '"' + s.decode() + '"' if b'"' not in s and b"\\" not in s else json.dumps(s.decode())
+            if len(cache) < 4096:
+                cache[raw] = done
+            return done
         return _leaf(f"{n}s", text_or_list)
 
     def _enum(self, t: Enum) -> _Layout:
@@ -342,6 +357,27 @@ class EntryFormatter:
         if self.types is not None:
             self._key = self.types.render(key_type_id) if key_type_id else None
             self._value = self.types.render(value_type_id)
+
+
+    def entries(self, kbuf: bytes, vbuf: bytes, count: int) -> list[str]:
+        """The ``count`` entries of a batch: keys packed in ``kbuf``, values (value_buf_size
+        each) in ``vbuf``. Hex is made once a batch: every byte becomes the 7 characters
+        ``"0xNN",`` and an entry's list is one slice of that."""
+        ks, vsz = self.key_size, self.value_buf_size
+        if self.ncpus or self.map_in_map or not ks or not vsz:
+            entry = self.entry
+            return [entry(kbuf, i * ks, vbuf, i * vsz) for i in range(count)]
+        khex, vhex = _batch_hex(kbuf), _batch_hex(vbuf)
+        kw, vw = ks * 7, vsz * 7
+        key, value = self._key, self._value
+        if value is None:
+            return [f'{{"key":[{khex[i * kw:i * kw + kw - 1]}],"value":[{vhex[i * vw:i * vw + vw - 1]}]}}'
+                    for i in range(count)]
+        if key is None:
+            return [f'{{"key":[{khex[i * kw:i * kw + kw - 1]}],"value":[{vhex[i * vw:i * vw + vw - 1]}],'
+                    f'"formatted":{{"value":{value(vbuf, i * vsz)}}}}}' for i in range(count)]
+        return [f'{{"key":[{khex[i * kw:i * kw + kw - 1]}],"value":[{vhex[i * vw:i * vw + vw - 1]}],'
+                f'"formatted":{{"key":{key(kbuf, i * ks)},"value":{value(vbuf, i * vsz)}}}}}' for i in range(count)]
 
     @property
     def value_buf_size(self) -> int:

@@ -122,19 +122,20 @@ def _map_btf(info: Any) -> tuple[Any, int, int]:
 _NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, 524)  # 524: kernel-internal ENOTSUPP
 
 
-def raw_entries(m: Any, value_size: int, batch: int = 4096) -> Iterator[tuple[bytes, int, bytes, int, int]]:
-    """(keys, key offset, values, value offset, errno) for every entry of ``m``, ``value_size``
-    bytes a lookup (one slot per possible CPU for per-CPU maps). BPF_MAP_LOOKUP_BATCH (5.6+) a
-    few thousand entries a syscall; maps and kernels without it, key by key as bpftool does
-    (GET_NEXT_KEY then LOOKUP_ELEM; a failed lookup gives errno, an absent prog/map-array slot
-    nothing)."""
+def raw_batches(m: Any, value_size: int, batch: int = 4096) -> Iterator[tuple[bytes, bytes, int, int]]:
+    """(keys, values, count, errno) for every entry of ``m``: ``count`` keys of ``m.key_size``
+    bytes and values of ``value_size`` bytes (one slot per possible CPU for per-CPU maps).
+    BPF_MAP_LOOKUP_BATCH (5.6+) takes a few thousand entries a syscall; maps and kernels
+    without it go key by key as bpftool does (GET_NEXT_KEY, LOOKUP_ELEM), one entry a batch,
+    with the errno of a failed lookup (an absent prog/map-array slot gives nothing)."""
     from .._kernel import bpf as _bpf
     from .._kernel.abi import ffi
     from .._kernel.consts import Cmd
     from ..errors import KernelError
 
     ks = m.key_size
-    if ks and m.type.kernel_name not in ("prog_array", "array_of_maps", "hash_of_maps"):
+    fd_array = m.type.kernel_name in ("prog_array", "array_of_maps", "hash_of_maps")
+    if ks and not fd_array:
         keys, values = ffi.new("char[]", ks * batch), ffi.new("char[]", max(value_size, 1) * batch)
         in_batch, out_batch = None, ffi.new("char[]", max(ks, 8))
         while True:
@@ -148,10 +149,8 @@ def raw_entries(m: Any, value_size: int, batch: int = 4096) -> Iterator[tuple[by
                 if in_batch is None and exc.errno in _NO_BATCH:
                     break  # no batch ops for this map type or kernel: key by key below
                 raise exc.wrap(f"batch lookup in map {m.name!r}")
-            kraw = ffi.buffer(keys, ks * count)[:]
-            vraw = ffi.buffer(values, value_size * count)[:]
-            for i in range(count):
-                yield kraw, i * ks, vraw, i * value_size, 0
+            if count:
+                yield ffi.buffer(keys, ks * count)[:], ffi.buffer(values, value_size * count)[:], count, 0
             if done:
                 return
             in_batch, out_batch = out_batch, in_batch or ffi.new("char[]", max(ks, 8))
@@ -160,14 +159,11 @@ def raw_entries(m: Any, value_size: int, batch: int = 4096) -> Iterator[tuple[by
     while _bpf.map_next_key(m.fd, prev, key):
         k = ffi.buffer(key, ks)[:]
         try:
-            found = _bpf.map_lookup(m.fd, key, value)
-            err = 0 if found else errno.ENOENT
+            err = 0 if _bpf.map_lookup(m.fd, key, value) else errno.ENOENT
         except KernelError as exc:
             err = exc.errno
-        if err == errno.ENOENT and m.type.kernel_name in ("prog_array", "array_of_maps", "hash_of_maps"):
-            pass  # an empty slot (bpftool prints nothing either)
-        else:
-            yield k, 0, ffi.buffer(value, value_size)[:] if not err else b"", 0, err
+        if not (err == errno.ENOENT and fd_array):  # an empty slot: bpftool prints nothing either
+            yield k, ffi.buffer(value, value_size)[:] if not err else b"", 1, err
         prev = ffi.new("char[]", k)
 
 
@@ -182,32 +178,34 @@ def dump(m: Any, as_json: bool, out: Any) -> int:
     percpu = num_possible_cpus() if m.type.kernel_name in PERCPU else 0
     fmt = EntryFormatter(btf, key_id, value_id, key_size=m.key_size, value_size=m.value_size,
                          percpu_cpus=percpu, map_in_map=m.type.kernel_name in ("array_of_maps", "hash_of_maps"))
-    entries = raw_entries(m, fmt.value_buf_size)
+    ks, vsz = m.key_size, fmt.value_buf_size
     count = 0
     if as_json:
-        entry, error, chunk = fmt.entry, fmt.error, []
-        out.write("[")
-        for kbuf, koff, vbuf, voff, err in entries:
-            chunk.append(entry(kbuf, koff, vbuf, voff) if not err else error(kbuf, os.strerror(err)))
-            count += 1
-            if len(chunk) >= 4096:
-                out.write(("," if count > len(chunk) else "") + ",".join(chunk))
-                chunk = []
-        out.write(("," if count > len(chunk) and chunk else "") + ",".join(chunk) + "]\n")
+        sep = "["
+        for kbuf, vbuf, n, err in raw_batches(m, vsz):
+            texts = fmt.entries(kbuf, vbuf, n) if not err else [fmt.error(kbuf, os.strerror(err))]
+            out.write(sep + ",".join(texts))
+            sep, count = ",", count + n
+        out.write("[]\n" if not count else "]\n")
         return count
     types = TypeFormatter(btf, plain=True) if btf is not None else None
-    ks, vs, slot = m.key_size, m.value_size, fmt.slot
+    vs, slot = m.value_size, fmt.slot
     key_text = types.render(key_id) if types and key_id else lambda b, o: hexdump(b[o:o + ks])
     value_text = types.render(value_id) if types else lambda b, o: hexdump(b[o:o + vs])
-    for kbuf, koff, vbuf, voff, err in entries:
-        count += 1
-        if err:
-            value = f"<{os.strerror(err)}>"
-        elif percpu:
-            value = "[" + ", ".join(value_text(vbuf, voff + i * slot) for i in range(percpu)) + "]"
-        else:
-            value = value_text(vbuf, voff)
-        out.write(f"key: {key_text(kbuf, koff)}  value{'s' if percpu else ''}: {value}\n")
+    label = "values" if percpu else "value"
+    for kbuf, vbuf, n, err in raw_batches(m, vsz):
+        lines = []
+        for i in range(n):
+            ko, vo = i * ks, i * vsz
+            if err:
+                value = f"<{os.strerror(err)}>"
+            elif percpu:
+                value = "[" + ", ".join(value_text(vbuf, vo + c * slot) for c in range(percpu)) + "]"
+            else:
+                value = value_text(vbuf, vo)
+            lines.append(f"key: {key_text(kbuf, ko)}  {label}: {value}\n")
+        out.write("".join(lines))
+        count += n
     out.write(f"{count} entr{'y' if count == 1 else 'ies'}\n")
     return count
 
