@@ -205,3 +205,60 @@ def _no_pins_left() -> Iterator[None]:
     for p in leftovers:
         shutil.rmtree(os.path.join("/sys/fs/bpf", p), ignore_errors=True)
     assert not leftovers
+
+
+# ------------------------------------------------------------------ bpfkit attach/load --set
+def _pinned_attach(pin_dir: str, *sets: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    argv = [sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_object("maps_typed")), "--pin", pin_dir]
+    for item in sets:
+        argv += ["--set", item]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def pin_dir() -> Iterator[str]:
+    from bpfkit._kernel import bpf as _bpf
+
+    _bpf.ensure_bpffs("/sys/fs/bpf")
+    path = f"/sys/fs/bpf/bpfkit-typed-{uuid.uuid4().hex[:8]}"
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # the link pins go too: the program detaches
+
+
+def test_attach_set_knobs_change_what_the_program_does(pin_dir: str) -> None:
+    # The knobs select this process, a colour and a tag; the program obeys them.
+    _pinned_attach(pin_dir, f"target_pid={os.getpid()}", "color=MT_BLUE", "tag=knobs", "delta=-9", "step=5")
+    for _ in range(2):
+        os.getpgid(0)
+    with Map.load_pinned(f"{pin_dir}/typed_hash") as h, Map.load_pinned(f"{pin_dir}/bss") as bss:
+        (key, value), = h.items()
+        assert key.pid == os.getpid() and value.count == 2
+        assert value.color.name == "MT_BLUE" and value.comm == "knobs" and value.delta == -9
+        assert bss[0] == struct.pack("=Q", 10)  # hits grew by step=5 per call
+    shutil.rmtree(pin_dir)
+    # enabled=false: the program returns before touching any map.
+    _pinned_attach(pin_dir, f"target_pid={os.getpid()}", "enabled=false")
+    os.getpgid(0)
+    with Map.load_pinned(f"{pin_dir}/typed_hash") as h:
+        assert list(h.items()) == []
+
+
+def test_attach_set_errors_load_nothing(pin_dir: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_object("maps_typed")), "--pin", pin_dir,
+                           "--set", "target_pid=-1"], capture_output=True, text=True, cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, timeout=120)
+    assert proc.returncode != 0 and not os.path.exists(pin_dir)
+    assert ("--set 'target_pid=-1': target_pid: expected const volatile __u32 (an integer in [0, 4294967295]), "
+            "got -1 (out of range)") in proc.stderr
