@@ -660,7 +660,8 @@ class ValueCodec:
         elif isinstance(t, Enum) and text.strip() in {v.name for v in t.values}:
             value = text.strip()
         elif isinstance(t, (Int, Enum, Pointer)):
-            value = _parse_int(text, self.name, self._node.expected)
+            value = _parse_int(text, self.name, self._node.expected,
+                               "no such member, nor an integer" if isinstance(t, Enum) else "not an integer")
         elif isinstance(t, Float):
             try:
                 value = float(text)
@@ -680,7 +681,7 @@ class ValueCodec:
         return f"<ValueCodec {self.name}: {self.type_name} ({self.size} bytes)>"
 
 
-def _parse_int(text: str, name: str, expected: str) -> int:
+def _parse_int(text: str, name: str, expected: str, why: str) -> int:
     word = text.strip().replace("_", "")
     try:
         return int(word, 0)
@@ -689,7 +690,7 @@ def _parse_int(text: str, name: str, expected: str) -> int:
     try:
         return int(word, 10)  # "010": decimal, not a Python syntax error
     except ValueError:
-        raise BTFValueError(name, expected, text, "not an integer") from None
+        raise BTFValueError(name, expected, text, why) from None
 
 
 _COMPILERS: dict[tuple[int, int], _Compiler] = {}

@@ -51,9 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct that decodes --events records (default: event; else hex)")
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
-    from .cmd_load import add_map_size_argument
+    from .cmd_load import add_map_size_argument, add_set_argument
 
     add_map_size_argument(parser)
+    add_set_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
 
 
@@ -273,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
-        from .cmd_load import apply_map_sizes
+        from .cmd_load import apply_map_sizes, apply_sets
 
         pin_dir = None
         if args.pin:  # judged (resolved, on bpffs) before anything is loaded or created
@@ -281,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
 
             pin_dir = check_pin_dir(args.pin, "--pin")
         spec = bpfkit.load_spec(args.object)
+        apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
             try:
