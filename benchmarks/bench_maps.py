@@ -8,8 +8,8 @@ char comm[16];}`` by ``u32``), pins its map, fills it once, then times whole pro
 RUNS times (median, and every run), side by side:
 
 * ``bpfkit map dump --json P`` (bpftool's JSON, decoded through BTF) and ``bpfkit map dump P``;
-* the Python API in a fresh interpreter: ``list(m.items())`` typed (records) when the Map
-  decodes through BTF, and BPF_MAP_LOOKUP_BATCH decoded by ``bpfkit.btf.values`` codecs;
+* the Python API in a fresh interpreter: ``list(m.items())``, typed through the map's BTF
+  (records; BPF_MAP_LOOKUP_BATCH, docs/maps.md);
 * bcc (``/usr/bin/python3``, Debian's python3-bpfcc): ``BPF(text=...)`` with
   ``BPF_TABLE_PINNED`` opens the pinned map, then ``items()`` (GET_NEXT_KEY + LOOKUP per key,
   ctypes values whose fields are read only when used), ``items()`` reading every field, and
@@ -47,23 +47,7 @@ from bpfkit.maps import Map
 with Map.load_pinned(sys.argv[1]) as m:
     items = list(m.items())
 k, v = items[0]
-print(len(items), "typed" if not isinstance(v, (bytes, bytearray)) else "bytes")
-"""
-
-API_BATCH = """
-import sys
-from bpfkit.maps import Map
-from bpfkit.btf import BTF
-from bpfkit.btf.values import value_codec
-from bpfkit._kernel import bpf as _bpf
-with Map.load_pinned(sys.argv[1]) as m:
-    info = m.info()
-    with _bpf.fd_by_id("btf", info.btf_id) as fd:
-        btf = BTF.from_bytes(_bpf.btf_blob(fd), lazy=True)
-    kdec = value_codec(btf, info.btf_key_type_id).decode
-    vdec = value_codec(btf, info.btf_value_type_id).decode
-    items = [(kdec(k), vdec(v)) for k, v in m.lookup_batch(4096)]
-print(len(items), type(items[0][1]).__name__)
+print(len(items), type(k).__name__, type(v).__name__)
 """
 
 BCC = """
@@ -161,7 +145,6 @@ def main() -> int:
             ("bpfkit map dump --json", [*bpfkit, "map", "dump", path, "--json"], None),
             ("bpfkit map dump (text)", [*bpfkit, "map", "dump", path], None),
             ("bpfkit API list(m.items())", [sys.executable, "-c", API_ITEMS, path], None),
-            ("bpfkit API lookup_batch + codec", [sys.executable, "-c", API_BATCH, path], None),
             ("bpftool -j map dump", [bpftool, "-j", "map", "dump", "pinned", path], None),
             ("bpftool map dump", [bpftool, "map", "dump", "pinned", path], None),
         ]
@@ -220,11 +203,10 @@ def ratios(m: dict[str, float]) -> None:
 
     show("bcc items() / bpfkit map dump --json", "bcc items()", "bpfkit map dump --json", 2)
     show("bcc items() / bpfkit API list(m.items())", "bcc items()", "bpfkit API list(m.items())", 2)
-    show("bcc items() / bpfkit API lookup_batch + codec", "bcc items()", "bpfkit API lookup_batch + codec", 2)
-    show("bcc items() + fields / bpfkit API lookup_batch + codec", "bcc items() + read every field",
-         "bpfkit API lookup_batch + codec", 2)
-    show("bcc items_lookup_batch() / bpfkit API lookup_batch + codec", "bcc items_lookup_batch()",
-         "bpfkit API lookup_batch + codec", None)
+    show("bcc items() + fields / bpfkit API list(m.items())", "bcc items() + read every field",
+         "bpfkit API list(m.items())", 2)
+    show("bcc items_lookup_batch() / bpfkit API list(m.items())", "bcc items_lookup_batch()",
+         "bpfkit API list(m.items())", None)
     show("bpfkit map dump --json / bpftool -j map dump", "bpfkit map dump --json", "bpftool -j map dump", 3, True)
     show("bpfkit map dump (text) / bpftool map dump", "bpfkit map dump (text)", "bpftool map dump", 3, True)
 
