@@ -384,35 +384,28 @@ class EntryFormatter:
         """Bytes one lookup fills: one 8-aligned slot per possible CPU for per-CPU maps."""
         return self.slot * self.ncpus if self.ncpus else self.value_size
 
+    def _value_part(self, render: Render, vbuf: Any, voff: int) -> str:
+        """``"value":V``, or per-CPU ``"values":[{"cpu":i,"value":V},...]`` (8-aligned slots)."""
+        if not self.ncpus:
+            return '"value":' + render(vbuf, voff)
+        slot = self.slot
+        return '"values":[' + ",".join(f'{{"cpu":{i},"value":{render(vbuf, voff + i * slot)}}}'
+                                       for i in range(self.ncpus)) + "]"
+
+    def _hex_value(self, vbuf: Any, voff: int) -> str:
+        return hex_bytes(vbuf[voff:voff + self.value_size])
+
     def entry(self, kbuf: Any, koff: int, vbuf: Any, voff: int) -> str:
         """The entry whose key is at ``kbuf[koff:]`` and value at ``vbuf[voff:]`` (buffers:
         bytes or memoryview)."""
-        ks, vs = self.key_size, self.value_size
-        parts = ['{"key":', hex_bytes(kbuf[koff:koff + ks])]
-        if not self.ncpus:
-            parts += [',"value":', hex_bytes(vbuf[voff:voff + vs])]
-            if self.map_in_map:
-                parts.append(f',"inner_map_id":{int.from_bytes(vbuf[voff:voff + 4], "little")}')
-        else:
-            slot = self.slot
-            parts.append(',"values":[')
-            parts.append(",".join(f'{{"cpu":{i},"value":{hex_bytes(vbuf[voff + i * slot:voff + i * slot + vs])}}}'
-                                  for i in range(self.ncpus)))
-            parts.append("]")
+        parts = ['{"key":', hex_bytes(kbuf[koff:koff + self.key_size]), ",", self._value_part(self._hex_value, vbuf, voff)]
+        if self.map_in_map:
+            parts.append(f',"inner_map_id":{int.from_bytes(vbuf[voff:voff + 4], "little")}')
         if self._value is not None:
             parts.append(',"formatted":{')
             if self._key is not None:
                 parts += ['"key":', self._key(kbuf, koff), ","]
-            value = self._value
-            if not self.ncpus:
-                parts += ['"value":', value(vbuf, voff)]
-            else:
-                slot = self.slot
-                parts.append('"values":[')
-                parts.append(",".join(f'{{"cpu":{i},"value":{value(vbuf, voff + i * slot)}}}'
-                                      for i in range(self.ncpus)))
-                parts.append("]")
-            parts.append("}")
+            parts += [self._value_part(self._value, vbuf, voff), "}"]
         parts.append("}")
         return "".join(parts)
 

@@ -106,17 +106,13 @@ def _open_for_dump(target: int | str) -> Any:
 def _map_btf(info: Any) -> tuple[Any, int, int]:
     """(BTF, key type id, value type id) of a map as bpftool finds them: struct_ops values in
     vmlinux, else the map's own BTF object (by info.btf_id); (None, 0, 0) without value BTF."""
-    from .._kernel import bpf as _bpf
-    from ..btf import BTF
     from ..btf import kernel as kbtf
 
     if int(info.btf_vmlinux_value_type_id):
         return kbtf.vmlinux(), int(info.btf_key_type_id), int(info.btf_vmlinux_value_type_id)
     if not int(info.btf_value_type_id) or not int(info.btf_id):
         return None, 0, 0
-    with _bpf.fd_by_id("btf", int(info.btf_id)) as fd:
-        blob = _bpf.btf_blob(fd)
-    return BTF.from_bytes(blob, lazy=True), int(info.btf_key_type_id), int(info.btf_value_type_id)
+    return kbtf.by_id(int(info.btf_id)), int(info.btf_key_type_id), int(info.btf_value_type_id)
 
 
 _NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, 524)  # 524: kernel-internal ENOTSUPP
