@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Self, Union, cast
+from typing import TYPE_CHECKING, Any, Self, Union
 
 from ._kernel.consts import PerfSwId
 from ._kernel.cpus import online_cpus
@@ -702,8 +702,7 @@ def attach_all(
             if wanted is not None and name not in wanted:
                 continue
             try:
-                # A struct_ops link's update() takes a map, not a program: a Link otherwise.
-                result.links[name] = cast(Link, struct_ops(m))
+                result.links[name] = struct_ops(m)
             except BPFKitError as exc:
                 raise exc.wrap(f"auto-attach struct_ops map {name!r}")
             ops: Any = getattr(m, "struct_ops", None)  # bpfkit.struct_ops.StructOps, set by Collection

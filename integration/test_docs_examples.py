@@ -4,8 +4,8 @@ A fenced block whose info string is ``python runnable`` or ``sh runnable`` is ex
 from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
 may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``, ``tcx``,
-``kfunc_calls``, or any feature name of bpfkit.features) to say what the kernel must have;
-it is skipped, naming that, where this kernel lacks it. An example that needs files builds them
+``kfunc_calls``, or any feature name of bpfkit.features; several as ``needs=A,B``) to say what
+the kernel must have; it is skipped, naming the first one missing, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
 fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
 ``sh fragment``: ``test_every_fenced_block_is_runnable_or_a_fragment`` fails on a Python or shell
@@ -113,8 +113,8 @@ def test_every_fenced_block_is_runnable_or_a_fragment() -> None:
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
 def test_example_runs(block: Block) -> None:
-    if block.needs:
-        why = _kernel_has(block.needs)
+    for kind in filter(None, block.needs.split(",")):
+        why = _kernel_has(kind)
         if why:
             pytest.skip(why)
     env = dict(os.environ)
