@@ -208,7 +208,7 @@ class _Compiler:
             make: Any = enum.IntEnum  # the functional API (mypy wants a literal class name)
             cls: type[enum.IntEnum] | None
             try:
-                cls = make(t.name or f"enum_{t.id}", [(v.name, v.value) for v in t.values])
+                cls = make(t.name or f"enum_{t.id}", [(v.name, v.value) for v in t.values], module=__name__)
             except (ValueError, TypeError):  # names Python refuses (_sunder_, mro, ...)
                 cls = None
             self.enums[t.id] = cls
