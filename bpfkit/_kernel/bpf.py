@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc
-from .consts import AttachType, Cmd, syscall_number
+from .consts import BPF_F_QUERY_EFFECTIVE, AttachType, Cmd, syscall_number
 from .fd import FD
 
 _NR_BPF = syscall_number("bpf")
@@ -725,23 +725,57 @@ def link_create_iter(prog_fd: FD | int, iter_info: bytes = b"", detail: str = ""
 
 
 def prog_attach(
-    target_fd: int, prog_fd: FD | int, attach_type: int, flags: int = 0, replace_fd: int = 0
+    target_fd: int, prog_fd: FD | int, attach_type: int, flags: int = 0, replace_fd: int = 0,
+    relative: int = 0, expected_revision: int = 0, detail: str = "",
 ) -> None:
+    """BPF_PROG_ATTACH. ``replace_fd`` with BPF_F_REPLACE (5.6); ``relative`` (an fd or, with
+    BPF_F_ID, an id) and ``expected_revision`` for multi-program hooks (6.6: tcx; cgroups 6.16)."""
     attr = new_attr()
     attr.target_fd = target_fd
     attr.attach_bpf_fd = int(prog_fd)
     attr.attach_type = attach_type
     attr.attach_flags = flags
     attr.replace_bpf_fd = replace_fd
-    bpf(Cmd.PROG_ATTACH, attr)
+    attr.relative_fd = relative
+    attr.expected_revision = expected_revision
+    bpf(Cmd.PROG_ATTACH, attr, detail=detail)
 
 
-def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int) -> None:
+def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int, detail: str = "") -> None:
     attr = new_attr()
     attr.target_fd = target_fd
     attr.attach_bpf_fd = int(prog_fd)
     attr.attach_type = attach_type
-    bpf(Cmd.PROG_DETACH, attr)
+    bpf(Cmd.PROG_DETACH, attr, detail=detail)
+
+
+def prog_query_flags(target_fd: int, attach_type: int, effective: bool = False,
+                     count: int = 64) -> tuple[list[int], list[int], int, int]:
+    """BPF_PROG_QUERY of a cgroup or netns hook: (program ids in run order, each one's attach
+    flags (5.19, 0 before and for effective queries), the hook's attach_flags, the revision
+    (6.16 for cgroups; 0 before)). ``effective`` (BPF_F_QUERY_EFFECTIVE) lists what runs for
+    the cgroup, inherited programs included. Grows the buffers on ENOSPC."""
+    while True:
+        attr = new_attr()
+        ids = ffi.new("uint32_t[]", count)
+        flags = ffi.new("uint32_t[]", count)
+        attr.query.target_fd = target_fd
+        attr.query.attach_type = attach_type
+        attr.query.query_flags = BPF_F_QUERY_EFFECTIVE if effective else 0
+        attr.query.prog_ids = addr(ids)
+        attr.query.prog_cnt = count
+        if not effective:  # the kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE
+            attr.query.prog_attach_flags = addr(flags)
+        try:
+            bpf(Cmd.PROG_QUERY, attr)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.prog_cnt > count:
+                count = int(attr.query.prog_cnt)
+                continue
+            raise
+        n = int(attr.query.prog_cnt)
+        return ([ids[i] for i in range(n)], [flags[i] for i in range(n)], int(attr.query.attach_flags),
+                int(attr.query.revision))
 
 
 def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[list[int], int]:

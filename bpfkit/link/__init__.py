@@ -14,6 +14,7 @@
     lk = link.xdp("eth0", prog, netns="blue")                    # XDP link, else netlink
     lk = link.tc("eth0", prog, "ingress")                        # tcx link, else cls_bpf
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
+    lk = link.attach_cgroup("/sys/fs/cgroup/unified/app", prog)   # cgroup link, else BPF_PROG_ATTACH
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -53,6 +54,19 @@ from .base import (
 from .base import (
     register_link_class as register_link_class,
 )
+from .cgroup import (
+    CGROUP_HOOKS,
+    CgroupInfo,
+    CgroupLink,
+    CgroupProgAttachment,
+    CgroupProgram,
+    CgroupQuery,
+    attach_cgroup,
+    cgroup_programs,
+    cgroup_query,
+)
+from .cgroup import have_cgroup_link as have_cgroup_link
+from .cgroup import have_cgroup_mprog as have_cgroup_mprog
 from .group import LinkGroup, attach_many, close_links
 from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
 from .kprobe import kprobe, kretprobe, ksyscall
@@ -74,6 +88,7 @@ from .multi import (
 )
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
+from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
 from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
 from .sampling import SampleEvent as SampleEvent
 from .struct_ops import StructOpsInfo, struct_ops
@@ -154,6 +169,21 @@ __all__ = [
     "Anchor",
     "NetAttachMode",
     "attach_network",
+    # cgroups
+    "attach_cgroup",
+    "cgroup_query",
+    "cgroup_programs",
+    "CGROUP_HOOKS",
+    "CgroupLink",
+    "CgroupProgAttachment",
+    "CgroupInfo",
+    "CgroupQuery",
+    "CgroupProgram",
+    # BPF_PROG_ATTACH
+    "ProgAttachMode",
+    "ProgAttachment",
+    "raw_attach_program",
+    "raw_detach_program",
     # from section names and probe specs
     "attach_all",
     "attach_section",
