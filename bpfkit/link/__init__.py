@@ -15,6 +15,7 @@
     lk = link.tc("eth0", prog, "ingress")                        # tcx link, else cls_bpf
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
     lk = link.attach_cgroup("/sys/fs/cgroup/unified/app", prog)   # cgroup link, else BPF_PROG_ATTACH
+    lk = link.attach_netns(prog, netns="blue")                   # flow_dissector / sk_lookup
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -86,6 +87,7 @@ from .multi import (
     uprobe_session,
     uretprobe_multi,
 )
+from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
@@ -179,6 +181,14 @@ __all__ = [
     "CgroupInfo",
     "CgroupQuery",
     "CgroupProgram",
+    # network namespaces
+    "attach_netns",
+    "netns_query",
+    "NETNS_HOOKS",
+    "NetnsLink",
+    "NetnsProgAttachment",
+    "NetnsInfo",
+    "NetnsQuery",
     # BPF_PROG_ATTACH
     "ProgAttachMode",
     "ProgAttachment",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import errno
+from collections.abc import Callable
 from typing import Any
 
 from .._kernel import bpf as _bpf
@@ -91,9 +92,11 @@ class ProgAttachment(FdOnlyLink):
 
     kind = "prog_attach"
 
-    def __init__(self, target_fd: FD, prog: ProgramArg, attach_type: AttachType | int, flags: int,
+    def __init__(self, target_fd: FD | None, prog: ProgramArg, attach_type: AttachType | int, flags: int,
                  where: str, hook: str) -> None:
-        self._target = target_fd  # our own fd on the cgroup/netns/map: detaching needs it
+        # Our own fd on the cgroup/map (detaching needs it); None where the hook is the calling
+        # thread's network namespace (flow_dissector: target_fd must be 0, see netns.py).
+        self._target = target_fd
         self._prog_fd: FD | None = dup_prog_fd(prog)
         self.attach_type = attach_type
         self.flags = flags
@@ -130,11 +133,12 @@ class ProgAttachment(FdOnlyLink):
         if not self._attached:
             raise UsageError(f"update of a detached program ({self.program} on {self.where} {self.hook})")
         replace = old if old is not None else self._prog_fd
+        target = self._target if self._target is not None else 0
         try:
             if self.flags & BPF_F_ALLOW_MULTI:
-                raw_attach_program(self._target, prog, self.attach_type, flags=self.flags, replace=replace)
+                self._run(raw_attach_program, target, prog, self.attach_type, flags=self.flags, replace=replace)
             else:
-                raw_attach_program(self._target, prog, self.attach_type, flags=self.flags)
+                self._run(raw_attach_program, target, prog, self.attach_type, flags=self.flags)
         except BPFKitError as exc:
             raise exc.wrap(f"update {self.program!r} on {self.where} {self.hook} to {prog_name(prog)!r}")
         mine = dup_prog_fd(prog)
@@ -143,10 +147,20 @@ class ProgAttachment(FdOnlyLink):
         self.prog_id = prog_id_of(mine)
         self.program = prog_name(prog)
 
+    def _run(self, fn: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        """Where attach and detach calls run (netns.py: inside the namespace)."""
+        fn(*args, **kwargs)
+
+    def _release(self) -> None:
+        """Free what the attachment holds besides the program fd."""
+        if self._target is not None:
+            self._target.close()
+
     def _detach(self) -> None:
         assert self._prog_fd is not None
         try:
-            raw_detach_program(self._target, self._prog_fd, self.attach_type)
+            self._run(raw_detach_program, self._target if self._target is not None else 0, self._prog_fd,
+                      self.attach_type)
         except KernelError as exc:
             if exc.errno == errno.ENOENT:
                 return  # someone detached it already
@@ -169,7 +183,7 @@ class ProgAttachment(FdOnlyLink):
         finally:
             self._prog_fd.close()
             self._prog_fd = None
-            self._target.close()
+            self._release()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("attached" if self._attached else "detached")
