@@ -366,6 +366,10 @@ _NEVER_AUTO = {
     "struct_ops.s": "struct_ops callbacks run through their struct_ops map, which attach_all registers (link.struct_ops)",
     "perf_event": ("perf_event programs sample counters chosen at run time; attach with "
                    "bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)"),
+    "socket": "a socket filter goes on a socket chosen at run time: attach with bpfkit.link.attach_socket_filter",
+    "sk_reuseport": "a reuseport program goes on a socket group: attach with bpfkit.link.attach_reuseport",
+    "sk_skb": "sk_skb programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+    "sk_msg": "sk_msg programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
     "sk_lookup": ("an sk_lookup program acts on a whole network namespace, which a section does not name; attach "
                   "with bpfkit.link.attach_netns(prog, netns)"),
     "flow_dissector": ("a flow dissector acts on a whole network namespace, which a section does not name; attach "

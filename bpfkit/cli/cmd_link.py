@@ -68,6 +68,8 @@ def _target(detail: Any) -> str:
         return ""
     if hasattr(detail, "cgroup_id") and hasattr(detail, "hook"):
         return _cgroup_target(detail)
+    if hasattr(detail, "map_id") and hasattr(detail, "hook"):
+        return f"map {detail.map_id} {detail.hook}"
     if hasattr(detail, "netns_ino") and hasattr(detail, "hook"):
         return f"netns {detail.netns_ino} {detail.hook}"  # the inode `ls -l /proc/PID/ns/net` shows
     d = _detail(detail)

@@ -16,6 +16,8 @@
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
     lk = link.attach_cgroup("/sys/fs/cgroup/unified/app", prog)   # cgroup link, else BPF_PROG_ATTACH
     lk = link.attach_netns(prog, netns="blue")                   # flow_dissector / sk_lookup
+    lk = link.attach_socket_filter(sock, prog)                   # SO_ATTACH_BPF (also attach_reuseport)
+    lk = link.attach_sockmap(coll.maps["socks"], verdict)         # sk_skb/sk_msg: sockmap link, else PROG_ATTACH
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -93,6 +95,18 @@ from .perf_event import have_perf_link as have_perf_link
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
 from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
 from .sampling import SampleEvent as SampleEvent
+from .socket import (
+    SOCKMAP_HOOKS,
+    ReuseportProgram,
+    SocketFilter,
+    SockmapInfo,
+    SockmapLink,
+    SockmapProgAttachment,
+    attach_reuseport,
+    attach_socket_filter,
+    attach_sockmap,
+)
+from .socket import have_sockmap_link as have_sockmap_link
 from .struct_ops import StructOpsInfo, struct_ops
 from .struct_ops import StructOpsLink as StructOpsLink
 from .struct_ops import StructOpsMapLink as StructOpsMapLink
@@ -189,6 +203,16 @@ __all__ = [
     "NetnsProgAttachment",
     "NetnsInfo",
     "NetnsQuery",
+    # sockets
+    "attach_socket_filter",
+    "attach_reuseport",
+    "attach_sockmap",
+    "SOCKMAP_HOOKS",
+    "SocketFilter",
+    "ReuseportProgram",
+    "SockmapLink",
+    "SockmapProgAttachment",
+    "SockmapInfo",
     # BPF_PROG_ATTACH
     "ProgAttachMode",
     "ProgAttachment",
