@@ -370,6 +370,8 @@ _NEVER_AUTO = {
     "sk_reuseport": "a reuseport program goes on a socket group: attach with bpfkit.link.attach_reuseport",
     "sk_skb": "sk_skb programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
     "sk_msg": "sk_msg programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+    "netfilter": ("a netfilter program needs a family, hook and priority, which a section does not name; attach "
+                  "with bpfkit.link.attach_netfilter(prog, family, hook, priority)"),
     "sk_lookup": ("an sk_lookup program acts on a whole network namespace, which a section does not name; attach "
                   "with bpfkit.link.attach_netns(prog, netns)"),
     "flow_dissector": ("a flow dissector acts on a whole network namespace, which a section does not name; attach "

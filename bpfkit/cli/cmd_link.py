@@ -68,6 +68,9 @@ def _target(detail: Any) -> str:
         return ""
     if hasattr(detail, "cgroup_id") and hasattr(detail, "hook"):
         return _cgroup_target(detail)
+    if hasattr(detail, "priority") and hasattr(detail, "family"):
+        fam, hook = (getattr(v, "name", str(v)).lower() for v in (detail.family, detail.hook))
+        return f"{fam} {hook} priority {detail.priority}" + (" defrag" if detail.defrag else "")
     if hasattr(detail, "map_id") and hasattr(detail, "hook"):
         return f"map {detail.map_id} {detail.hook}"
     if hasattr(detail, "netns_ino") and hasattr(detail, "hook"):

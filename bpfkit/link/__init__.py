@@ -18,6 +18,7 @@
     lk = link.attach_netns(prog, netns="blue")                   # flow_dissector / sk_lookup
     lk = link.attach_socket_filter(sock, prog)                   # SO_ATTACH_BPF (also attach_reuseport)
     lk = link.attach_sockmap(coll.maps["socks"], verdict)         # sk_skb/sk_msg: sockmap link, else PROG_ATTACH
+    lk = link.attach_netfilter(prog, "ipv4", "local_out", priority=100)  # SEC("netfilter"), 6.4+
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -89,6 +90,8 @@ from .multi import (
     uprobe_session,
     uretprobe_multi,
 )
+from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
+from .netfilter import have_netfilter_link as have_netfilter_link
 from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
@@ -203,6 +206,12 @@ __all__ = [
     "NetnsProgAttachment",
     "NetnsInfo",
     "NetnsQuery",
+    # netfilter
+    "attach_netfilter",
+    "NetfilterFamily",
+    "NetfilterHook",
+    "NetfilterLink",
+    "NetfilterInfo",
     # sockets
     "attach_socket_filter",
     "attach_reuseport",
