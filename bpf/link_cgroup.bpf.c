@@ -8,6 +8,9 @@
 //   8 bind4 calls           9 connect4_other (a second connect4 program, for ordering)
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+
+#define COUNT_SLOTS 10
+#include "counts.h"
 #include <bpf/bpf_endian.h>
 
 #define SOL_SOCKET 1
@@ -19,21 +22,6 @@ const volatile __u16 to_port = 0;   /* ... goes to this one */
 const volatile __u32 dev_major = 0; /* cgroup/dev: deny this char device */
 const volatile __u32 dev_minor = 0;
 const volatile __s32 sockopt_value = 0; /* getsockopt(SOL_SOCKET, SO_PRIORITY) reads this */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 10);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-static __always_inline void bump(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&counts, &slot);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 SEC("cgroup/connect4")
 int cg_connect4(struct bpf_sock_addr *ctx)

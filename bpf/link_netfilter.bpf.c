@@ -5,23 +5,11 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#define COUNT_SLOTS 2
+#include "counts.h"
+
 #define NF_DROP 0
 #define NF_ACCEPT 1
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-static __always_inline void bump(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&counts, &slot);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 SEC("netfilter")
 int drop_all(void *ctx)

@@ -7,6 +7,9 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#define COUNT_SLOTS 4
+#include "counts.h"
+
 #define IPPROTO_TCP_ 6
 
 const volatile __u32 port_lo = 0;
@@ -18,21 +21,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } socks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-static __always_inline void bump(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&counts, &slot);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 SEC("sk_lookup")
 int steer(struct bpf_sk_lookup *ctx)

@@ -5,12 +5,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
+#define COUNT_SLOTS 8
+#include "counts.h"
 
 /* sk_skb programs: data arriving at a socket of this map goes out of the socket at key 1. */
 struct {
@@ -35,14 +31,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } group SEC(".maps");
-
-static __always_inline void bump(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&counts, &slot);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 /* A UDP socket filter: datagrams whose payload starts with 'd' are dropped. */
 SEC("socket")

@@ -749,33 +749,41 @@ def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int, detail: str
     bpf(Cmd.PROG_DETACH, attr, detail=detail)
 
 
+def _prog_query(target: int, attach_type: int, query_flags: int, arrays: tuple[str, ...],
+                count: int) -> tuple[Any, dict[str, list[int]]]:
+    """BPF_PROG_QUERY with a u32 array of ``count`` for each ``attr.query`` field named in
+    ``arrays``; grows them and asks again when the kernel says ENOSPC (and how many it has)."""
+    while True:
+        attr = new_attr()
+        bufs = {name: ffi.new("uint32_t[]", count) for name in arrays}
+        attr.query.target_fd = target
+        attr.query.attach_type = attach_type
+        attr.query.query_flags = query_flags
+        for name, buf in bufs.items():
+            setattr(attr.query, name, addr(buf))
+        attr.query.count = count
+        try:
+            bpf(Cmd.PROG_QUERY, attr)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.count > count:
+                count = int(attr.query.count)
+                continue
+            raise
+        n = int(attr.query.count)
+        return attr, {name: [buf[i] for i in range(n)] for name, buf in bufs.items()}
+
+
 def prog_query_flags(target_fd: int, attach_type: int, effective: bool = False,
                      count: int = 64) -> tuple[list[int], list[int], int, int]:
     """BPF_PROG_QUERY of a cgroup or netns hook: (program ids in run order, each one's attach
     flags (5.19, 0 before and for effective queries), the hook's attach_flags, the revision
     (6.16 for cgroups; 0 before)). ``effective`` (BPF_F_QUERY_EFFECTIVE) lists what runs for
-    the cgroup, inherited programs included. Grows the buffers on ENOSPC."""
-    while True:
-        attr = new_attr()
-        ids = ffi.new("uint32_t[]", count)
-        flags = ffi.new("uint32_t[]", count)
-        attr.query.target_fd = target_fd
-        attr.query.attach_type = attach_type
-        attr.query.query_flags = BPF_F_QUERY_EFFECTIVE if effective else 0
-        attr.query.prog_ids = addr(ids)
-        attr.query.prog_cnt = count
-        if not effective:  # the kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE
-            attr.query.prog_attach_flags = addr(flags)
-        try:
-            bpf(Cmd.PROG_QUERY, attr)
-        except Exception as exc:
-            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.prog_cnt > count:
-                count = int(attr.query.prog_cnt)
-                continue
-            raise
-        n = int(attr.query.prog_cnt)
-        return ([ids[i] for i in range(n)], [flags[i] for i in range(n)], int(attr.query.attach_flags),
-                int(attr.query.revision))
+    the cgroup, inherited programs included."""
+    # The kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE.
+    arrays = ("prog_ids",) if effective else ("prog_ids", "prog_attach_flags")
+    attr, got = _prog_query(target_fd, attach_type, BPF_F_QUERY_EFFECTIVE if effective else 0, arrays, count)
+    ids = got["prog_ids"]
+    return ids, got.get("prog_attach_flags", [0] * len(ids)), int(attr.query.attach_flags), int(attr.query.revision)
 
 
 def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[list[int], int]:
@@ -793,25 +801,9 @@ def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[l
 def prog_query_mprog(target: int, attach_type: int, count: int = 16) -> tuple[list[int], list[int], int]:
     """BPF_PROG_QUERY of a multi-program hook (tcx, netkit; 6.6): (program ids in run order,
     the link id holding each or 0, the hook's revision). ``target`` is an ifindex in the
-    calling thread's network namespace. Grows the buffers when the kernel says ENOSPC."""
-    while True:
-        attr = new_attr()
-        prog_ids = ffi.new("uint32_t[]", count)
-        link_ids = ffi.new("uint32_t[]", count)
-        attr.query.target_fd = target
-        attr.query.attach_type = attach_type
-        attr.query.prog_ids = addr(prog_ids)
-        attr.query.link_ids = addr(link_ids)
-        attr.query.count = count
-        try:
-            bpf(Cmd.PROG_QUERY, attr)
-        except Exception as exc:
-            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.count > count:
-                count = int(attr.query.count)
-                continue
-            raise
-        n = int(attr.query.count)
-        return [prog_ids[i] for i in range(n)], [link_ids[i] for i in range(n)], int(attr.query.revision)
+    calling thread's network namespace."""
+    attr, got = _prog_query(target, attach_type, 0, ("prog_ids", "link_ids"), count)
+    return got["prog_ids"], got["link_ids"], int(attr.query.revision)
 
 
 def enable_stats(stats_type: int = 0) -> FD:

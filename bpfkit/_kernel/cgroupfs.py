@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ..errors import KernelError, NotFoundError, UsageError
 from .bpffs import fs_magic
 from .fd import FD
+from .mountinfo import mountinfo
 
 __all__ = ["cgroup2_mounts", "cgroup2_root", "open_cgroup", "cgroup_id", "cgroup_path", "cgroup_paths", "walk"]
 
@@ -24,17 +25,7 @@ CGROUP2_SUPER_MAGIC = 0x63677270
 
 def cgroup2_mounts() -> list[str]:
     """Mount points of the cgroup2 filesystem, as /proc/self/mountinfo lists them."""
-    found = []
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                fields = left.split()
-                if right.split()[:1] == ["cgroup2"] and len(fields) >= 5:
-                    found.append(fields[4].replace("\\040", " "))
-    except OSError:
-        pass
-    return found
+    return [point for point, fstype in mountinfo() if fstype == "cgroup2"]
 
 
 def cgroup2_root() -> str:

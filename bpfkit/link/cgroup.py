@@ -52,9 +52,9 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from ._net import _cached, check_program, explained, prog_id_of, prog_name
-from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
-from .tc import Anchor
+from .tc import Anchor, mprog_link_args
 
 __all__ = ["CGROUP_HOOKS", "CgroupInfo", "CgroupLink", "CgroupProgAttachment", "CgroupProgram", "CgroupQuery",
            "attach_cgroup", "cgroup_query", "cgroup_programs", "cgroup_hook", "have_cgroup_link",
@@ -285,11 +285,7 @@ class CgroupInfo:
 
 
 def _decode_cgroup(raw: Any) -> CgroupInfo:
-    at = int(raw.cgroup.attach_type)
-    try:
-        typed: AttachType | int = AttachType(at)
-    except ValueError:
-        typed = at
+    typed: AttachType | int = _enum(AttachType, int(raw.cgroup.attach_type))
     return CgroupInfo(int(raw.cgroup.cgroup_id), typed)
 
 
@@ -393,13 +389,7 @@ def attach_cgroup(
 
 def _attach_link(cg: _Cgroup, prog: ProgramArg, prog_fd: int, at: AttachType, anchor: Anchor | None,
                  expected_revision: int) -> CgroupLink:
-    aflags, relative = anchor.resolve() if anchor is not None else (0, 0)
-
-    def fill(attr: Any) -> None:
-        # link_create.cgroup (6.16) has tcx's layout: relative_fd/id, then expected_revision.
-        attr.link_create.tcx.relative_fd = relative
-        attr.link_create.tcx.expected_revision = expected_revision
-
+    aflags, fill = mprog_link_args(anchor, expected_revision)  # link_create.cgroup (6.16): tcx's layout
     try:
         fd = _bpf.link_create(prog_fd, cg.fd.raw, int(at), aflags, fill)
     except BPFKitError as exc:

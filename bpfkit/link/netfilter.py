@@ -41,19 +41,10 @@ class NetfilterFamily(enum.IntEnum):
 
     @classmethod
     def of(cls, value: NetfilterFamily | str | int) -> NetfilterFamily:
-        if isinstance(value, NetfilterFamily):
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return cls(value)
-            except ValueError:
-                pass
-        else:
-            text = str(value).lower().removeprefix("nfproto_")
-            text = {"inet": "ipv4", "ip": "ipv4", "ip6": "ipv6", "inet6": "ipv6"}.get(text, text)
-            if text.upper() in cls.__members__:
-                return cls[text.upper()]
-        raise UsageError(f"unknown netfilter family {value!r}: expected ipv4 or ipv6")
+        found: NetfilterFamily = _member(cls, value, "nfproto_", {"inet": "ipv4", "ip": "ipv4", "ip6": "ipv6",
+                                                                  "inet6": "ipv6"},
+                                         "netfilter family", "ipv4 or ipv6")
+        return found
 
 
 class NetfilterHook(enum.IntEnum):
@@ -67,20 +58,26 @@ class NetfilterHook(enum.IntEnum):
 
     @classmethod
     def of(cls, value: NetfilterHook | str | int) -> NetfilterHook:
-        if isinstance(value, NetfilterHook):
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return cls(value)
-            except ValueError:
-                pass
-        else:
-            text = str(value).lower().removeprefix("nf_inet_")
-            text = {"input": "local_in", "output": "local_out"}.get(text, text)
-            if text.upper() in cls.__members__:
-                return cls[text.upper()]
-        raise UsageError(f"unknown netfilter hook {value!r}: expected prerouting, local_in (input), forward, "
-                         "local_out (output) or postrouting")
+        found: NetfilterHook = _member(cls, value, "nf_inet_", {"input": "local_in", "output": "local_out"},
+                                       "netfilter hook", "prerouting, local_in (input), forward, local_out (output) "
+                                       "or postrouting")
+        return found
+
+
+def _member(cls: Any, value: Any, prefix: str, aliases: dict[str, str], what: str, expected: str) -> Any:
+    """The member of IntEnum ``cls`` that ``value`` names: the member, its number, or its name
+    (any case, with or without the C prefix, or an alias)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in cls._value2member_map_:
+            return cls(value)
+    else:
+        text = str(value).lower().removeprefix(prefix)
+        text = aliases.get(text, text)
+        if text.upper() in cls.__members__:
+            return cls[text.upper()]
+    raise UsageError(f"unknown {what} {value!r}: expected {expected}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_id_of, prog_name
-from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
 __all__ = ["NETNS_HOOKS", "NetnsInfo", "NetnsLink", "NetnsProgAttachment", "NetnsQuery", "attach_netns",
@@ -86,11 +86,7 @@ class NetnsInfo:
 
 
 def _decode_netns(raw: Any) -> NetnsInfo:
-    at = int(raw.netns.attach_type)
-    try:
-        typed: AttachType | int = AttachType(at)
-    except ValueError:
-        typed = at
+    typed: AttachType | int = _enum(AttachType, int(raw.netns.attach_type))
     return NetnsInfo(int(raw.netns.netns_ino), typed)
 
 

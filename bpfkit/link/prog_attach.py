@@ -28,7 +28,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import dup_prog_fd, prog_id_of, prog_name
-from .base import FdOnlyLink, _prog_fd
+from .base import HeldProgramAttachment, _prog_fd
 
 __all__ = ["ProgAttachMode", "ProgAttachment", "raw_attach_program", "raw_detach_program"]
 
@@ -81,7 +81,7 @@ def raw_detach_program(target: Any, prog: ProgramArg | None, attach_type: Attach
     _bpf.prog_detach(_target_fd(target), _prog_fd(prog) if prog is not None else 0, int(attach_type))
 
 
-class ProgAttachment(FdOnlyLink):
+class ProgAttachment(HeldProgramAttachment):
     """A program on a hook through BPF_PROG_ATTACH, as a Link.
 
     close() and detach() detach it (BPF_PROG_DETACH with the program, so another program on
@@ -109,14 +109,6 @@ class ProgAttachment(FdOnlyLink):
     @property
     def description(self) -> str:  # type: ignore[override]
         return f"{self.where} {self.hook}"
-
-    @property
-    def closed(self) -> bool:
-        return self._prog_fd is None
-
-    @property
-    def attached(self) -> bool:
-        return self._attached
 
     def _unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(f"{what} of a program attached with BPF_PROG_ATTACH ({self.where} {self.hook})",
@@ -152,11 +144,10 @@ class ProgAttachment(FdOnlyLink):
         fn(*args, **kwargs)
 
     def _release(self) -> None:
-        """Free what the attachment holds besides the program fd."""
         if self._target is not None:
             self._target.close()
 
-    def _detach(self) -> None:
+    def _remove(self) -> None:
         assert self._prog_fd is not None
         try:
             self._run(raw_detach_program, self._target if self._target is not None else 0, self._prog_fd,
@@ -165,25 +156,6 @@ class ProgAttachment(FdOnlyLink):
             if exc.errno == errno.ENOENT:
                 return  # someone detached it already
             raise exc.wrap(f"detach {self.program!r} from {self.where} {self.hook}")
-
-    def detach(self) -> None:
-        """Detach now; close() still frees the fds."""
-        self._check_open("detach")
-        if self._attached:
-            self._attached = False
-            self._detach()
-
-    def close(self) -> None:
-        if self._prog_fd is None:
-            return
-        try:
-            if self._attached:
-                self._attached = False
-                self._detach()
-        finally:
-            self._prog_fd.close()
-            self._prog_fd = None
-            self._release()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("attached" if self._attached else "detached")

@@ -36,7 +36,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from ._net import _cached, check_program, explained, prog_id_of, prog_name
-from .base import FdOnlyLink, RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import FdOnlyLink, RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
 __all__ = ["SocketFilter", "ReuseportProgram", "SockmapLink", "SockmapProgAttachment", "SockmapInfo",
@@ -234,11 +234,7 @@ class SockmapInfo:
 
 
 def _decode_sockmap(raw: Any) -> SockmapInfo:
-    at = int(raw.sockmap.attach_type)
-    try:
-        typed: AttachType | int = AttachType(at)
-    except ValueError:
-        typed = at
+    typed: AttachType | int = _enum(AttachType, int(raw.sockmap.attach_type))
     return SockmapInfo(int(raw.sockmap.map_id), typed)
 
 
