@@ -779,9 +779,16 @@ def prog_query_flags(target_fd: int, attach_type: int, effective: bool = False,
     flags (5.19, 0 before and for effective queries), the hook's attach_flags, the revision
     (6.16 for cgroups; 0 before)). ``effective`` (BPF_F_QUERY_EFFECTIVE) lists what runs for
     the cgroup, inherited programs included."""
-    # The kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE.
+    # The kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE, and before 5.19
+    # (b79c9fc9551b) at all: its CHECK_ATTR wants every byte after prog_cnt zero (EINVAL).
+    query_flags = BPF_F_QUERY_EFFECTIVE if effective else 0
     arrays = ("prog_ids",) if effective else ("prog_ids", "prog_attach_flags")
-    attr, got = _prog_query(target_fd, attach_type, BPF_F_QUERY_EFFECTIVE if effective else 0, arrays, count)
+    try:
+        attr, got = _prog_query(target_fd, attach_type, query_flags, arrays, count)
+    except Exception as exc:
+        if getattr(exc, "errno", None) != errno.EINVAL or len(arrays) == 1:
+            raise
+        attr, got = _prog_query(target_fd, attach_type, query_flags, ("prog_ids",), count)
     ids = got["prog_ids"]
     return ids, got.get("prog_attach_flags", [0] * len(ids)), int(attr.query.attach_flags), int(attr.query.revision)
 
