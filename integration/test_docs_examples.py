@@ -4,6 +4,7 @@ A fenced block whose info string is ``python runnable`` or ``sh runnable`` is ex
 from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
 may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``, ``tcx``,
+``netfilter_link``, ``sockmap_link``,
 ``kfunc_calls``, or any feature name of bpfkit.features; several as ``needs=A,B``) to say what
 the kernel must have; it is skipped, naming the first one missing, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
@@ -71,6 +72,11 @@ def _kernel_has(kind: str) -> str:
         from bpfkit.link import have_tcx
 
         return "" if have_tcx() else "this kernel has no tcx links (Linux 6.6)"
+    if kind in ("netfilter_link", "sockmap_link"):
+        from bpfkit import link
+
+        has = link.have_netfilter_link() if kind == "netfilter_link" else link.have_sockmap_link()
+        return "" if has else f"this kernel has no {kind.replace('_', ' ')}s (Linux {'6.4' if kind == 'netfilter_link' else '6.10'})"
     if kind == "kfunc_calls":
         release = os.uname().release.split("-")[0].split(".")
         if (int(release[0]), int(release[1])) >= (5, 13):

@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=argtypes.pid, default=None, help="uprobes fire only in this process")
     parser.add_argument("--cookie", type=argtypes.u64, default=0,
                         help="bpf_get_attach_cookie() value, a u64 (5.15+)")
+    parser.add_argument("--cgroup", metavar="PATH",
+                        help="attach every cgroup program of the object (cgroup/connect4, cgroup_skb/egress, sockops, "
+                             "cgroup/sysctl, cgroup/dev, ...) to this cgroup v2 directory")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
@@ -63,7 +66,8 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link"}.get(type(lk).__name__, "link")
+    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link",
+           "CgroupProgAttachment": "BPF_PROG_ATTACH, no link"}.get(type(lk).__name__, "link")
     return f"{what} ({how})"
 
 
@@ -170,7 +174,8 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
     progress = _Progress()
     try:
         made = attach.attach_all(coll, mode=args.mode, pid=args.pid, cookie=args.cookie,
-                                 programs=[args.program] if args.program else None, progress=progress)
+                                 programs=[args.program] if args.program else None, progress=progress,
+                                 cgroup=args.cgroup)
     finally:
         progress.done()
     attached.update(made.links)
@@ -293,6 +298,8 @@ def run(args: argparse.Namespace) -> int:
             attached: dict[str, Any] = {}
             stream = pipe = None
             try:
+                if args.spec and args.cgroup:
+                    raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
                 if args.spec:
                     skipped: dict[str, str] = {}
                     _attach_specs(args, coll, attached)
