@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                  "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel",
                  "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
-    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach")),
+    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.probelist")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
     # The command line; and the package's own lazy front door.
