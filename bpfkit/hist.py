@@ -200,6 +200,9 @@ def slot_counts(source: object) -> list[int]:
         pairs = list(map_items(source))
         if len(pairs) == 1 and _as_int(pairs[0][1]) is None and _slots_of(pairs[0][1]) is not None:
             return _slots_of(pairs[0][1]) or []  # one struct hist (libbpf-tools' global mode)
+        if pairs and all(_as_int(v) is None and _slots_of(v) is not None for _, v in pairs):
+            raise UsageError(f"histogram from map {source.name!r}: it holds {len(pairs)} histograms, one per key: "
+                             "read them with bpfkit.hist.per_key(m) or find_histograms(m)")
         return _counts_from_pairs(pairs, f"map {source.name!r}")
     slots = _slots_of(source)
     if slots is not None:
