@@ -60,6 +60,8 @@ PROFILE_UNITS = ("hz", "s", "ms", "us")
 
 _IDENT = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_.*?]*$")  # function names: dots for .isra.0 clones
 _EVENT_NAME = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
+# Static tracepoints' groups and names are C identifiers or TRACE_SYSTEMs such as 9p (9p_client_req).
+_TRACEPOINT_NAME = re.compile(r"^[A-Za-z0-9_*?]+$")
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
@@ -222,8 +224,8 @@ def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec
 
 def _tracepoint(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 2, 2, "tracepoint:CATEGORY:NAME")
-    category = _check(_EVENT_NAME, text, args[0], starts[0], "tracepoint category")
-    name = _check(_EVENT_NAME, text, args[1], starts[1], "tracepoint name")
+    category = _check(_TRACEPOINT_NAME, text, args[0], starts[0], "tracepoint category")
+    name = _check(_TRACEPOINT_NAME, text, args[1], starts[1], "tracepoint name")
     return ProbeSpec(kind, text, category=category, function=name)
 
 

@@ -23,6 +23,8 @@ from .fd import FD
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
+# Static trace events (tracepoints) need not start with a letter: the 9p module's group is "9p".
+_STATIC_NAME = re.compile(r"^[0-9a-zA-Z_]+$")
 
 
 def _mounts() -> list[tuple[str, str]]:
@@ -98,20 +100,23 @@ def _mount(source: str, target: str, fstype: str) -> None:
 NAME_MAX = 255  # include/uapi/linux/limits.h
 
 
-def validate_name(kind: str, name: str) -> str:
-    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*``: anything else could
-    escape the tracefs tree or be misparsed by the kernel."""
+def validate_name(kind: str, name: str, *, static: bool = False) -> str:
+    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*`` (the kernel's
+    is_good_name() for kprobe/uprobe events): anything else could escape the tracefs tree or be
+    misparsed by the kernel. ``static``: an existing tracepoint's, which may start with a digit."""
     if len(name) > NAME_MAX:  # each is a directory under events/: one file name, NAME_MAX bytes
         raise ParseError(f"invalid trace event {kind} {name[:40]!r}... ({len(name)} characters): longer than "
                          f"{NAME_MAX}, the longest file name tracefs can hold")
+    if static and _STATIC_NAME.match(name):
+        return name
     if not _NAME.match(name):
         raise ParseError(f"invalid trace event {kind} {name!r}: must match [a-zA-Z_][0-9a-zA-Z_]*")
     return name
 
 
 def event_dir(group: str, event: str) -> str:
-    validate_name("group", group)
-    validate_name("name", event)
+    validate_name("group", group, static=True)
+    validate_name("name", event, static=True)
     return os.path.join(tracefs_root(), "events", group, event)
 
 
