@@ -112,6 +112,8 @@ def test_tracepoints_whose_group_starts_with_a_digit() -> None:
     # it (the Debian 5.10 VM): their spelling must parse, and their event directory be found.
     from bpfkit._kernel import tracefs
 
+    assert parse_probe("kprobe:9p:v9fs_fid_xattr_set").module == "9p"  # and modules named so
+    assert parse_probe("fentry:9pnet:p9_client_create").module == "9pnet"
     spec = parse_probe("tracepoint:9p:9p_client_req")
     assert (spec.category, spec.function) == ("9p", "9p_client_req")
     assert tracefs.validate_name("group", "9p", static=True) == "9p"
