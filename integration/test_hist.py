@@ -93,3 +93,24 @@ def test_render_map_on_a_map_opened_by_id(filled: Any) -> None:
     for name in HIST_MAPS:
         with Map.from_id(filled.maps[name].id) as m:
             assert hist.render_map(m, "usecs") == hist.render_map(filled.maps[name], "usecs")
+
+
+def test_cli_map_dump_hist_draws_the_pinned_map(filled: Any, tmp_path: Any) -> None:
+    """`bpfkit map dump PINNED --hist --unit usecs` prints what render_map draws."""
+    import subprocess
+    import sys
+    import uuid
+
+    pin = f"/sys/fs/bpf/bpfkit-test-hist-{uuid.uuid4().hex[:8]}"
+    m = filled.maps["lat_hist"]
+    m.pin(pin)
+    try:
+        out = subprocess.run([sys.executable, "-m", "bpfkit.cli", "map", "dump", pin, "--hist", "--unit", "usecs"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == hist.render_map(m, "usecs") + "\n"
+        both = subprocess.run([sys.executable, "-m", "bpfkit.cli", "map", "dump", pin, "--hist", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    finally:
+        m.unpin()
