@@ -47,10 +47,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -59,13 +57,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from c_harness import CACHE, build, libbpf_dir  # noqa: E402
+
 from bpfkit import link  # noqa: E402
 from bpfkit.link._binary import STT_FUNC, STT_GNU_IFUNC, BinaryImage  # noqa: E402
 from bpfkit.link.group import DEFAULT_CLOSE_WORKERS, close_links  # noqa: E402
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bpfkit"
-C_SOURCE = REPO / "benchmarks/c/attach_bench.c"
-FETCH = REPO / "benchmarks/c/fetch_libbpf.sh"
 OBJ = REPO / "bpf/.output/group_uprobe.bpf.o"
 
 
@@ -103,33 +100,6 @@ def probe_targets(exe: link.Executable, count: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------ libbpf side
-def libbpf_dir() -> Path | None:
-    given = os.environ.get("BPFKIT_LIBBPF_DIR")
-    if given:
-        return Path(given)
-    try:
-        out = subprocess.run(["sh", str(FETCH)], check=True, capture_output=True, text=True).stdout
-    except subprocess.CalledProcessError as exc:
-        print(f"cannot fetch libbpf >= 1.3: {exc.stderr.strip()[-500:]}", file=sys.stderr)
-        return None
-    return Path(out.strip().splitlines()[-1])
-
-
-def build_loader(root: Path) -> Path:
-    """benchmarks/c/attach_bench.c against root's static libbpf, cached by content."""
-    lib = next(root.glob("usr/lib/*/libbpf.a"), None) or next(root.glob("**/libbpf.a"))
-    inc = lib.parents[2] / "include" if (lib.parents[2] / "include/bpf").is_dir() else root / "usr/include"
-    key = hashlib.sha256(C_SOURCE.read_bytes() + str(lib).encode() + str(lib.stat().st_mtime).encode()).hexdigest()[:12]
-    out = CACHE / "bench" / f"attach_bench-{key}"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cc = shutil.which("cc") or shutil.which("gcc") or "clang-19"
-        subprocess.run([cc, "-O2", "-Wall", f"-I{inc}", str(C_SOURCE), str(lib), "-lelf", "-lz", "-o", str(out) + ".tmp"],
-                       check=True)
-        os.replace(str(out) + ".tmp", out)
-    return out
-
-
 def run_libbpf(loader: Path, exe: link.Executable, names: list[str], pid: int, mode: str) -> dict:
     symfile = CACHE / "bench" / f"symbols-{os.getpid()}.txt"
     symfile.write_text("".join(f"{n} {exe.symbol_offset(n):x}\n" for n in names))
@@ -233,7 +203,7 @@ def main() -> int:
         args.no_libbpf = True
     if not args.no_libbpf:
         root = libbpf_dir()
-        loader = build_loader(root) if root else None
+        loader = build(REPO / "benchmarks/c/attach_bench.c", root) if root else None
     child = None if args.all_processes else subprocess.Popen(["sleep", "3600"])
     pid = -1 if child is None else child.pid
     try:

@@ -197,6 +197,7 @@ class KernelFit:
                 if self.spec.btf is None:
                     raise UsageError(f"program {pspec.name!r} has CO-RE relocations but the spec has no BTF")
                 self._relocator = _relocator(self.spec.btf, self.kernel_btf)
+                self._relocator.prefetch(r for p in self.spec.programs.values() for _, r in p.core_relos)
             resolutions = []
             for index, (insn, relo) in enumerate(pspec.core_relos):
                 res = self._relocator.resolve(relo, pspec.name, insn, index)

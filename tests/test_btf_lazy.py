@@ -124,3 +124,50 @@ def test_adding_to_a_lazy_btf_keeps_lookups_and_decoding(bpf_obj):
     assert btf.lookup("added_later").id == new
     assert btf.lookup("core_result").size > 0  # still decodes untouched types
     assert [t.name for t in btf.find_flavors("added_later")] == ["added_later"]
+
+
+def test_batched_flavor_search_agrees_with_one_by_one(bpf_obj):
+    """find_flavors_many (one pass over the strings, what a CO-RE load's prefetch does) finds
+    what find_flavors finds name by name: exact names, ___flavors, names that are prefixes of
+    others, missing names; lazily and eagerly."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    names = ["task_struct", "task", "core_result", "no_such_name", "bpf_func_id", "task_struct___o"]
+    for btf in (BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)):
+        many = btf.find_flavors_many(names)
+        assert {n: [t.id for t in many[n]] for n in names} == {n: [t.id for t in btf.find_flavors(n)] for n in names}
+        assert sorted(t.name for t in many["task_struct"]) == ["task_struct", "task_struct___fake", "task_struct___n", "task_struct___o"]
+        assert many["no_such_name"] == [] and many["task"] == []
+
+
+def test_split_btf_batched_flavors_include_the_first_string():
+    """In split BTF the string section's first string is a name too (offset 0 of a base is "")."""
+    base = _base()
+    split = BTF(base=base, name="mod")
+    u32 = base.lookup("u32").id
+    split.add(Struct(0, "shared___mod", 4, [Member("x", u32, 0)]))
+    split.add(Struct(0, "other", 4, [Member("x", u32, 0)]))
+    split.add(Struct(0, "other___b", 4, [Member("x", u32, 0)]))
+    parsed = BTF.from_bytes(split.to_bytes(), base=base, lazy=True, name="mod")
+    many = parsed.find_flavors_many(["shared", "other", "absent"], own_only=False)
+    assert {n: [t.name for t in ts] for n, ts in many.items()} == {
+        "shared": ["shared", "shared___mod"], "other": ["other", "other___b"], "absent": []}
+
+
+@needs_vmlinux
+def test_core_prefetch_resolves_like_one_by_one(bpf_obj):
+    """CORERelocator.prefetch (all root types searched at once) gives the resolutions the
+    per-type search gives."""
+    import bpfkit
+    from bpfkit.btf.core import CORERelocator
+
+    spec = bpfkit.load_spec(bpf_obj("core_task"))
+    relos = [(p.name, i, r) for p in spec.programs.values() for i, r in p.core_relos]
+    data = open(VMLINUX, "rb").read()
+    results = []
+    for prefetch in (False, True):
+        relocator = CORERelocator(spec.btf, [BTF.from_bytes(data, lazy=True, name="vmlinux")])
+        if prefetch:
+            relocator.prefetch(r for _, _, r in relos)
+        out = [relocator.resolve(r, p, i, k) for k, (p, i, r) in enumerate(relos)]
+        results.append([(r.result.new, r.result.poison, r.candidates) for r in out])
+    assert results[0] == results[1] and results[0]

@@ -623,11 +623,32 @@ class CORERelocator:
         self._fallback = fallback
         self._more: list[BTF] | None = None
         self._cands: dict[int, list[tuple[BTF, int]]] = {}
+        self._prefetched: dict[int, list[tuple[BTF, int]]] = {}  # candidates in targets
 
     def _extra(self) -> list[BTF]:
         if self._more is None:
             self._more = list(self._fallback()) if self._fallback is not None else []
         return self._more
+
+    def prefetch(self, relos: Iterable[CORERelo]) -> None:
+        """Find the target candidates of every root type ``relos`` name in one search per
+        target BTF (one pass over vmlinux's strings rather than one per type); the module
+        fallback stays per type, in :meth:`candidates`."""
+        todo: dict[int, str] = {}
+        for relo in relos:
+            tid = relo.type_id
+            if (relo.kind == ReloKind.TYPE_ID_LOCAL or tid in todo or tid in self._cands
+                    or tid in self._prefetched or not 0 < tid < len(self.local.types)):
+                continue
+            name = self.local.types[tid].name
+            if name:
+                todo[tid] = essential_name(name)
+        if not todo:
+            return
+        found = [(btf, btf.find_flavors_many(todo.values(), own_only=True)) for btf in self.targets]
+        for tid, want in todo.items():
+            local_t = self.local.types[tid]
+            self._prefetched[tid] = [(btf, t.id) for btf, named in found for t in named[want] if _kinds_compat(t, local_t)]
 
     def candidates(self, type_id: int) -> list[tuple[BTF, int]]:
         """Target types a local root type may be: same kind (ENUM/ENUM64 alike), same name
@@ -637,14 +658,13 @@ class CORERelocator:
             return cached
         local_t = self.local.types[type_id]
         want = essential_name(local_t.name)
-        found: list[tuple[BTF, int]] = []
-        for group in (self.targets, None):
-            for btf in (group if group is not None else self._extra()):
-                for t in btf.find_flavors(want, own_only=True):
-                    if _kinds_compat(t, local_t):
-                        found.append((btf, t.id))
-            if found:
-                break
+        found = self._prefetched.pop(type_id, None)
+        if found is None:
+            found = [(btf, t.id) for btf in self.targets for t in btf.find_flavors(want, own_only=True)
+                     if _kinds_compat(t, local_t)]
+        if not found:
+            found = [(btf, t.id) for btf in self._extra() for t in btf.find_flavors(want, own_only=True)
+                     if _kinds_compat(t, local_t)]
         self._cands[type_id] = found
         return found
 

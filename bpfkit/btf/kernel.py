@@ -6,8 +6,8 @@
     kernel.modules()                        # every loaded module with BTF
     custom = kernel.load_file("vmlinux-5.4.btf")   # for kernels without /sys/kernel/btf
 
-Parsing is lazy (BTF.from_bytes(lazy=True)): finding the ~130k types of vmlinux takes about a
-tenth of a second, and a type is decoded when something asks for it. The bytes come from
+Parsing is lazy (BTF.from_bytes(lazy=True)): finding the ~130k types of vmlinux takes about
+10 ms, and a type is decoded when something asks for it. The bytes come from
 bpfkit._kernel.bpf, the only place that reads /sys: this module belongs to the kernel side (its
 functions read the running kernel); ``load_file`` is bpfkit.btf.file's, re-exported.
 """

@@ -9,13 +9,19 @@ Two ways to parse. ``BTF.from_bytes(blob)`` decodes every type at once and check
 reference (object files: small, and malformed input must fail up front). ``lazy=True`` (kernel
 BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
 then decodes a type the first time it is asked for; lookups by name search the string section
-for the name's offset and then the array of name offsets, both at C speed. That turns a
-multi-second parse into a ~0.1 s scan, and a CO-RE load touches only a few hundred types.
+for the name's offset and then the array of name offsets, both at C speed, and
+:meth:`BTF.find_flavors_many` searches the strings once for all the names a CO-RE load needs.
+A lazy parse of vmlinux takes about 1.5x libbpf's ``btf__parse`` (benchmarks/bench_btf.py),
+and a CO-RE load touches only a few hundred types.
 """
 
 from __future__ import annotations
 
 import array
+import functools
+import gc
+import itertools
+import re
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -84,6 +90,9 @@ else:
     _Words = array.array
 
 
+_decode_name = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
+
+
 def essential_name(name: str) -> str:
     """``name`` without a CO-RE flavor suffix: ``task_struct___old`` -> ``task_struct``
     (libbpf's rule: the last ``___`` with a non-underscore on both sides starts the flavor)."""
@@ -108,7 +117,8 @@ class StringTable:
             raise ParseError("BTF string section does not start with the empty string")
         self.base = base
         self._start = len(base) if base is not None else 0
-        self._data = bytearray(data)
+        # bytes until the first add(): vmlinux's 2 MB are then never copied
+        self._data: bytes | bytearray = data if isinstance(data, bytes) else bytes(data)
         self._index: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -116,12 +126,9 @@ class StringTable:
 
     def offsets(self) -> dict[int, str]:
         """{offset: string} for every string that starts after a NUL (what names point at)."""
-        table: dict[int, str] = {}
-        pos = self._start
-        for piece in bytes(self._data).split(b"\0"):
-            table[pos] = piece.decode("utf-8", errors="replace")
-            pos += len(piece) + 1
-        return table
+        pieces = bytes(self._data).split(b"\0")
+        starts = itertools.accumulate(map((1).__add__, map(len, pieces)), initial=self._start)
+        return dict(zip(starts, map(_decode_name, pieces)))
 
     def get(self, offset: int) -> str:
         if offset < self._start:
@@ -136,13 +143,15 @@ class StringTable:
     def find(self, text: str) -> list[int]:
         """Offsets (in this table, not its base) where a string equal to ``text`` starts."""
         needle = text.encode()
-        data = self._data
-        found = []
-        if data.startswith(needle + b"\0") and (self._start or not needle):
-            found.append(self._start)
         if not needle:
-            return found
-        pattern = b"\0" + needle + b"\0"
+            return [self._start] if self._data.startswith(b"\0") else []
+        return self._find_all(b"\0" + needle + b"\0", needle + b"\0")
+
+    def _find_all(self, pattern: bytes, first: bytes) -> list[int]:
+        """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds, and of the first
+        string when it starts with ``first`` in split BTF (a base's offset 0 is "")."""
+        data = self._data
+        found = [self._start] if self._start and data.startswith(first) else []
         at = data.find(pattern)
         while at >= 0:
             found.append(self._start + at + 1)
@@ -152,26 +161,43 @@ class StringTable:
     def find_flavors(self, essential: str) -> list[int]:
         """Offsets of strings whose :func:`essential_name` is ``essential`` (the name itself
         and ``essential___flavor`` spellings)."""
-        needle = essential.encode()
-        data = self._data
-        found = []
-        cut = len(needle)
+        return self.find_flavors_many([essential])[essential]
 
-        def consider(start: int) -> None:
-            end = data.index(0, start)
-            text = bytes(data[start:end])
-            if text == needle or (text[cut : cut + 3] == b"___"
-                                  and essential_name(text.decode("utf-8", errors="replace")) == essential):
-                found.append(self._start + start)
-
-        if self._start and data.startswith(needle):
-            consider(0)
-        pattern = b"\0" + needle
-        at = data.find(pattern)
-        while at >= 0:
-            consider(at + 1)
-            at = data.find(pattern, at + 1)
+    def find_flavors_many(self, essentials: Iterable[str]) -> dict[str, list[int]]:
+        """:meth:`find_flavors` for several names in one pass over the section."""
+        wanted = {text.encode(): text for text in essentials}
+        found: dict[str, list[int]] = {text: [] for text in wanted.values()}
+        if len(wanted) < 3 and b"" not in wanted:
+            # A few names: bytes.find of "\0name\0" and "\0name___" (C speed, and the needles
+            # are selective), which beats walking every string with a regular expression.
+            for raw, text in wanted.items():
+                found[text] = sorted(self.find(text) + [
+                    at for at in self._find_all(b"\0" + raw + b"___", raw + b"___") if essential_name(self.get(at)) == text])
+            return found
+        for at, raw in self._starts_of(wanted):
+            exact = wanted.get(raw)
+            if exact is not None:
+                found[exact].append(at)
+            if b"___" in raw:  # "name___flavor" (a valid flavor) counts for "name" too
+                text = essential_name(raw.decode("utf-8", errors="replace"))
+                if text != exact and text in found:
+                    found[text].append(at)
         return found
+
+    def _starts_of(self, needles: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+        """(offset, string) for every string equal to one of ``needles`` or starting with one
+        followed by ``___``, ascending, in one pass (a regular expression of the alternatives:
+        one C-speed walk instead of one per name). The first string counts only in split BTF
+        (offset 0 of a base table is the empty name)."""
+        alts = b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True))
+        body = b"(?:" + alts + rb")(?:___[^\0]*)?"
+        data = self._data
+        if self._start:
+            first = re.match(b"(" + body + rb")\0", data)
+            if first is not None:
+                yield self._start, first.group(1)
+        for m in re.finditer(rb"\0(" + body + rb")(?=\0)", data):
+            yield self._start + m.start(1), m.group(1)
 
     def _lookup(self, text: str) -> int | None:
         if self._index is None:
@@ -195,6 +221,8 @@ class StringTable:
         if found is not None:
             return found
         offset = len(self)
+        if not isinstance(self._data, bytearray):
+            self._data = bytearray(self._data)
         self._data += text.encode() + b"\0"
         assert self._index is not None
         self._index[text] = offset
@@ -202,6 +230,19 @@ class StringTable:
 
     def to_bytes(self) -> bytes:
         return bytes(self._data)
+
+
+class _Names(dict[int, str]):
+    """{name offset: name} for a full parse: every string that starts after a NUL, and
+    (added when asked) offsets into the middle of one."""
+
+    def __init__(self, strings: StringTable) -> None:
+        super().__init__(strings.offsets())
+        self._strings = strings
+
+    def __missing__(self, off: int) -> str:
+        text = self[off] = self._strings.get(off)
+        return text
 
 
 class TypeTable:
@@ -315,11 +356,12 @@ class BTF:
             )
         if type_len % 4:
             raise ParseError(f"BTF type section is {type_len} bytes, not a whole number of 4-byte words")
-        strings_raw = data[hdr_len + str_off : hdr_len + str_off + str_len]
+        view = memoryview(data)  # slices without copies
+        strings_raw = view[hdr_len + str_off : hdr_len + str_off + str_len]
         strings = StringTable(bytes(strings_raw), base.strings if base is not None else None)
         btf = cls(strings=strings, base=base, name=name)
         words = array.array("I")
-        words.frombytes(data[hdr_len + type_off : hdr_len + type_off + type_len])
+        words.frombytes(view[hdr_len + type_off : hdr_len + type_off + type_len])
         if sys.byteorder == "big":  # pragma: no cover - bpfkit runs on little-endian hosts
             words.byteswap()
         btf._parse(words, lazy)
@@ -333,38 +375,32 @@ class BTF:
                                    [None] * len(starts), self._decode_own)
             self._search_names = True
             return
-        names: dict[int, str] = {}
-        table = self.strings.offsets()
-
-        def name_of(off: int) -> str:
-            text = names.get(off)
-            if text is None:
-                text = names[off] = table[off] if off in table else self.strings.get(off)
-            return text
-
+        name_of = _Names(self.strings).__getitem__
         first = self.first_id
-        own = [_decode(words, pos, first + i, name_of, None) for i, pos in enumerate(starts)]
+        count = first + len(starts)
+        bad: list[str] = []  # the first reference to a type that does not exist
+        # The ~500k objects of a kernel's types would set off the cyclic GC every few hundred
+        # allocations, each pass walking everything built so far (more than doubling the
+        # parse); none of them can be garbage yet, so it waits until they are built.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            own = [_decode(words, pos, first + i, name_of, count, bad) for i, pos in enumerate(starts)]
+        finally:
+            if paused:
+                gc.enable()
+        if bad:
+            raise ParseError(bad[0])
         if self.base is not None:
             self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
         else:
             self.types = [Void(0, ""), *own]
         self._words = self._starts = None  # decoded: the objects are the truth from now on
-        self._check_references()
 
     def _decode_own(self, local: int) -> Type:
         assert self._words is not None and self._starts is not None
         count = len(self.types)
         return _decode(self._words, self._starts[local], self.first_id + local, self.strings.get, count)
-
-    def _check_references(self) -> None:
-        count = len(self.types)
-        for t in self.types[self.first_id:]:
-            ref = getattr(t, "type", 0)
-            if type(ref) is int and ref < count and not isinstance(t, (Struct, FuncProto, Datasec, Array)):
-                continue  # the common one-reference kinds, checked without a generator
-            for ref in _references(t):
-                if not 0 <= ref < count:
-                    raise ParseError(f"BTF type {t.id} ({t.kind.name} {t.name!r}) refers to type {ref}, which does not exist")
 
     # ------------------------------------------------------------------------- marshal
     def to_bytes(self) -> bytes:
@@ -476,7 +512,7 @@ class BTF:
         assert self._words is not None and self._starts is not None
         if self._name_offs is None:
             words = self._words
-            self._name_offs = array.array("I", [words[i] for i in self._starts]).tobytes()
+            self._name_offs = array.array("I", map(words.__getitem__, self._starts)).tobytes()
         names: bytes = self._name_offs
         pack = _U32.pack
         ids: list[int] = []
@@ -518,11 +554,20 @@ class BTF:
     def find_flavors(self, essential: str, *, own_only: bool = True) -> list[Type]:
         """Every own type whose name without its ``___flavor`` suffix is ``essential`` (what
         CO-RE takes as candidates for a local type), in id order."""
+        return self.find_flavors_many([essential], own_only=own_only)[essential]
+
+    def find_flavors_many(self, essentials: Iterable[str], *, own_only: bool = True) -> dict[str, list[Type]]:
+        """:meth:`find_flavors` for several names at once: a lazy parse searches its string
+        section once for all of them (what a CO-RE load does for an object's root types)."""
+        wanted = list(dict.fromkeys(essentials))
+        found: dict[str, list[Type]] = {}
         if self._search_names:
-            offsets = self.strings.find_flavors(essential)
+            offsets = self.strings.find_flavors_many(wanted)
             if self.base is not None:
-                offsets += self.base.strings.find_flavors(essential)
-            found = [self.types[i] for i in self._ids_with_name_offsets(offsets)]
+                for text, base_offsets in self.base.strings.find_flavors_many(wanted).items():
+                    offsets[text] += base_offsets
+            for text in wanted:
+                found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text])]
         else:
             if self._by_essential is None:
                 index: dict[str, list[Type]] = {}
@@ -531,9 +576,11 @@ class BTF:
                     if t.name:
                         index.setdefault(essential_name(t.name), []).append(t)
                 self._by_essential = index
-            found = list(self._by_essential.get(essential, []))
+            for text in wanted:
+                found[text] = list(self._by_essential.get(text, []))
         if self.base is not None and not own_only:
-            found = self.base.find_flavors(essential, own_only=False) + found
+            for text, from_base in self.base.find_flavors_many(wanted, own_only=False).items():
+                found[text] = from_base + found[text]
         return found
 
     def lookup(self, name: str, kind: Kind | None = None) -> Type:
@@ -614,22 +661,29 @@ class BTF:
 
 
 def _scan(words: array.array[int], first_id: int) -> array.array[int]:
-    """Where each type starts in the type section (in words): one pass over the type headers."""
+    """Where each type starts in the type section (in words): one pass over the type headers.
+    The step to the next type is looked up by the whole info word (kind, kind_flag, vlen:
+    a few hundred distinct values in vmlinux), which halves the work per type."""
     starts = array.array("I")
     add = starts.append
-    step, per = _STEP, _PER
+    steps: dict[int, int] = {}
     i, n = 0, len(words)
-    try:
-        while i < n:
+    while True:
+        try:
+            while i < n:
+                add(i)
+                i += steps[words[i + 1]]
+            break
+        except KeyError:
+            starts.pop()
             info = words[i + 1]
-            top = info >> 24
-            size = step[top]
+            size = _STEP[info >> 24]
             if size < 0:
-                raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {top & 0x1F}")
-            add(i)
-            i += size + per[top] * (info & 0xFFFF)
-    except IndexError:
-        raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
+                raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {(info >> 24) & 0x1F}") from None
+            steps[info] = size + _PER[info >> 24] * (info & 0xFFFF)
+        except IndexError:
+            starts.pop()
+            raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
     if i != n:
         raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)")
     return starts
@@ -643,10 +697,13 @@ _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
 
-def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], str], count: int | None) -> Type:
-    """The type whose struct btf_type starts at word ``i``; ``count`` (lazy decoding) checks
-    its references against the number of types. Branches in order of frequency in vmlinux
-    (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10 types)."""
+def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], str], count: int | None,
+            bad: list[str] | None = None) -> Type:
+    """The type whose struct btf_type starts at word ``i``; ``count`` checks its references
+    against the number of types: a bad one raises ParseError, or with ``bad`` given (a full
+    parse, which reports decoding errors first) is put there if ``bad`` is still empty.
+    Branches in order of frequency in vmlinux (FUNC, FUNC_PROTO, PTR, STRUCT make up 9 in 10
+    types)."""
     name_off, info, size_type = words[i], words[i + 1], words[i + 2]
     vlen = info & 0xFFFF
     kind = (info >> 24) & 0x1F
@@ -719,11 +776,34 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
         t = Float(tid, name, size_type)
     else:  # pragma: no cover - _scan refuses unknown kinds
         raise ParseError(f"BTF type {tid} has unknown kind {kind}")
-    if count is not None:
+    if count is not None and _max_ref(words, kind, x, vlen, size_type) >= count:
         for ref in _references(t):
             if not 0 <= ref < count:
-                raise ParseError(f"BTF type {tid} ({t.kind.name} {t.name!r}) refers to type {ref}, which does not exist")
+                message = f"BTF type {tid} ({t.kind.name} {t.name!r}) refers to type {ref}, which does not exist"
+                if bad is None:
+                    raise ParseError(message)
+                if not bad:
+                    bad.append(message)
+                break
     return t
+
+
+_ONE_REF = frozenset({_K_PTR, _K_TYPEDEF, _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_TYPE_TAG, _K_FUNC, _K_VAR, _K_DECL_TAG})
+
+
+def _max_ref(words: array.array[int], kind: int, x: int, vlen: int, size_type: int) -> int:
+    """The largest type id a type refers to, read from its words (array slices: C speed)."""
+    if kind in _ONE_REF:
+        return size_type
+    if kind in (_K_STRUCT, _K_UNION):
+        return max(words[x + 1 : x + 3 * vlen : 3], default=0)
+    if kind == _K_FUNC_PROTO:
+        return max(size_type, max(words[x + 1 : x + 2 * vlen : 2], default=0))
+    if kind == _K_ARRAY:
+        return max(words[x], words[x + 1])
+    if kind == _K_DATASEC:
+        return max(words[x : x + 3 * vlen : 3], default=0)
+    return 0
 
 
 # Bytes that follow struct btf_type, per kind: (fixed, per vlen entry).

@@ -41,6 +41,7 @@ def resolve_core(spec: CollectionSpec, targets: Sequence[BTF],
     if spec.btf is None or not any(p.core_relos for p in spec.programs.values()):
         return {name: [] for name in spec.programs}
     relocator = CORERelocator(spec.btf, targets, modules)
+    relocator.prefetch(r for p in spec.programs.values() for _, r in p.core_relos)
     out: dict[str, list[CoreResolution]] = {}
     for name, pspec in spec.programs.items():
         # Patched as a load would (a copy): that is where loads that cannot be resized are
