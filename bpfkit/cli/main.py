@@ -20,31 +20,38 @@ import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a few ms at start-up, for annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
-def _commands() -> list[tuple[str, ModuleType]]:
-    """(name, module) of every sub-command in the order `bpfkit --help` lists them; imported
-    when the parser is built, with plain imports that readers and tools can follow."""
-    from . import (
-        cmd_attach,
-        cmd_cgroup,
-        cmd_events,
-        cmd_features,
-        cmd_gc,
-        cmd_inspect,
-        cmd_link,
-        cmd_list,
-        cmd_load,
-        cmd_map,
-        cmd_prog,
-        cmd_usdt,
-        cmd_user_event,
-    )
+# Every sub-command in the order `bpfkit --help` lists them, with its module's HELP (the same
+# text; tests/test_cli_lazy.py checks): the top-level parser needs no sub-command module, and a
+# sub-command's module (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so
+# `bpfkit load ...` imports one of the thirteen.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("attach", "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"),
+    ("inspect", "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"),
+    ("load", "load an object's programs and pin them and its maps in bpffs"),
+    ("features", "probe the running kernel's BPF features"),
+    ("prog", "list or show the system's BPF programs"),
+    ("link", "list, show, pin or detach the system's BPF links"),
+    ("cgroup", "show the programs attached to a cgroup, or to every cgroup of a tree"),
+    ("map", "list, show or dump the system's BPF maps"),
+    ("gc", "remove tracefs probes left by bpfkit processes that died"),
+    ("events", "print the records of a pinned ring buffer or perf event array"),
+    ("user-event", "list, register, emit and delete user_events (trace events defined from user space)"),
+    ("usdt", "list the USDT probes of a binary"),
+    ("list", "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"),
+)
 
-    return [("attach", cmd_attach), ("inspect", cmd_inspect), ("load", cmd_load), ("features", cmd_features),
-            ("prog", cmd_prog), ("link", cmd_link), ("cgroup", cmd_cgroup), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
-            ("user-event", cmd_user_event), ("usdt", cmd_usdt), ("list", cmd_list)]
+
+def command_module(name: str) -> ModuleType:
+    """bpfkit.cli.cmd_<name> of a sub-command."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.cmd_{name.replace('-', '_')}")
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -57,10 +64,30 @@ class IntermixedParser(argparse.ArgumentParser):
     as usual and its sub-commands intermix (argparse cannot intermix around a sub-command)."""
 
     _plain = False  # set while parse_known_intermixed_args calls back into parse_known_args
+    _command: str | None = None  # a sub-command whose module has not added its arguments yet
+
+    def _load(self) -> None:
+        """Import this sub-command's module and let it add its arguments (once)."""
+        if self._command is None:
+            return
+        module, self._command = command_module(self._command), None
+        self.description = getattr(module, "DESCRIPTION", module.HELP)
+        module.add_arguments(self)
+        _verbose_everywhere(self)
+        self.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)))
+
+    def format_usage(self) -> str:
+        self._load()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._load()
+        return super().format_help()
 
     def parse_known_args(  # type: ignore[override]  # typeshed overloads on the namespace type; one signature here
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._load()
         if self._plain or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
             return super().parse_known_args(args, namespace)
         self._plain = True
@@ -88,13 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
-    for name, module in _commands():
-        cmd = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+    for name, text in COMMANDS:
+        cmd = sub.add_parser(name, help=text)
         cmd.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="print full details of errors")
-        module.add_arguments(cmd)
-        _verbose_everywhere(cmd)
-        cmd.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)))
+        cmd._command = name  # the rest when the parser is used (IntermixedParser._load)
     return parser
 
 

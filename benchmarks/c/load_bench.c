@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+// The libbpf side of benchmarks/bench_load.py's in-process rows: bpf_object__open_file() of
+// OBJ (parsing the ELF), then bpf_object__load() (maps created, programs relocated and
+// loaded: what bpfkit's Collection(spec) does with a parsed spec), then bpf_object__close(),
+// ROUNDS times.
+//
+//   load_bench OBJ ROUNDS
+//
+// Prints one line per round: "open_seconds load_seconds".
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <bpf/libbpf.h>
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, args) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds, r, err;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s OBJ ROUNDS\n", argv[0]);
+		return 2;
+	}
+	libbpf_set_print(quiet);
+	rounds = atoi(argv[2]);
+	for (r = 0; r < rounds; r++) {
+		double t0 = now(), t1, t2;
+		struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+
+		if (!obj) {
+			fprintf(stderr, "bpf_object__open_file %s: %d\n", argv[1], -errno);
+			return 1;
+		}
+		t1 = now();
+		err = bpf_object__load(obj);
+		t2 = now();
+		if (err) {
+			fprintf(stderr, "bpf_object__load %s: %d\n", argv[1], err);
+			return 1;
+		}
+		printf("%.9f %.9f\n", t1 - t0, t2 - t1);
+		bpf_object__close(obj);
+	}
+	return 0;
+}
