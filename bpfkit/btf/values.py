@@ -27,7 +27,6 @@ Pure data: no kernel access (the spec layer).
 from __future__ import annotations
 
 import enum
-import json
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -688,6 +687,8 @@ class ValueCodec:
             value = text
         else:
             try:
+                import json  # here: json costs start-up time, and only this path parses JSON
+
                 value = json.loads(text)
             except ValueError:
                 raise BTFValueError(self.name, self._node.expected, text, "give it as JSON") from None
