@@ -10,6 +10,13 @@ several types, each looping over a map the way real tracing programs do, plus a 
 load everything, pin programs and maps under a fresh bpffs directory and exit; the pins are
 removed after each round. The kernel's verifier does the same work for both, so the
 difference is each tool's own cost (bpfkit's includes starting Python). Needs root.
+
+In process (``--in-process-rounds``, default 7; 0 skips): ``bpfkit.Collection(spec)`` of the
+parsed spec against libbpf's ``bpf_object__load`` of the same object, timed in a small C harness
+built against libbpf in this run (benchmarks/c/load_bench.c; bpf_object__open_file, the parse,
+is outside its timing as load_spec is outside bpfkit's), alternating which goes first. Target:
+<= 1.5x. The same rows for bpf/.output/minimal.bpf.o (1 program) and loader_core.bpf.o (CO-RE;
+bpfkit's vmlinux BTF is parsed once per process, libbpf's once per bpf_object__load).
 """
 
 from __future__ import annotations
@@ -130,6 +137,7 @@ def main() -> int:
                         help="loop iterations per program: the verifier's work per program, like a real tracer's")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", metavar="OBJ", help="also copy the generated object here")
+    parser.add_argument("--in-process-rounds", type=int, default=7)
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (loading BPF programs)")
@@ -173,6 +181,11 @@ def main() -> int:
                 startup.append(timed([sys.executable, "-c", "import bpfkit.cli.main, bpfkit.collection, bpfkit._kernel.bpf"], env))
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        in_process = []
+        if args.in_process_rounds:
+            for label, path in ((f"{len(spec.programs)} programs", obj), ("1 program", REPO / "bpf/.output/minimal.bpf.o"),
+                                ("CO-RE", REPO / "bpf/.output/loader_core.bpf.o")):
+                in_process.append((label, *compare_in_process(path, args.in_process_rounds)))
     med = lambda runs, i: statistics.median(r[i] for r in runs)  # noqa: E731
     w_ours, w_theirs, w_start = med(ours, 0), med(theirs, 0), med(startup, 0)
     c_ours, c_theirs, c_start = med(ours, 1), med(theirs, 1), med(startup, 1)
@@ -182,7 +195,45 @@ def main() -> int:
     print(f"  of which starting Python and importing bpfkit: {w_start * 1000:.0f}ms wall, {c_start * 1000:.0f}ms CPU")
     print(f"ratio bpfkit/bpftool: {w_ours / w_theirs:8.2f}x {c_ours / c_theirs:8.2f}x  (aim: within 1.5x)")
     print(f"bpfkit parsing the object in process: {parse_ms:.1f}ms; load average {os.getloadavg()[0]:.1f}")
+    if in_process:
+        load = os.getloadavg()
+        print(f"in process, medians (best) of {args.in_process_rounds}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}:")
+        print(f"  {'object':<14}{'Collection(spec)':>20}{'bpf_object__load':>20}{'ratio':>8}  target <= 1.5x")
+        for label, ours_s, theirs_s in in_process:
+            if not theirs_s:
+                print(f"  {label:<14}{_ms(ours_s):>20}{'(no libbpf)':>20}")
+                continue
+            ratio = statistics.median(ours_s) / statistics.median(theirs_s)
+            print(f"  {label:<14}{_ms(ours_s):>20}{_ms(theirs_s):>20}{ratio:>7.2f}x  {'met' if ratio <= 1.5 else 'NOT met'}")
     return 0
+
+
+def _ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) * 1000:.1f} ({min(samples) * 1000:.1f})ms"
+
+
+def compare_in_process(obj: Path, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of Collection(spec) and of libbpf's bpf_object__load, alternating."""
+    from c_harness import harness
+
+    import bpfkit
+
+    exe = harness("load_bench")
+    spec = bpfkit.load_spec(obj)
+    bpfkit.Collection(spec).close()  # warm: imports, and vmlinux BTF for CO-RE (cached per process)
+    ours: list[float] = []
+    theirs: list[float] = []
+    for r in range(rounds):
+        for side in ("libbpf", "bpfkit") if r % 2 == 0 else ("bpfkit", "libbpf"):
+            if side == "libbpf" and exe is not None:
+                out = subprocess.run([str(exe), str(obj), "1"], check=True, capture_output=True, text=True).stdout
+                theirs.append(float(out.split()[1]))
+            elif side == "bpfkit":
+                start = time.perf_counter()
+                coll = bpfkit.Collection(spec)
+                ours.append(time.perf_counter() - start)
+                coll.close()
+    return ours, theirs
 
 
 if __name__ == "__main__":
