@@ -6,7 +6,8 @@
 //
 //   load_bench OBJ ROUNDS
 //
-// Prints one line per round: "open_seconds load_seconds".
+// Prints one line per round: "open_seconds load_seconds load_cpu_seconds" (the CPU time,
+// user and system, of the load: the verifier's work included, the wait for a CPU not).
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,14 @@ static double now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -38,7 +47,7 @@ int main(int argc, char **argv)
 	libbpf_set_print(quiet);
 	rounds = atoi(argv[2]);
 	for (r = 0; r < rounds; r++) {
-		double t0 = now(), t1, t2;
+		double t0 = now(), t1, t2, c1, c2;
 		struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
 
 		if (!obj) {
@@ -46,13 +55,15 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		t1 = now();
+		c1 = cpu();
 		err = bpf_object__load(obj);
+		c2 = cpu();
 		t2 = now();
 		if (err) {
 			fprintf(stderr, "bpf_object__load %s: %d\n", argv[1], err);
 			return 1;
 		}
-		printf("%.9f %.9f\n", t1 - t0, t2 - t1);
+		printf("%.9f %.9f %.9f\n", t1 - t0, t2 - t1, c2 - c1);
 		bpf_object__close(obj);
 	}
 	return 0;
