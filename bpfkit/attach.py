@@ -44,22 +44,16 @@ from ._kernel.fd import FD
 from .errors import BPFKitError, NotSupportedError, ParseError, UsageError
 from .link._net import NetAttachMode
 from .link.base import Link
-from .link.cgroup import CGROUP_PROG_TYPES, attach_cgroup
-from .link.iter import _TASK_TARGETS, iterate
 from .link.kprobe import kprobe, kretprobe, ksyscall
-from .link.multi import MultiMode, Progress, kprobe_multi, kprobe_session, uprobe_multi, uprobe_session
 from .link.perf_event import AttachMode
 from .link.sampling import perf_event_sample, resolve_event
-from .link.struct_ops import struct_ops
-from .link.tc import tc
 from .link.tracepoint import split_tracepoint, tracepoint
-from .link.tracing import _TRACING_KINDS, _spec_target, attach_tracing, raw_tracepoint
-from .link.uprobe import Executable
 from .link.xdp import XdpMode, xdp
 from .probespec import ProbeSpec, parse_probe
 
 if TYPE_CHECKING:
     from .collection import Collection
+    from .link.multi import MultiMode, Progress
     from .maps import Map
     from .program import Program
 
@@ -119,6 +113,8 @@ class AttachOptions:
 def _multi_modes(options: AttachOptions) -> tuple[MultiMode, AttachMode]:
     """AttachOptions.mode -> (MultiMode, perf AttachMode): IOCTL asks for the legacy path,
     which is one perf event per target."""
+    from .link.multi import MultiMode
+
     perf = AttachMode.of(options.mode)
     return (MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO), perf
 
@@ -164,6 +160,8 @@ def _require_pattern(target: SectionTarget, api: str) -> str:
 
 # ------------------------------------------------------------------------- probe specs
 def _probe_kprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    from .link.multi import kprobe_multi
+
     retprobe = spec.kind == "kretprobe"
     if spec.is_wildcard:
         if spec.module:
@@ -179,6 +177,9 @@ def _probe_kprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
 
 
 def _probe_uprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    from .link.multi import uprobe_multi
+    from .link.uprobe import Executable
+
     retprobe = spec.kind == "uretprobe"
     if spec.is_wildcard:
         _no_wildcard_offset(spec)
@@ -197,6 +198,8 @@ def _probe_uprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
 def _probe_session(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     """``kprobe.session:PATTERN`` or ``uprobe.session:BINARY:PATTERN``: one session link (names
     or wildcards). ``mode=ioctl`` is refused: sessions have no perf-event form."""
+    from .link.multi import kprobe_session, uprobe_session
+
     if AttachMode.of(o.mode) == AttachMode.IOCTL:
         raise UsageError(f"{spec}: a session has no perf-event (ioctl) form; drop --mode ioctl")
     if spec.kind == "kprobe.session":
@@ -213,6 +216,8 @@ def _probe_tracepoint(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Li
 
 def _probe_raw_tracepoint(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     """``rawtracepoint:[MODULE:]NAME`` (the kernel finds module tracepoints by name)."""
+    from .link.tracing import raw_tracepoint
+
     return raw_tracepoint(spec.function, prog, cookie=o.cookie)
 
 
@@ -220,6 +225,7 @@ def _probe_tracing(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     """``fentry:[MODULE:]FN`` / ``fexit:[MODULE:]FN``: ``prog`` must have been loaded for that
     function (a tracing program's target is part of the program, fixed at load)."""
     from ._kernel.consts import AttachType
+    from .link.tracing import _TRACING_KINDS, _spec_target, attach_tracing
 
     want = AttachType.TRACE_FENTRY if spec.kind == "fentry" else AttachType.TRACE_FEXIT
     name = getattr(prog, "name", "")
@@ -266,6 +272,8 @@ def _probe_sampling(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link
 
 
 def _probe_network(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    from .link.tc import tc
+
     if spec.kind == "xdp":
         return xdp(spec.iface, prog, mode=o.net_mode, xdp_mode=o.xdp_mode, netns=o.netns)
     if XdpMode.of(o.xdp_mode) != XdpMode.AUTO:
@@ -380,6 +388,8 @@ _NEVER_AUTO = {
 
 
 def _attach_named(prog: ProgramArg, target: SectionTarget, o: AttachOptions, section: str) -> Link:
+    from .link.uprobe import Executable
+
     if target.kind == "kprobe":
         return kprobe(target.symbol, prog, offset=target.offset, mode=o.mode, cookie=o.cookie)
     if target.kind == "kretprobe":
@@ -400,6 +410,8 @@ def _attach_named(prog: ProgramArg, target: SectionTarget, o: AttachOptions, sec
 
 def _section_kprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``kprobe.multi/PATTERN`` and ``kretprobe.multi/PATTERN`` (libbpf)."""
+    from .link.multi import kprobe_multi
+
     pattern = _require_pattern(target, "kprobe_multi")
     mode, perf = _multi_modes(o)
     return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
@@ -408,6 +420,8 @@ def _section_kprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOpti
 
 def _section_uprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``uprobe.multi/BINARY:PATTERN`` (and uretprobe.multi, the ``.s`` kinds)."""
+    from .link.multi import uprobe_multi
+
     binary, pattern = _binary_pattern(target, "uprobe_multi")
     mode, perf = _multi_modes(o)
     return uprobe_multi(binary, pattern, prog, pid=o.pid, retprobe=target.kind == "uretprobe_multi",
@@ -416,11 +430,15 @@ def _section_uprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOpti
 
 def _section_kprobe_session(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``kprobe.session/PATTERN`` (libbpf)."""
+    from .link.multi import kprobe_session
+
     return kprobe_session(_require_pattern(target, "kprobe_session"), prog, cookies=_same_cookie(o.cookie))
 
 
 def _section_uprobe_session(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``uprobe.session/BINARY:PATTERN`` (and ``uprobe.session.s``)."""
+    from .link.multi import uprobe_session
+
     binary, pattern = _binary_pattern(target, "uprobe_session")
     return uprobe_session(binary, pattern, prog, pid=o.pid, cookies=_same_cookie(o.cookie))
 
@@ -441,6 +459,8 @@ def _section_usdt(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> 
 
 def _section_raw_tracepoint(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``raw_tp/NAME``, ``raw_tracepoint/NAME`` and their ``.w`` forms."""
+    from .link.tracing import _spec_target, raw_tracepoint
+
     name = target.target or _spec_target(prog)
     if not name:
         raise NotSupportedError(f"auto-attach of raw tracepoint program {getattr(prog, 'name', '')!r}",
@@ -452,12 +472,16 @@ def _section_tracing(prog: ProgramArg, target: SectionTarget, o: AttachOptions) 
     """tp_btf, fentry, fexit, fmod_ret (and .s), lsm (and .s), freplace: the target was fixed
     at load time (attach_btf_id, and freplace's target program), so the section's text is not
     needed here."""
+    from .link.tracing import attach_tracing
+
     return attach_tracing(prog, cookie=o.cookie)
 
 
 def _section_iter(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``iter/TARGET`` and ``iter.s/TARGET`` without parameters (a map iterator needs its map:
     attach it with :func:`bpfkit.link.iterate`); ``pid`` narrows task iterators."""
+    from .link.iter import _TASK_TARGETS, iterate
+
     if o.pid and target.target in _TASK_TARGETS:
         return iterate(prog, pid=o.pid)
     return iterate(prog)
@@ -466,6 +490,8 @@ def _section_iter(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> 
 def _section_cgroup(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
     """``cgroup/HOOK``, ``cgroup_skb/ingress|egress``, ``sockops``: to the cgroup the caller
     names (a section names the hook, never the cgroup)."""
+    from .link.cgroup import attach_cgroup
+
     if o.cgroup is None:
         raise NotSupportedError(f"auto-attach of cgroup program {getattr(prog, 'name', '')!r}",
                                 _NEEDS_CGROUP)
@@ -480,6 +506,8 @@ _NEEDS_CGROUP = "a section names the hook, not the cgroup: pass cgroup= (bpfkit 
 
 
 def _is_cgroup_program(prog: object) -> bool:
+    from .link.cgroup import CGROUP_PROG_TYPES
+
     return getattr(prog, "type", None) in CGROUP_PROG_TYPES
 
 
@@ -746,6 +774,8 @@ def attach_all(
         for name, m in maps.items():
             if wanted is not None and name not in wanted:
                 continue
+            from .link.struct_ops import struct_ops
+
             try:
                 result.links[name] = struct_ops(m)
             except BPFKitError as exc:

@@ -48,10 +48,60 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 
 
 def command_module(name: str) -> ModuleType:
-    """bpfkit.cli.cmd_<name> of a sub-command."""
-    import importlib
+    """bpfkit.cli.cmd_<name> of a sub-command (plain imports, which readers and tools can follow)."""
+    if name == "attach":
+        from . import cmd_attach
 
-    return importlib.import_module(f"{__package__}.cmd_{name.replace('-', '_')}")
+        return cmd_attach
+    if name == "inspect":
+        from . import cmd_inspect
+
+        return cmd_inspect
+    if name == "load":
+        from . import cmd_load
+
+        return cmd_load
+    if name == "features":
+        from . import cmd_features
+
+        return cmd_features
+    if name == "prog":
+        from . import cmd_prog
+
+        return cmd_prog
+    if name == "link":
+        from . import cmd_link
+
+        return cmd_link
+    if name == "cgroup":
+        from . import cmd_cgroup
+
+        return cmd_cgroup
+    if name == "map":
+        from . import cmd_map
+
+        return cmd_map
+    if name == "gc":
+        from . import cmd_gc
+
+        return cmd_gc
+    if name == "events":
+        from . import cmd_events
+
+        return cmd_events
+    if name == "user-event":
+        from . import cmd_user_event
+
+        return cmd_user_event
+    if name == "usdt":
+        from . import cmd_usdt
+
+        return cmd_usdt
+    if name == "list":
+        from . import cmd_list
+
+        return cmd_list
+    raise KeyError(name)
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130

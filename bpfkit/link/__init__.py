@@ -35,107 +35,305 @@ Links made through tracefs are removed on close, on a failed attach and at inter
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
+import types
 
-from ._net import NetAttachMode
-from ._net import have_tcx as have_tcx
-from ._net import have_xdp_link as have_xdp_link
-from .base import (
-    EventInfo,
-    KprobeInfo,
-    Link,
-    LinkInfo,
-    PerfEventInfo,
-    RawLink,
-    RawTracepointInfo,
-    TracepointInfo,
-    UprobeInfo,
-    iter_links,
-    link_from_fd,
-    link_from_id,
-    load_pinned_link,
-)
-from .base import (
-    register_link_class as register_link_class,
-)
-from .cgroup import (
-    CGROUP_HOOKS,
-    CgroupInfo,
-    CgroupLink,
-    CgroupProgAttachment,
-    CgroupProgram,
-    CgroupQuery,
-    attach_cgroup,
-    cgroup_programs,
-    cgroup_query,
-)
-from .cgroup import have_cgroup_link as have_cgroup_link
-from .cgroup import have_cgroup_mprog as have_cgroup_mprog
-from .group import LinkGroup, attach_many, close_links
-from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
-from .kprobe import kprobe, kretprobe, ksyscall
-from .kprobe import syscall_prefix as syscall_prefix
-from .kprobe import syscall_wrapper as syscall_wrapper
-from .multi import (
-    KprobeMultiInfo,
-    KprobeMultiLink,
-    MultiMode,
-    MultiPerfGroup,
-    UprobeMultiInfo,
-    UprobeMultiLink,
-    kprobe_multi,
-    kprobe_session,
-    kretprobe_multi,
-    uprobe_multi,
-    uprobe_session,
-    uretprobe_multi,
-)
-from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
-from .netfilter import have_netfilter_link as have_netfilter_link
-from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
-from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
-from .perf_event import have_perf_link as have_perf_link
-from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
-from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
-from .sampling import SampleEvent as SampleEvent
-from .socket import (
-    SOCKMAP_HOOKS,
-    ReuseportProgram,
-    SocketFilter,
-    SockmapInfo,
-    SockmapLink,
-    SockmapProgAttachment,
-    attach_reuseport,
-    attach_socket_filter,
-    attach_sockmap,
-)
-from .socket import have_sockmap_link as have_sockmap_link
-from .struct_ops import StructOpsInfo, struct_ops
-from .struct_ops import StructOpsLink as StructOpsLink
-from .struct_ops import StructOpsMapLink as StructOpsMapLink
-from .tc import Anchor, TcDirection, TcFilter, TcQuery, TcxInfo, TcxProgram, tc, tc_query, tcx
-from .tc import ClsBpfLink as ClsBpfLink
-from .tc import TcxLink as TcxLink
-from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
-from .tracepoint import tracepoint
-from .tracing import (
-    RawTracepointFd,
-    RawTracepointLink,
-    TracingInfo,
-    TracingLink,
-    attach_tracing,
-    fentry,
-    fexit,
-    fmod_ret,
-    freplace,
-    lsm,
-    raw_tracepoint,
-    tp_btf,
-)
-from .uprobe import Executable, uprobe, uretprobe
-from .xdp import XdpInfo, XdpMode, XdpQuery, xdp, xdp_detach, xdp_query
-from .xdp import XdpLink as XdpLink
-from .xdp import XdpNetlinkLink as XdpNetlinkLink
+from .._lazy import lazy_getattr
+
+# typing costs start-up time; mypy treats TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+if TYPE_CHECKING:
+    from ._net import NetAttachMode
+    from ._net import have_tcx as have_tcx
+    from ._net import have_xdp_link as have_xdp_link
+    from .base import (
+        EventInfo,
+        KprobeInfo,
+        Link,
+        LinkInfo,
+        PerfEventInfo,
+        RawLink,
+        RawTracepointInfo,
+        TracepointInfo,
+        UprobeInfo,
+        iter_links,
+        link_from_fd,
+        link_from_id,
+        load_pinned_link,
+    )
+    from .base import (
+        register_link_class as register_link_class,
+    )
+    from .cgroup import (
+        CGROUP_HOOKS,
+        CgroupInfo,
+        CgroupLink,
+        CgroupProgAttachment,
+        CgroupProgram,
+        CgroupQuery,
+        attach_cgroup,
+        cgroup_programs,
+        cgroup_query,
+    )
+    from .cgroup import have_cgroup_link as have_cgroup_link
+    from .cgroup import have_cgroup_mprog as have_cgroup_mprog
+    from .group import LinkGroup, attach_many, close_links
+    from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
+    from .kprobe import kprobe, kretprobe, ksyscall
+    from .kprobe import syscall_prefix as syscall_prefix
+    from .kprobe import syscall_wrapper as syscall_wrapper
+    from .multi import (
+        KprobeMultiInfo,
+        KprobeMultiLink,
+        MultiMode,
+        MultiPerfGroup,
+        UprobeMultiInfo,
+        UprobeMultiLink,
+        kprobe_multi,
+        kprobe_session,
+        kretprobe_multi,
+        uprobe_multi,
+        uprobe_session,
+        uretprobe_multi,
+    )
+    from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
+    from .netfilter import have_netfilter_link as have_netfilter_link
+    from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
+    from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
+    from .perf_event import have_perf_link as have_perf_link
+    from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
+    from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
+    from .sampling import SampleEvent as SampleEvent
+    from .socket import (
+        SOCKMAP_HOOKS,
+        ReuseportProgram,
+        SocketFilter,
+        SockmapInfo,
+        SockmapLink,
+        SockmapProgAttachment,
+        attach_reuseport,
+        attach_socket_filter,
+        attach_sockmap,
+    )
+    from .socket import have_sockmap_link as have_sockmap_link
+    from .struct_ops import StructOpsInfo, struct_ops
+    from .struct_ops import StructOpsLink as StructOpsLink
+    from .struct_ops import StructOpsMapLink as StructOpsMapLink
+    from .tc import Anchor, TcDirection, TcFilter, TcQuery, TcxInfo, TcxProgram, tc, tc_query, tcx
+    from .tc import ClsBpfLink as ClsBpfLink
+    from .tc import TcxLink as TcxLink
+    from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
+    from .tracepoint import tracepoint
+    from .tracing import (
+        RawTracepointFd,
+        RawTracepointLink,
+        TracingInfo,
+        TracingLink,
+        attach_tracing,
+        fentry,
+        fexit,
+        fmod_ret,
+        freplace,
+        lsm,
+        raw_tracepoint,
+        tp_btf,
+    )
+    from .uprobe import Executable, uprobe, uretprobe
+    from .xdp import XdpInfo, XdpMode, XdpQuery, xdp, xdp_detach, xdp_query
+    from .xdp import XdpLink as XdpLink
+    from .xdp import XdpNetlinkLink as XdpNetlinkLink
+
+# Every name above, from its module: imported on first use (PEP 562), so attaching one
+# tracepoint imports the tracepoint and perf-event modules, not the fifteen other link kinds.
+_LAZY = {
+    "NetAttachMode": "bpfkit.link._net",
+    "have_tcx": "bpfkit.link._net",
+    "have_xdp_link": "bpfkit.link._net",
+    "EventInfo": "bpfkit.link.base",
+    "KprobeInfo": "bpfkit.link.base",
+    "Link": "bpfkit.link.base",
+    "LinkInfo": "bpfkit.link.base",
+    "PerfEventInfo": "bpfkit.link.base",
+    "RawLink": "bpfkit.link.base",
+    "RawTracepointInfo": "bpfkit.link.base",
+    "TracepointInfo": "bpfkit.link.base",
+    "UprobeInfo": "bpfkit.link.base",
+    "iter_links": "bpfkit.link.base",
+    "link_from_fd": "bpfkit.link.base",
+    "link_from_id": "bpfkit.link.base",
+    "load_pinned_link": "bpfkit.link.base",
+    "register_link_class": "bpfkit.link.base",
+    "CGROUP_HOOKS": "bpfkit.link.cgroup",
+    "CgroupInfo": "bpfkit.link.cgroup",
+    "CgroupLink": "bpfkit.link.cgroup",
+    "CgroupProgAttachment": "bpfkit.link.cgroup",
+    "CgroupProgram": "bpfkit.link.cgroup",
+    "CgroupQuery": "bpfkit.link.cgroup",
+    "attach_cgroup": "bpfkit.link.cgroup",
+    "cgroup_programs": "bpfkit.link.cgroup",
+    "cgroup_query": "bpfkit.link.cgroup",
+    "have_cgroup_link": "bpfkit.link.cgroup",
+    "have_cgroup_mprog": "bpfkit.link.cgroup",
+    "LinkGroup": "bpfkit.link.group",
+    "attach_many": "bpfkit.link.group",
+    "close_links": "bpfkit.link.group",
+    "CgroupIterOrder": "bpfkit.link.iter",
+    "IterInfo": "bpfkit.link.iter",
+    "IterLink": "bpfkit.link.iter",
+    "iterate": "bpfkit.link.iter",
+    "kprobe": "bpfkit.link.kprobe",
+    "kretprobe": "bpfkit.link.kprobe",
+    "ksyscall": "bpfkit.link.kprobe",
+    "syscall_prefix": "bpfkit.link.kprobe",
+    "syscall_wrapper": "bpfkit.link.kprobe",
+    "KprobeMultiInfo": "bpfkit.link.multi",
+    "KprobeMultiLink": "bpfkit.link.multi",
+    "MultiMode": "bpfkit.link.multi",
+    "MultiPerfGroup": "bpfkit.link.multi",
+    "UprobeMultiInfo": "bpfkit.link.multi",
+    "UprobeMultiLink": "bpfkit.link.multi",
+    "kprobe_multi": "bpfkit.link.multi",
+    "kprobe_session": "bpfkit.link.multi",
+    "kretprobe_multi": "bpfkit.link.multi",
+    "uprobe_multi": "bpfkit.link.multi",
+    "uprobe_session": "bpfkit.link.multi",
+    "uretprobe_multi": "bpfkit.link.multi",
+    "NetfilterFamily": "bpfkit.link.netfilter",
+    "NetfilterHook": "bpfkit.link.netfilter",
+    "NetfilterInfo": "bpfkit.link.netfilter",
+    "NetfilterLink": "bpfkit.link.netfilter",
+    "attach_netfilter": "bpfkit.link.netfilter",
+    "have_netfilter_link": "bpfkit.link.netfilter",
+    "NETNS_HOOKS": "bpfkit.link.netns",
+    "NetnsInfo": "bpfkit.link.netns",
+    "NetnsLink": "bpfkit.link.netns",
+    "NetnsProgAttachment": "bpfkit.link.netns",
+    "NetnsQuery": "bpfkit.link.netns",
+    "attach_netns": "bpfkit.link.netns",
+    "netns_query": "bpfkit.link.netns",
+    "AttachMode": "bpfkit.link.perf_event",
+    "PerfEvent": "bpfkit.link.perf_event",
+    "PerfEventIoctlLink": "bpfkit.link.perf_event",
+    "PerfEventLink": "bpfkit.link.perf_event",
+    "attach_perf_event": "bpfkit.link.perf_event",
+    "have_perf_link": "bpfkit.link.perf_event",
+    "ProgAttachment": "bpfkit.link.prog_attach",
+    "ProgAttachMode": "bpfkit.link.prog_attach",
+    "raw_attach_program": "bpfkit.link.prog_attach",
+    "raw_detach_program": "bpfkit.link.prog_attach",
+    "HardwareEvent": "bpfkit.link.sampling",
+    "SoftwareEvent": "bpfkit.link.sampling",
+    "perf_event_sample": "bpfkit.link.sampling",
+    "SampleEvent": "bpfkit.link.sampling",
+    "SOCKMAP_HOOKS": "bpfkit.link.socket",
+    "ReuseportProgram": "bpfkit.link.socket",
+    "SocketFilter": "bpfkit.link.socket",
+    "SockmapInfo": "bpfkit.link.socket",
+    "SockmapLink": "bpfkit.link.socket",
+    "SockmapProgAttachment": "bpfkit.link.socket",
+    "attach_reuseport": "bpfkit.link.socket",
+    "attach_socket_filter": "bpfkit.link.socket",
+    "attach_sockmap": "bpfkit.link.socket",
+    "have_sockmap_link": "bpfkit.link.socket",
+    "StructOpsInfo": "bpfkit.link.struct_ops",
+    "struct_ops": "bpfkit.link.struct_ops",
+    "StructOpsLink": "bpfkit.link.struct_ops",
+    "StructOpsMapLink": "bpfkit.link.struct_ops",
+    "Anchor": "bpfkit.link.tc",
+    "TcDirection": "bpfkit.link.tc",
+    "TcFilter": "bpfkit.link.tc",
+    "TcQuery": "bpfkit.link.tc",
+    "TcxInfo": "bpfkit.link.tc",
+    "TcxProgram": "bpfkit.link.tc",
+    "tc": "bpfkit.link.tc",
+    "tc_query": "bpfkit.link.tc",
+    "tcx": "bpfkit.link.tc",
+    "ClsBpfLink": "bpfkit.link.tc",
+    "TcxLink": "bpfkit.link.tc",
+    "GcResult": "bpfkit.link.tracefs_probes",
+    "ProbeOwnerInfo": "bpfkit.link.tracefs_probes",
+    "bpfkit_probes": "bpfkit.link.tracefs_probes",
+    "remove_stale_probes": "bpfkit.link.tracefs_probes",
+    "stale_probes": "bpfkit.link.tracefs_probes",
+    "tracepoint": "bpfkit.link.tracepoint",
+    "RawTracepointFd": "bpfkit.link.tracing",
+    "RawTracepointLink": "bpfkit.link.tracing",
+    "TracingInfo": "bpfkit.link.tracing",
+    "TracingLink": "bpfkit.link.tracing",
+    "attach_tracing": "bpfkit.link.tracing",
+    "fentry": "bpfkit.link.tracing",
+    "fexit": "bpfkit.link.tracing",
+    "fmod_ret": "bpfkit.link.tracing",
+    "freplace": "bpfkit.link.tracing",
+    "lsm": "bpfkit.link.tracing",
+    "raw_tracepoint": "bpfkit.link.tracing",
+    "tp_btf": "bpfkit.link.tracing",
+    "Executable": "bpfkit.link.uprobe",
+    "uprobe": "bpfkit.link.uprobe",
+    "uretprobe": "bpfkit.link.uprobe",
+    "XdpInfo": "bpfkit.link.xdp",
+    "XdpMode": "bpfkit.link.xdp",
+    "XdpQuery": "bpfkit.link.xdp",
+    "xdp": "bpfkit.link.xdp",
+    "xdp_detach": "bpfkit.link.xdp",
+    "xdp_query": "bpfkit.link.xdp",
+    "XdpLink": "bpfkit.link.xdp",
+    "XdpNetlinkLink": "bpfkit.link.xdp",
+}
+_SUBMODULES = frozenset({
+    "_binary", "_net", "base", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netns",
+    "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc", "tracefs_probes",
+    "tracepoint", "tracing", "uprobe", "xdp",
+})
+# Functions named like the module that defines them: importing bpfkit.link.kprobe sets the
+# package's attribute "kprobe" to the module (importlib does), and the function must win, as
+# it did when this package imported every module eagerly (``from .kprobe import kprobe``).
+_SHADOWED = frozenset({"kprobe", "struct_ops", "tc", "tracepoint", "uprobe", "xdp"})
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+_lazy = lazy_getattr(__name__, _LAZY, globals(), _SUBMODULES)
+
+# Only the `bpfkit` command (the rule bpfkit/__init__.py uses to recognise it) imports link kinds
+# on first use, to start fast. A program importing the library gets every kind now, as this
+# package always gave them: it may drop privileges later and then be unable to read a module
+# it had not imported yet (a lazy import would then fail where an attach used to).
+if not (sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "bpfkit"):
+    from . import (  # type: ignore[assignment]  # noqa: F401  # the modules; their functions win (_Package)
+        _binary,
+        _net,
+        base,
+        cgroup,
+        group,
+        iter,
+        kprobe,
+        multi,
+        netfilter,
+        netns,
+        perf_event,
+        prog_attach,
+        sampling,
+        socket,
+        struct_ops,
+        tc,
+        tracefs_probes,
+        tracepoint,
+        tracing,
+        uprobe,
+        xdp,
+    )
+
+    globals().update({name: getattr(sys.modules[module], name) for name, module in _LAZY.items()})
 
 # The public API: attach functions, the Link protocol and the classes docs/links.md names,
 # options, info/query dataclasses, pinned-link and stale-probe helpers. Mechanism (the network
@@ -311,4 +509,4 @@ def __getattr__(name: str) -> Any:
         value = getattr(attach, name)
         globals()[name] = value  # resolved once
         return value
-    raise AttributeError(f"module 'bpfkit.link' has no attribute {name!r}")
+    return _lazy(name)

@@ -149,7 +149,14 @@ def _enum(cls: Any, value: int) -> Any:
         return int(value)
 
 
+def _registered() -> None:
+    """Import every link-kind module, each of which registers its LinkInfo decoder and its
+    link class when imported (bpfkit.link imports them on first use, not all at once)."""
+    from . import cgroup, iter, multi, netfilter, netns, perf_event, socket, struct_ops, tc, tracing, xdp  # noqa: F401
+
+
 def _decode_info(raw: Any, name: str) -> LinkInfo:
+    _registered()
     ltype = _enum(LinkType, raw.type)
     detail: Any = None
     if ltype == LinkType.PERF_EVENT:
@@ -427,6 +434,7 @@ def link_from_fd(fd: FD, pinned_path: str | None = None) -> RawLink:
     except BPFKitError:
         fd.close()
         raise
+    _registered()
     factory = _LINK_CLASSES.get(int(raw.type), RawLink)
     return factory(fd, pinned_path)
 
