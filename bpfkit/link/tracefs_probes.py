@@ -25,7 +25,6 @@ import atexit
 import dataclasses
 import os
 import re
-import secrets
 import threading
 import weakref
 from typing import Any, Protocol
@@ -61,7 +60,8 @@ def new_group(pid: int | None = None, start: int | None = None) -> str:
     if pid is None:
         pid = _owner.global_pid() or 0
         start = _owner.own_start_time() if start is None else start
-    return f"{GROUP_PREFIX}_{pid}_{start or 0}_{secrets.token_hex(4)}"
+    # os.urandom(4).hex() is secrets.token_hex(4), without importing secrets (hashlib, random)
+    return f"{GROUP_PREFIX}_{pid}_{start or 0}_{os.urandom(4).hex()}"
 
 
 def parse_owner(group: str) -> tuple[int, int | None] | None:
