@@ -36,7 +36,9 @@ def build(source: Path, root: Path) -> Path:
     """``source`` (benchmarks/c/NAME.c) linked statically against root's libbpf."""
     lib = next(root.glob("usr/lib/*/libbpf.a"), None) or next(root.glob("**/libbpf.a"))
     inc = lib.parents[2] / "include" if (lib.parents[2] / "include/bpf").is_dir() else root / "usr/include"
-    key = hashlib.sha256(source.read_bytes() + str(lib).encode() + str(lib.stat().st_mtime).encode()).hexdigest()[:12]
+    common = source.with_name("bench_common.h")  # what the harnesses share (#include)
+    content = source.read_bytes() + (common.read_bytes() if common.exists() else b"")
+    key = hashlib.sha256(content + str(lib).encode() + str(lib.stat().st_mtime).encode()).hexdigest()[:12]
     out = CACHE / "bench" / f"{source.stem}-{key}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,19 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include <bpf/libbpf.h>
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int quiet(enum libbpf_print_level level, const char *fmt, va_list args)
-{
-	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, args) : 0;
-}
+#include "bench_common.h"
 
 static char **read_symbols(const char *path, size_t *count, unsigned long **offsets)
 {

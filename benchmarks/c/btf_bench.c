@@ -11,14 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <bpf/btf.h>
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "bench_common.h"
 
 int main(int argc, char **argv)
 {
