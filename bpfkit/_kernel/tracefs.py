@@ -315,3 +315,42 @@ def kernel_symbol_exists(symbol: str) -> bool | None:
         if (rest == b"" or rest[:1] == b"\t") and (not module or rest.strip() == f"[{module}]".encode()):
             return True
         pos = end
+
+
+# Listings (bpfkit list): what tracefs says can be traced.
+def list_trace_events() -> list[tuple[str, str]]:
+    """Every trace event as (group, name): available_events (one read, "group:name" a line),
+    else a walk of events/ (each group's directories)."""
+    try:
+        text = read_file("available_events")
+    except OSError:
+        text = ""
+    if text:
+        found = []
+        for line in text.splitlines():
+            group, sep, name = line.partition(":")
+            if sep:
+                found.append((group, name))
+        return found
+    found = []
+    for group in iter_event_groups():
+        if group == "ftrace":
+            continue  # ftrace's own record formats, not tracepoints (available_events omits them)
+        try:
+            with os.scandir(_path(os.path.join("events", group))) as entries:
+                found.extend((group, e.name) for e in entries if e.is_dir())
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+    return found
+
+
+def available_filter_functions() -> list[tuple[str, str]]:
+    """The functions ftrace can trace, which kprobes may probe: (name, module or ""), from
+    available_filter_functions ("name" or "name [module]" a line). OSError when it cannot be
+    read (EPERM under lockdown or without CAP_SYSLOG-like rights; ENOENT without ftrace)."""
+    found = []
+    for line in read_file("available_filter_functions").splitlines():
+        name, _, rest = line.partition(" ")
+        if name and not name.startswith("__ftrace_invalid_address__"):
+            found.append((name, rest.strip().strip("[]")))
+    return found
