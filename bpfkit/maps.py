@@ -576,7 +576,45 @@ class Map(PinnableObject, Generic[K, V]):
         (NotSupportedError for map types or kernels without it: :meth:`items` falls back)."""
         return self._batch(batch_size, fallback=False)
 
+    def raw_batches(self, batch_size: int = 256) -> Iterator[tuple[bytes, bytes, int]]:
+        """Every entry undecoded, a batch at a time: ``(keys, values, count)``, keys
+        ``key_size`` bytes apart, values ``value_stride`` apart (per-CPU: one 8-byte aligned slot
+        per possible CPU, as the kernel copies them). BPF_MAP_LOOKUP_BATCH where the map type
+        and kernel (5.6+) have it, else one lookup per key in batches of the same size."""
+        self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "items", "cannot be listed")
+        if self._batch_ok:
+            yield from self._raw_batches(batch_size, fallback=True)
+            return
+        yield from self._raw_batches_by_key(batch_size)
+
+    @property
+    def value_stride(self) -> int:
+        """Bytes between two values in :meth:`raw_batches` (per-CPU: every CPU's slot)."""
+        return self._value_buf_size
+
+    def _raw_batches_by_key(self, batch_size: int) -> Iterator[tuple[bytes, bytes, int]]:
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for raw in self._raw_keys():
+            value = self._lookup_raw(raw)
+            if value is None:  # deleted meanwhile
+                continue
+            keys.append(raw)
+            values.append(value)
+            if len(keys) == batch_size:
+                yield b"".join(keys), b"".join(values), len(keys)
+                keys, values = [], []
+        if keys:
+            yield b"".join(keys), b"".join(values), len(keys)
+
     def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
+        ksize, vsize = self.key_size, self._value_buf_size
+        dk, dv = self._decode_key, self._decode_value
+        for kraw, vraw, count in self._raw_batches(batch_size, fallback):
+            for i in range(count):
+                yield dk(kraw, i * ksize), dv(vraw, i * vsize)
+
+    def _raw_batches(self, batch_size: int, fallback: bool) -> Iterator[tuple[bytes, bytes, int]]:
         ksize, vsize = self.key_size, self._value_buf_size
         keys = self._buf(ksize * batch_size)
         values = self._buf(vsize * batch_size)
@@ -592,7 +630,7 @@ class Map(PinnableObject, Generic[K, V]):
                 if first and exc.errno in _NO_BATCH:
                     if fallback:
                         self._batch_ok = False
-                        yield from self._items_by_key()
+                        yield from self._raw_batches_by_key(batch_size)
                         return
                     raise NotSupportedError(f"batch lookup in {self.type.kernel_name} map {self.name!r}",
                                             f"BPF_MAP_LOOKUP_BATCH gave {errno_name(exc.errno)}", "5.6") from None
@@ -604,11 +642,8 @@ class Map(PinnableObject, Generic[K, V]):
                 values = self._buf(vsize * batch_size)
                 continue
             first = False
-            kraw = ffi.buffer(keys, ksize * count)[:]
-            vraw = ffi.buffer(values, vsize * count)[:]
-            dk, dv = self._decode_key, self._decode_value
-            for i in range(count):
-                yield dk(kraw, i * ksize), dv(vraw, i * vsize)
+            if count:
+                yield ffi.buffer(keys, ksize * count)[:], ffi.buffer(values, vsize * count)[:], count
             if done:
                 return
             in_batch = out_batch

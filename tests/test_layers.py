@@ -44,6 +44,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.probelist")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
+    # Maps and events shipped to monitoring systems (Prometheus, OpenTelemetry): a library layer
+    # above the objects and readers it serves, below the command line.
+    ("metrics", ("bpfkit.metrics",)),
     # The command line; and the package's own lazy front door.
     ("cli", ("bpfkit.cli",)),
     ("top", ("bpfkit",)),

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_map_size_argument(parser)
     add_set_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
+    parser.add_argument("--metrics", metavar="ADDR",
+                        help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
+                             "while attached (127.0.0.1:9435, or :9435 for every interface); needs bpfkit[metrics]")
 
 
 def _describe(lk: Any) -> str:
@@ -257,6 +260,29 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
     return EventStream(maps, json_lines=args.json)
 
 
+def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
+    """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR."""
+    from ..errors import UsageError
+
+    try:
+        from ..metrics.collector import MapCollector
+        from ..metrics.plan import object_name, plan_collection
+        from ..metrics.server import MetricsServer
+    except ImportError as exc:
+        raise UsageError(f"--metrics needs the prometheus_client package ({exc.name} is missing): "
+                         "pip install 'bpfkit[metrics]'") from None
+    plans = plan_collection(coll.maps, object_name(args.object))
+    if not plans:
+        raise UsageError(f"--metrics {args.metrics}: no map of {args.object} can be served (metrics come from "
+                         "hash and array maps, per-CPU or not, with BTF-typed keys and numeric values)")
+    for plan in plans:
+        for why in plan.skipped:
+            print(f"bpfkit: note: metrics: map {plan.map.name}: field {why} not served", file=sys.stderr)
+    server = MetricsServer(args.metrics, [MapCollector(plans)])
+    say(f"serving {len(plans)} map(s) as metrics on {server.url}: {', '.join(p.map.name for p in plans)}")
+    return server
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
 
@@ -291,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
                 raise exc.wrap(f"attach {args.object} --pin {pin_dir}")
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
-            stream = pipe = None
+            stream = pipe = server = None
             try:
                 if args.spec:
                     skipped: dict[str, str] = {}
@@ -314,6 +340,8 @@ def run(args: argparse.Namespace) -> int:
                     from .cmd_events import TracePipe
 
                     pipe = TracePipe()
+                if args.metrics:
+                    server = _metrics_server(args, coll, say)
                 with StopSignals() as stop:  # installed before the line that says we are ready
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
                     if stream is not None:
@@ -326,7 +354,8 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 errors = []
-                for closer in ([pipe.close] if pipe else []) + ([stream.close] if stream else []):
+                closers = [c.close for c in (server, pipe, stream) if c is not None]
+                for closer in closers:
                     try:
                         closer()
                     except Exception as exc:

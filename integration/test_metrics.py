@@ -1,0 +1,124 @@
+"""bpfkit.metrics on maps a real program fills: bpf/metrics_demo.bpf.c counts this process's
+getppid() and getpgid(N) calls (target_tgid knob) into a struct-keyed hash, a per-CPU array of a
+struct, a slot-keyed array and a hash of struct hist; the scrape text is parsed back with
+prometheus_client's own parser and every value compared with the calls made."""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+
+import bpfkit
+from bpfkit.metrics.collector import MapCollector
+from bpfkit.metrics.plan import plan_collection
+from bpfkit.metrics.server import MetricsServer
+
+PPID_CALLS = 7
+PGID_ARGS = [1, 3, 3, 100, 1000, 70000]  # log2 slots 0, 1, 1, 6, 9, 16
+PREFIX = "bpfkit_metrics_demo_"
+
+
+def _getpgid(n: int) -> None:
+    try:
+        os.getpgid(n)
+    except OSError:  # no process N: the tracepoint fired on entry all the same
+        pass
+
+
+@pytest.fixture
+def demo(bpf_obj: Any) -> Iterator[Any]:
+    spec = bpfkit.load_spec(bpf_obj("metrics_demo"))
+    spec.variables["target_tgid"].value = os.getpid()
+    with bpfkit.Collection(spec) as coll:
+        links = coll.attach_all()
+        try:
+            for _ in range(PPID_CALLS):
+                os.getppid()
+            for n in PGID_ARGS:
+                _getpgid(n)
+        finally:
+            links.close()
+        yield coll
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_families_labels_and_values(demo: Any) -> None:
+    collector = MapCollector(plan_collection(demo.maps, "metrics_demo"))
+    got = _samples(collector.render())
+    comm = open("/proc/self/comm").read().strip()
+    me = str(os.getpid())
+    # struct key -> labels; an enum by member name, char[16] as text; an integer value alone.
+    assert got[(PREFIX + "calls", (("comm", comm), ("kind", "CALL_GETPPID"), ("tgid", me)))] == PPID_CALLS
+    assert got[(PREFIX + "calls", (("comm", comm), ("kind", "CALL_GETPGID"), ("tgid", me)))] == len(PGID_ARGS)
+    # per-CPU struct value: one family per field, the CPUs summed; scalar key -> label "key".
+    assert got[(PREFIX + "totals_events", (("key", "0"),))] == PPID_CALLS + len(PGID_ARGS)
+    assert got[(PREFIX + "totals_arg_sum", (("key", "0"),))] == sum(PGID_ARGS)
+    # slot-keyed array -> a histogram: cumulative buckets, le = the slot's inclusive upper bound.
+    h = PREFIX + "pgid_hist"
+    assert got[(h + "_bucket", (("le", "1"),))] == 1
+    assert got[(h + "_bucket", (("le", "3"),))] == 3
+    assert got[(h + "_bucket", (("le", "127"),))] == 4
+    assert got[(h + "_bucket", (("le", "1023"),))] == 5
+    assert got[(h + "_bucket", (("le", "131071"),))] == 6
+    assert got[(h + "_bucket", (("le", "+Inf"),))] == got[(h + "_count", ())] == len(PGID_ARGS)
+    # _sum: each count at the middle of its bucket (0.5, 2.5, 2.5, 95.5, 767.5, 98303.5).
+    assert got[(h + "_sum", ())] == pytest.approx(0.5 + 2.5 * 2 + 95.5 + 767.5 + 98303.5)
+    # struct hist {slots[32]} by tgid -> one histogram per key, the same counts.
+    a = PREFIX + "arg_hist"
+    for le in ("1", "3", "127", "1023", "131071", "+Inf"):
+        assert got[(a + "_bucket", (("key", me), ("le", le)))] == got[(h + "_bucket", (("le", le),))]
+
+
+def test_render_matches_prometheus_client(demo: Any) -> None:
+    """The fast text path and the Collector protocol (generate_latest) give the same samples,
+    and the raw-bytes path the same as the typed-records path."""
+    from prometheus_client import generate_latest
+
+    collector = MapCollector(plan_collection(demo.maps, "metrics_demo"))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    fast = _samples(collector.render())
+    assert fast == _samples(generate_latest(registry).decode())
+    slow = MapCollector(collector.plans)
+    slow._layouts = dict.fromkeys(slow._layouts)  # force the records path  # type: ignore[assignment]
+    assert _samples(slow.render()) == fast
+    assert any(layout is not None for layout in collector._layouts.values())  # calls and totals take the raw path
+
+
+def test_served_over_http(demo: Any) -> None:
+    collector = MapCollector(plan_collection(demo.maps, "metrics_demo"))
+    with MetricsServer("127.0.0.1:0", [collector]) as server:
+        with urllib.request.urlopen(server.url, timeout=10) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            body = resp.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(server.url.replace("/metrics", "/nope"), timeout=10)
+        assert err.value.code == 404
+        err.value.close()
+    assert _samples(body)[(PREFIX + "totals_events", (("key", "0"),))] == PPID_CALLS + len(PGID_ARGS)
+
+
+def test_address_errors() -> None:
+    from bpfkit.errors import KernelError, UsageError
+    from bpfkit.metrics.server import parse_address
+
+    assert parse_address(":9435") == ("0.0.0.0", 9435)
+    assert parse_address("127.0.0.1:9435") == ("127.0.0.1", 9435)
+    assert parse_address("[::1]:9435") == ("::1", 9435)
+    with pytest.raises(UsageError, match=r"--metrics '9435': not HOST:PORT with a port in 0..65535"):
+        parse_address("9435")
+    with pytest.raises(UsageError, match="not HOST:PORT"):
+        parse_address("127.0.0.1:70000")
+    with MetricsServer("127.0.0.1:0", []) as taken:
+        with pytest.raises(KernelError, match=rf"--metrics 127.0.0.1:{taken.port}: listen on 127.0.0.1 port {taken.port}: .*EADDRINUSE"):
+            MetricsServer(f"127.0.0.1:{taken.port}", [])
