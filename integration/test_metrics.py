@@ -122,3 +122,83 @@ def test_address_errors() -> None:
     with MetricsServer("127.0.0.1:0", []) as taken:
         with pytest.raises(KernelError, match=rf"--metrics 127.0.0.1:{taken.port}: listen on 127.0.0.1 port {taken.port}: .*EADDRINUSE"):
             MetricsServer(f"127.0.0.1:{taken.port}", [])
+
+
+CONFIG = """\
+prefix: demo
+maps:
+  calls:
+    name: demo_syscalls
+    help: Syscalls of the target process
+    type: counter
+    labels:
+      - field: kind
+        name: syscall
+        decoders:
+          - name: static_map
+            static_map: {CALL_GETPPID: getppid, CALL_GETPGID: getpgid}
+  totals:
+    values:
+      - field: arg_sum
+        name: demo_arg_total
+        type: counter
+  pgid_hist:
+    histogram:
+      bucket_multiplier: 0.001
+"""
+
+
+def test_config_applied(demo: Any) -> None:
+    from bpfkit.metrics.config import apply_config, parse_config
+
+    plans = apply_config(parse_config(CONFIG, "c.yaml"), demo.maps, "metrics_demo")
+    text = MapCollector(plans).render()
+    got = _samples(text)
+    # Only the label asked for: entries differing in the other key fields (tgid, comm) are summed.
+    assert got[("demo_syscalls_total", (("syscall", "getppid"),))] == PPID_CALLS
+    assert got[("demo_syscalls_total", (("syscall", "getpgid"),))] == len(PGID_ARGS)
+    assert "# TYPE demo_syscalls_total counter\n# HELP" not in text and "# HELP demo_syscalls_total Syscalls of the target process" in text
+    assert got[("demo_arg_total", (("key", "0"),))] == sum(PGID_ARGS)  # a counter named *_total keeps its name
+    assert not any(name == "demo_totals_events" for name, _ in got)  # values: lists what is served
+    assert got[("demo_pgid_hist_bucket", (("le", "0.001"),))] == 1  # bounds scaled: slot 0 <= 1 * 0.001
+    assert got[("demo_pgid_hist_bucket", (("le", "0.127"),))] == 4
+    assert ("demo_arg_hist_count", (("key", str(os.getpid())),)) in got  # unlisted maps keep their automatic plan
+    # The same samples through prometheus_client's Collector protocol.
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MapCollector(plans))
+    assert _samples(generate_latest(registry).decode()) == got
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("maps:\n  nope: {}\n", "c.yaml:2: maps.nope: the object has no such map (it has: .rodata, arg_hist, calls, events, pgid_hist, totals)"),
+    ("maps:\n  events: {}\n", "c.yaml:2: maps.events: cannot be served as metrics"),
+    ("maps:\n  calls:\n    labels:\n      - field: pid\n",
+     "c.yaml:4: maps.calls.labels: field 'pid': no such key field (the key's: tgid, comm, kind)"),
+    ("maps:\n  calls:\n    values:\n      - field: count\n",
+     "c.yaml:4: maps.calls.values: field 'count': not a numeric value field (served: value)"),
+    ("maps:\n  calls:\n    histogram: {}\n", "c.yaml:3: maps.calls.histogram: map 'calls' is not histogram-shaped"),
+])
+def test_config_errors_against_the_object(demo: Any, text: str, message: str) -> None:
+    from bpfkit.errors import UsageError
+    from bpfkit.metrics.config import apply_config, parse_config
+
+    with pytest.raises(UsageError) as err:
+        apply_config(parse_config(text, "c.yaml"), demo.maps, "metrics_demo")
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_cli_metrics_config_error(bpf_obj: Any, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("maps:\n  calls:\n    type: count\n")
+    proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")), "--metrics", "127.0.0.1:0",
+                           "--metrics-config", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert f"{cfg}:3: maps.calls.type: 'count' is not one of counter, gauge" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")),
+                           "--metrics-config", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert "--metrics-config needs --metrics ADDR" in proc.stderr, proc.stderr

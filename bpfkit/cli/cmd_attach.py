@@ -59,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", metavar="ADDR",
                         help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
                              "while attached (127.0.0.1:9435, or :9435 for every interface); needs bpfkit[metrics]")
+    parser.add_argument("--metrics-config", metavar="FILE",
+                        help="YAML: which maps, metric names, help, counter/gauge, labels and their decoders (docs/metrics.md)")
 
 
 def _describe(lk: Any) -> str:
@@ -260,18 +262,37 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
     return EventStream(maps, json_lines=args.json)
 
 
+def _metrics_config(args: argparse.Namespace) -> Any:
+    from ..errors import UsageError
+
+    if not args.metrics_config:
+        return None
+    if not args.metrics:
+        raise UsageError("--metrics-config needs --metrics ADDR (where to serve the metrics)")
+    try:
+        from ..metrics.config import load_config
+    except ImportError as exc:
+        raise UsageError(f"--metrics-config needs PyYAML ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
+    return load_config(args.metrics_config)
+
+
 def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
     """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR."""
     from ..errors import UsageError
+    from ..metrics.plan import object_name, plan_collection
 
     try:
         from ..metrics.collector import MapCollector
-        from ..metrics.plan import object_name, plan_collection
         from ..metrics.server import MetricsServer
     except ImportError as exc:
         raise UsageError(f"--metrics needs the prometheus_client package ({exc.name} is missing): "
                          "pip install 'bpfkit[metrics]'") from None
-    plans = plan_collection(coll.maps, object_name(args.object))
+    if args.metrics_config_loaded is not None:
+        from ..metrics.config import apply_config
+
+        plans = apply_config(args.metrics_config_loaded, coll.maps, object_name(args.object))
+    else:
+        plans = plan_collection(coll.maps, object_name(args.object))
     if not plans:
         raise UsageError(f"--metrics {args.metrics}: no map of {args.object} can be served (metrics come from "
                          "hash and array maps, per-CPU or not, with BTF-typed keys and numeric values)")
@@ -307,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
             from .._kernel.bpffs import check_pin_dir
 
             pin_dir = check_pin_dir(args.pin, "--pin")
+        args.metrics_config_loaded = _metrics_config(args)  # judged before anything is loaded
         spec = bpfkit.load_spec(args.object)
         apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)

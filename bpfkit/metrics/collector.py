@@ -121,11 +121,12 @@ def _label_conv(label: Label, escaped: bool) -> Callable[[object], str]:
         return str  # an integer: its digits need no escaping
     text = label.text
     cache: dict[object, str] = {}
+    keep_bytes = label.raw
 
     def conv(raw: object) -> str:
         out = cache.get(raw)
         if out is None:
-            value = _text_value(raw) if isinstance(raw, bytes) else raw
+            value = _text_value(raw) if isinstance(raw, bytes) and not keep_bytes else raw
             out = text(value)
             if escaped:
                 out = escape(out)
@@ -161,6 +162,20 @@ class MapCollector(Collector):
 
     # ------------------------------------------------------------------ reading
     def _rows(self, plan: MapMetrics, escaped: bool) -> Iterator[Row]:
+        if not plan.summed:
+            return self._entry_rows(plan, escaped)
+        # Labels from some of the key's fields: entries that share them are one series.
+        totals: dict[tuple[str, ...], list[float]] = {}
+        for lv, vals in self._entry_rows(plan, escaped):
+            have = totals.get(lv)
+            if have is None:
+                totals[lv] = vals
+            else:
+                for i, v in enumerate(vals):
+                    have[i] += v
+        return iter(totals.items())
+
+    def _entry_rows(self, plan: MapMetrics, escaped: bool) -> Iterator[Row]:
         layout = self._layouts.get(id(plan))
         if layout is not None:
             yield from layout.rows(escaped)
@@ -252,7 +267,8 @@ class MapCollector(Collector):
         out: list[str] = []
         if plan.fields:
             lines: list[list[str]] = [[] for _ in plan.fields]
-            heads = [f.name + ("_total" if f.kind == "counter" else "") for f in plan.fields]
+            # A counter's samples end in _total, added unless the name has it (as prometheus_client does).
+            heads = [f.name + ("_total" if f.kind == "counter" and not f.name.endswith("_total") else "") for f in plan.fields]
             pairs = list(zip(heads, lines))
             for lv, vals in self._rows(plan, escaped=True):
                 lbl = template % lv if template else ""

@@ -75,6 +75,7 @@ class Label:
     path: str = ""  # the key field ("" for a scalar key)
     offset: int = -1  # where the field lies in the raw key, and its struct format ("": none)
     fmt: str = ""
+    raw: bool = False  # text takes a char array's bytes as they are (decoders), not as text
 
 
 @dataclasses.dataclass
@@ -110,19 +111,21 @@ class HistPlan:
     first_slot: int = 0
     base: int = 0
     step: int = 1
+    multiplier: float = 1.0   # scales every bound (usecs counted, seconds served)
+    slot_path: str = ""       # key_slot: the key field holding the slot
 
     def upper(self, i: int) -> float:
         """The inclusive upper bound (Prometheus' ``le``) of slot ``i``."""
         if self.kind == "linear":
-            return float(self.base + (i + 1) * self.step - 1)
+            return (self.base + (i + 1) * self.step - 1) * self.multiplier
         j = i - self.first_slot
-        return 1.0 if j <= 0 else float((1 << (j + 1)) - 1)
+        return (1.0 if j <= 0 else float((1 << (j + 1)) - 1)) * self.multiplier
 
     def lower(self, i: int) -> float:
         if self.kind == "linear":
-            return float(self.base + i * self.step)
+            return (self.base + i * self.step) * self.multiplier
         j = i - self.first_slot
-        return 0.0 if j <= 0 else float(1 << j)
+        return (0.0 if j <= 0 else float(1 << j)) * self.multiplier
 
 
 @dataclasses.dataclass
@@ -136,6 +139,7 @@ class MapMetrics:
     hist: HistPlan | None = None
     percpu: bool = False
     skipped: list[str] = dataclasses.field(default_factory=list)  # value fields not served, and why
+    summed: bool = False  # labels from some key fields only: entries with the same labels are added up
 
 
 _INT_FMT = {(1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q",
@@ -271,7 +275,7 @@ def _hist_plan(m: Map, base: str, keys: list[_Leaf], values: list[_Leaf], btf: B
         return None
     slot_keys = [k for k in keys if k.path and k.path.rsplit(".", 1)[-1] in SLOT_FIELDS and k.kind == "int"]
     if slot_keys:
-        return HistPlan(base, help_text, "key_slot", slot=_getter(slot_keys[0].path), kind=kind)
+        return HistPlan(base, help_text, "key_slot", slot=_getter(slot_keys[0].path), kind=kind, slot_path=slot_keys[0].path)
     if len(keys) == 1 and not keys[0].path and keys[0].kind == "int" and _HIST_NAME.search(m.name):
         n = m.max_entries if m.type in (MapType.ARRAY, MapType.PERCPU_ARRAY) else 0
         return HistPlan(base, help_text, "slot_key", kind=kind, slots=n)
