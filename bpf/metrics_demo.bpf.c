@@ -68,6 +68,9 @@ struct {
 	__type(value, struct hist);
 } arg_hist SEC(".maps");
 
+/* In BTF for user space (--otlp, --event-type event): a type only used inside functions is not. */
+struct event *unused_event __attribute__((unused));
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);

@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", metavar="ADDR",
                         help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
                              "while attached (127.0.0.1:9435, or :9435 for every interface); needs bpfkit[metrics]")
+    parser.add_argument("--otlp", metavar="ENDPOINT",
+                        help="send the records of the --events maps (default: every ringbuf and perf_event_array map) as "
+                             "OpenTelemetry log records to this OTLP/HTTP endpoint (http://HOST:4318); needs bpfkit[otlp]")
     parser.add_argument("--metrics-config", metavar="FILE",
                         help="YAML: which maps, metric names, help, counter/gauge, labels and their decoders (docs/metrics.md)")
 
@@ -262,6 +265,36 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
     return EventStream(maps, json_lines=args.json)
 
 
+def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tuple[Any, Any]:
+    """The --events maps (or every ringbuf and perf_event_array map) read into OpenTelemetry
+    log records, decoded through the BTF struct --event-type names."""
+    from ..errors import UsageError
+    from .cmd_events import EventStream
+
+    try:
+        from ..metrics.otlp import OtlpEvents, event_codec, otlp_exporter
+    except ImportError as exc:
+        raise UsageError(f"--otlp needs the OpenTelemetry SDK ({exc.name} is missing): pip install 'bpfkit[otlp]'") from None
+    from ..metrics.plan import object_name
+
+    names = args.events or [n for n, m in coll.maps.items() if m.type.name in ("RINGBUF", "PERF_EVENT_ARRAY")]
+    if not names:
+        raise UsageError(f"--otlp: {args.object} has no ringbuf or perf_event_array map to read records from")
+    for name in names:
+        if name not in coll.maps:
+            raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
+    codec = event_codec(spec.btf, args.event_type)
+    otlp = OtlpEvents(otlp_exporter(args.otlp), object_name=object_name(args.object))
+    try:
+        stream = EventStream([(coll.maps[n], None) for n in names],
+                             make_sink=lambda m, _fmt: otlp.sink(m.name, codec, m.type.name == "PERF_EVENT_ARRAY"))
+    except BaseException:
+        otlp.close()
+        raise
+    say(f"sending records of {', '.join(names)} ({codec.type_name}) as OpenTelemetry logs to {args.otlp}")
+    return stream, otlp
+
+
 def _metrics_config(args: argparse.Namespace) -> Any:
     from ..errors import UsageError
 
@@ -339,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
                 raise exc.wrap(f"attach {args.object} --pin {pin_dir}")
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
-            stream = pipe = server = None
+            stream = pipe = server = otlp = None
             try:
                 if args.spec:
                     skipped: dict[str, str] = {}
@@ -356,7 +389,9 @@ def run(args: argparse.Namespace) -> int:
                     _pin_all(pin_dir, coll, attached, say)
                     say(f"{len(attached)} link(s) pinned under {pin_dir}; remove the pins to detach")
                     return 0
-                if args.events:
+                if args.otlp:
+                    stream, otlp = _otlp_stream(args, spec, coll, say)
+                elif args.events:
                     stream = _event_stream(args, spec, coll)
                 if args.trace_pipe:
                     from .cmd_events import TracePipe
@@ -376,7 +411,7 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 errors = []
-                closers = [c.close for c in (server, pipe, stream) if c is not None]
+                closers = [c.close for c in (server, pipe, stream, otlp) if c is not None]  # otlp last: flushes
                 for closer in closers:
                     try:
                         closer()
