@@ -10,6 +10,7 @@
 // the tracepoint fires on entry even when no process N exists).
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "log2.h"
 
 #define MAX_SLOTS 32
 
@@ -75,18 +76,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
-
-static __always_inline __u32 log2_u32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
 
 static __always_inline void count(enum call_kind kind, __s64 arg)
 {

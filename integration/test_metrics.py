@@ -172,7 +172,7 @@ def test_config_applied(demo: Any) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("maps:\n  nope: {}\n", "c.yaml:2: maps.nope: the object has no such map (it has: .rodata, arg_hist, calls, events, pgid_hist, totals)"),
+    ("maps:\n  nope: {}\n", "c.yaml:2: maps.nope: the object has no such map (it has: .bss, .rodata, arg_hist, calls, events, pgid_hist, totals)"),
     ("maps:\n  events: {}\n", "c.yaml:2: maps.events: cannot be served as metrics"),
     ("maps:\n  calls:\n    labels:\n      - field: pid\n",
      "c.yaml:4: maps.calls.labels: field 'pid': no such key field (the key's: tgid, comm, kind)"),

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from conftest import start_attached
 
 pytest.importorskip("opentelemetry.sdk", reason="needs opentelemetry-sdk (the otlp extra)")
 pytest.importorskip("opentelemetry.proto", reason="needs opentelemetry-proto")
@@ -128,16 +129,9 @@ def test_attach_otlp_to_a_receiver(bpf_obj: Any) -> None:
     thread.start()
     proc = None
     try:
-        proc = subprocess.Popen(
+        proc, seen = start_attached(
             [sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")), "--set", f"target_tgid={os.getpid()}",
-             "--otlp", f"http://127.0.0.1:{server.server_address[1]}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if "Ctrl-C or SIGTERM" in line:
-                break
+             "--otlp", f"http://127.0.0.1:{server.server_address[1]}"])
         assert any("sending records of events (struct event) as OpenTelemetry logs" in s for s in seen), "".join(seen)
         made = []
         for _ in range(20):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import start_attached
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PPID_CALLS = 37
@@ -79,16 +80,9 @@ def test_prometheus_scrapes_attach(bpf_obj: Any) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bpfkit-prom-"))
     attach = prom = None
     try:
-        attach = subprocess.Popen(
+        attach, seen = start_attached(
             [sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")), "--set", f"target_tgid={os.getpid()}",
-             "--metrics", f"127.0.0.1:{metrics_port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert attach.stdout is not None
-        seen = []
-        for line in attach.stdout:
-            seen.append(line)
-            if "Ctrl-C or SIGTERM" in line:
-                break
+             "--metrics", f"127.0.0.1:{metrics_port}"])
         assert any(f"metrics on http://127.0.0.1:{metrics_port}/metrics" in s for s in seen), "".join(seen)
         (tmp / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import start_attached
 
 yaml = pytest.importorskip("yaml", reason="needs PyYAML (the metrics extra)")
 
@@ -162,14 +163,8 @@ def test_production_image_with_the_daemonsets_capabilities(bpf_obj: Any) -> None
            "-v", f"{bpf_obj('metrics_demo')}:/etc/bpfkit/objects/tool.bpf.o:ro",
            "localhost/bpfkit:prod", "attach", "/etc/bpfkit/objects/tool.bpf.o", "--metrics", f"127.0.0.1:{port}",
            "--set", f"target_tgid={os.getpid()}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc, seen = start_attached(cmd, env=env)
     try:
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if "Ctrl-C or SIGTERM" in line or "error" in line:
-                break
         assert any("serving 4 map(s) as metrics" in s for s in seen), "".join(seen)
         for _ in range(11):
             os.getppid()

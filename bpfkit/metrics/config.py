@@ -183,6 +183,22 @@ class _Checker:
         return [(v, v.line if isinstance(v, _Lined) else self.line_of(m, key)) for v in value]
 
 
+    def fields(self, m: _Lined, key: str, where: str, allowed: tuple[str, ...], what: str) -> list[tuple[str, _Lined, str]] | None:
+        """The list at ``key`` of mappings that each name a ``field``: (where, mapping, field)."""
+        items = self.seq(m, key, where)
+        if items is None:
+            return None
+        out = []
+        for i, (item, line) in enumerate(items):
+            iw = f"{where}.{key}[{i}]"
+            im = self.mapping(item, iw, line, allowed)
+            field = self.text(im, "field", iw)
+            if field is None:
+                raise self.error(im.line, iw, f"needs field: ({what})")
+            out.append((iw, im, field))
+        return out
+
+
 def _kind(value: object) -> str:
     if isinstance(value, dict):
         return "a mapping"
@@ -230,15 +246,10 @@ def _map_config(c: _Checker, name: str, body: object, line: int) -> MapConfig:
     m = c.mapping(body, where, line, ("name", "help", "type", "labels", "values", "histogram"))
     metric_ok: dict[str, Any] = {"check": _METRIC_NAME_OK, "what": "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"}
     labels = None
-    items = c.seq(m, "labels", where)
+    items = c.fields(m, "labels", where, ("field", "name", "decoders"), "the key field the label comes from")
     if items is not None:
         labels = []
-        for i, (item, iline) in enumerate(items):
-            lw = f"{where}.labels[{i}]"
-            lm = c.mapping(item, lw, iline, ("field", "name", "decoders"))
-            field = c.text(lm, "field", lw)
-            if field is None:
-                raise c.error(lm.line, lw, "needs field: (the key field the label comes from)")
+        for lw, lm, field in items:
             decoders: list[tuple[str, dict[object, object] | None]] = []
             for j, (dec, dline) in enumerate(c.seq(lm, "decoders", lw) or []):
                 dw = f"{lw}.decoders[{j}]"
@@ -254,15 +265,10 @@ def _map_config(c: _Checker, name: str, body: object, line: int) -> MapConfig:
             labels.append(LabelConfig(field, c.text(lm, "name", lw, check=_LABEL_NAME_OK,
                                                     what="a label name ([a-zA-Z_][a-zA-Z0-9_]*)"), decoders, lm.line))
     values = None
-    vitems = c.seq(m, "values", where)
+    vitems = c.fields(m, "values", where, ("field", "name", "help", "type"), "the value field the family comes from")
     if vitems is not None:
         values = []
-        for i, (item, iline) in enumerate(vitems):
-            vw = f"{where}.values[{i}]"
-            vm = c.mapping(item, vw, iline, ("field", "name", "help", "type"))
-            field = c.text(vm, "field", vw)
-            if field is None:
-                raise c.error(vm.line, vw, "needs field: (the value field the family comes from)")
+        for vw, vm, field in vitems:
             values.append(ValueConfig(field, c.text(vm, "name", vw, **metric_ok), c.text(vm, "help", vw),
                                       c.choice(vm, "type", vw, ("counter", "gauge")), vm.line))
     hist = None
