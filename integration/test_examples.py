@@ -1,0 +1,144 @@
+"""The example tools (examples/*/NAME.py) end to end: each runs as a real process, with the
+object `make -C bpf` built from examples/NAME/NAME.bpf.c, while a child process makes a known
+number of events; the printed output must state exactly that. Ctrl-C (SIGINT) must end a tool
+cleanly: exit status 0, no traceback, nothing left attached.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+TIMEOUT = 900 if os.environ.get("BPFKIT_VM_KERNEL") else 60
+
+# A child that waits for a line on stdin, then runs the Python statement it was given (the
+# events to count), prints "done" and waits for stdin to close.
+CHILD = "import os, sys\nsys.stdin.readline()\n{body}\nprint('done', flush=True)\nsys.stdin.read()\n"
+
+
+class Tool:
+    """An example tool running in the background; its stdout collected line by line."""
+
+    def __init__(self, name: str, *args: str) -> None:
+        script = REPO / "examples" / name / f"{name}.py"
+        obj = REPO / "bpf/.output/examples" / f"{name}.bpf.o"
+        if not obj.exists():
+            pytest.skip(f"{obj} is not built (make -C bpf)")
+        self.proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=ENV)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = TIMEOUT) -> re.Match[str]:
+        """The first new line matching ``pattern``; fails with everything printed so far."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.proc.kill()
+                err = self.proc.stderr.read() if self.proc.stderr else ""
+                pytest.fail(f"no line matching {pattern!r}; stdout: {self.seen}; stderr: {err}")
+            self.seen.append(line)
+            found = re.search(pattern, line)
+            if found:
+                return found
+
+    def finish(self, interrupt: bool = False) -> str:
+        """Wait for the tool to exit (after SIGINT when ``interrupt``): its stderr, checked clean."""
+        if interrupt:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        assert self.proc.returncode == 0, f"exit {self.proc.returncode}: {err}"
+        assert "Traceback" not in err, err
+        while True:  # the rest of stdout
+            line = self.lines.get(timeout=TIMEOUT)
+            if line is None:
+                return err
+            self.seen.append(line)
+
+
+class Child:
+    """A Python child that runs ``body`` when :meth:`go` is called."""
+
+    def __init__(self, body: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD.format(body=body)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=TIMEOUT)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def child(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    made: list[Child] = []
+
+    def make(body: str) -> Child:
+        made.append(Child(body))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+# ---------------------------------------------------------------------------- syscount
+N = 137  # an unusual count, so no other process matches it by chance
+
+
+def test_syscount_counts_one_syscall_exactly(child) -> None:  # type: ignore[no-untyped-def]
+    kid = child(f"for _ in range({N}): os.getppid()")
+    tool = Tool("syscount", "--pid", str(kid.pid), "--syscall", "getppid", "--interval", "1.5", "--count", "1")
+    tool.wait_for("^Tracing")
+    kid.go()
+    tool.finish()
+    rows = [line.split() for line in tool.seen if re.match(r"^\d+\s", line)]
+    assert [(pid, count) for pid, _comm, count in rows] == [(str(kid.pid), str(N))], tool.seen
+
+
+def test_syscount_by_process_top_and_interrupt(child) -> None:  # type: ignore[no-untyped-def]
+    kid = child(f"for _ in range({N}): os.getppid()")
+    tool = Tool("syscount", "--pid", str(kid.pid), "--interval", "0.5")
+    tool.wait_for("^Tracing")
+    kid.go()
+    found = tool.wait_for(rf"^{kid.pid}\s+\S+\s+(\d+)$")
+    assert int(found.group(1)) >= N  # getppid() N times, and the write of "done"
+    tool.wait_for(r"^\[\d\d:\d\d:\d\d\]$")  # the next report: counts were cleared, periodic
+    tool.finish(interrupt=True)
+    assert tool.seen[-1] == "Detaching...", tool.seen
