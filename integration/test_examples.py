@@ -141,4 +141,25 @@ def test_syscount_by_process_top_and_interrupt(child) -> None:  # type: ignore[n
     assert int(found.group(1)) >= N  # getppid() N times, and the write of "done"
     tool.wait_for(r"^\[\d\d:\d\d:\d\d\]$")  # the next report: counts were cleared, periodic
     tool.finish(interrupt=True)
-    assert tool.seen[-1] == "Detaching...", tool.seen
+
+
+# --------------------------------------------------------------------------- execsnoop
+def test_execsnoop_argv_and_failures(child) -> None:  # type: ignore[no-untyped-def]
+    kid = child("import subprocess\n"
+                "subprocess.run(['/bin/echo', 'alpha', 'beta gamma'], stdout=subprocess.DEVNULL)\n"
+                "try: subprocess.run(['/nonexistent/bpfkit-example', '-x'])\n"
+                "except FileNotFoundError: pass")
+    tool = Tool("execsnoop", "--ppid", str(kid.pid), "--fails", "--count", "2")
+    tool.wait_for("^Tracing")
+    kid.go()
+    ok = tool.wait_for(r"^\S+\s+echo\s+(\d+)\s+(\d+)\s+0 /bin/echo alpha beta gamma$")
+    assert int(ok.group(2)) == kid.pid
+    failed = tool.wait_for(r"^\S+\s+\S+\s+(\d+)\s+(\d+)\s+-2 /nonexistent/bpfkit-example -x$")  # ENOENT
+    assert int(failed.group(2)) == kid.pid
+    tool.finish()
+
+
+def test_execsnoop_ctrl_c(child) -> None:  # type: ignore[no-untyped-def]
+    tool = Tool("execsnoop")
+    tool.wait_for("^PCOMM|^TIME")
+    tool.finish(interrupt=True)

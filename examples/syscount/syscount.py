@@ -53,23 +53,23 @@ def main() -> None:
         counts = coll.maps["counts"]
         print("Tracing system calls by process... Ctrl-C to stop.", flush=True)
         reports = 0
-        try:
-            while not args.count or reports < args.count:
-                time.sleep(args.interval)
-                rows = []
-                for pid, (count, comm) in list(counts.items()):  # read all, then clear
-                    rows.append((count, pid, comm.split(b"\0", 1)[0].decode(errors="replace")))
-                    counts.delete(pid)
-                rows.sort(reverse=True)
-                print(f"[{time.strftime('%H:%M:%S')}]")
-                print(f"{'PID':<8} {'COMM':<16} {'SYSCALLS':>10}")
-                for count, pid, comm in rows[: args.top]:
-                    print(f"{pid:<8} {comm:<16} {count:>10}")
-                print(flush=True)
-                reports += 1
-        except KeyboardInterrupt:
-            print("Detaching...")
+        while not args.count or reports < args.count:
+            time.sleep(args.interval)
+            rows = []
+            for pid, (count, comm) in list(counts.items()):  # read all, then clear
+                rows.append((count, pid, comm.split(b"\0", 1)[0].decode(errors="replace")))
+                counts.delete(pid)
+            rows.sort(reverse=True)
+            print(f"[{time.strftime('%H:%M:%S')}]")
+            print(f"{'PID':<8} {'COMM':<16} {'SYSCALLS':>10}")
+            for count, pid, comm in rows[: args.top]:
+                print(f"{pid:<8} {comm:<16} {count:>10}")
+            print(flush=True)
+            reports += 1
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C: the with-blocks above closed the links and the object
+        pass
