@@ -69,4 +69,4 @@ __all__ = [
 
 
 __getattr__ = lazy_getattr("bpfkit", _LAZY, globals(), (
-    "errors", "features", "link", "events", "asm", "btf", "elf", "spec", "user_events", "usdt"))
+    "errors", "features", "link", "events", "asm", "btf", "elf", "spec", "user_events", "usdt", "hist"))

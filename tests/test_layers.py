@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Kernel objects made from specs (each owns an fd), fitting a spec to the running kernel,
     # the running kernel's BTF, feature probes.
     ("objects", ("bpfkit.maps", "bpfkit.program", "bpfkit.collection", "bpfkit.kernelfit",
-                 "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel")),
+                 "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel",
+                 "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
     ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach")),
     # Reading what programs send, and user events.
