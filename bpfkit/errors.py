@@ -14,6 +14,7 @@ which keeps the original class, errno and log so callers can still match on them
     ├── ParseError             malformed input: ELF, BTF, probe spec, map definition
     ├── CORERelocationError    a CO-RE relocation that can be neither applied nor poisoned
     └── UsageError             the caller asked for something inconsistent
+        └── BTFValueError           a value that does not fit its BTF type (field path, type, range)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "ParseError",
     "CORERelocationError",
     "UsageError",
+    "BTFValueError",
     "errno_name",
     "kernel_error",
 ]
@@ -177,6 +179,24 @@ class CORERelocationError(BPFKitError):
 
 class UsageError(BPFKitError):
     """The arguments contradict each other or the object they apply to."""
+
+
+class BTFValueError(UsageError, ValueError):
+    """A Python value that does not fit a BTF type (bpfkit.btf.values): ``path`` names the field
+    (``value.comm``, ``key.hops[2].port``), ``expected`` the type and its range, ``value`` what
+    was given. Also a ValueError, for code that catches those."""
+
+    def __init__(self, path: str, expected: str, value: object, why: str = "") -> None:
+        self.path = path
+        self.expected = expected
+        self.value = value
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        text = f"{path}: expected {expected}, got {shown}"
+        if why:
+            text += f" ({why})"
+        super().__init__(text)
 
 
 # Which capability a failing operation needs, for EPERM messages. Since 5.8 CAP_BPF covers
