@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import struct
+import sys
 import time
 from pathlib import Path
 
 import bpfkit
 from bpfkit import events, link
+from bpfkit.errors import BPFKitError
 
 OBJECT = Path(__file__).resolve().parents[2] / "bpf/.output/examples/execsnoop.bpf.o"
 MAXARGS, ARGLEN = 16, 64
@@ -58,5 +60,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except KeyboardInterrupt:  # Ctrl-C: the with-blocks above closed the links and the object
-        pass
+    except (KeyboardInterrupt, BPFKitError) as exc:  # Ctrl-C while starting; or what the kernel refused
+        sys.exit(f"execsnoop: {exc}" if isinstance(exc, BPFKitError) else 0)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import glob
 import re
+import sys
 import time
 from pathlib import Path
 
 import bpfkit
 from bpfkit import link
+from bpfkit.errors import BPFKitError
 
 OBJECT = Path(__file__).resolve().parents[2] / "bpf/.output/examples/syscount.bpf.o"
 
@@ -71,5 +73,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except KeyboardInterrupt:  # Ctrl-C: the with-blocks above closed the links and the object
-        pass
+    except (KeyboardInterrupt, BPFKitError) as exc:  # Ctrl-C while starting; or what the kernel refused
+        sys.exit(f"syscount: {exc}" if isinstance(exc, BPFKitError) else 0)
