@@ -163,3 +163,50 @@ def test_execsnoop_ctrl_c(child) -> None:  # type: ignore[no-untyped-def]
     tool = Tool("execsnoop")
     tool.wait_for("^PCOMM|^TIME")
     tool.finish(interrupt=True)
+
+
+# ------------------------------------------------------------------ log2 histograms
+def histogram_total(lines: list[str]) -> int:
+    """The sum of the counts of every bucket line ("  4 -> 7   : 12   |***  |") in ``lines``."""
+    return sum(int(m.group(1)) for line in lines if (m := re.match(r"^\s*\d+ -> \d+\s+: (\d+)\s+\|", line)))
+
+
+def test_runqlat_counts_a_child_s_wakeups(child) -> None:  # type: ignore[no-untyped-def]
+    sleeps = 40
+    kid = child(f"import time\nfor _ in range({sleeps}): time.sleep(0.002)")
+    tool = Tool("runqlat", "--pid", str(kid.pid), "2", "1")
+    tool.wait_for("^Tracing")
+    kid.go()
+    tool.finish()
+    assert any(re.match(r"^\s+usecs\s+: count\s+distribution$", line) for line in tool.seen), tool.seen
+    # Each sleep ends in a wakeup and a switch-in; so does the read of "go". A preemption of
+    # the child (it stays runnable) adds one more wait, which a busy host may cause.
+    total = histogram_total(tool.seen)
+    assert sleeps + 1 <= total <= 2 * sleeps, tool.seen
+
+
+def test_runqlat_ctrl_c_draws_the_histogram() -> None:
+    tool = Tool("runqlat")
+    tool.wait_for("^Tracing")
+    time.sleep(0.5)
+    tool.finish(interrupt=True)
+    assert histogram_total(tool.seen) > 0, tool.seen  # the whole system's switches in 0.5 s
+
+
+def test_funclatency_counts_libc_calls_exactly(child) -> None:  # type: ignore[no-untyped-def]
+    kid = child(f"for _ in range({N}): os.getppid()")  # libc's getppid(), N times
+    tool = Tool("funclatency", "--func", "getppid", "--pid", str(kid.pid), "-i", "1.5", "-c", "1")
+    tool.wait_for("^Tracing libc:getppid")
+    kid.go()
+    tool.finish()
+    assert any(re.match(r"^\s+nsecs\s+: count\s+distribution$", line) for line in tool.seen), tool.seen
+    assert histogram_total(tool.seen) == N, tool.seen
+
+
+def test_funclatency_unknown_function() -> None:
+    tool = Tool("funclatency", "--func", "no_such_function_bpfkit")
+    proc = tool.proc
+    proc.wait(timeout=TIMEOUT)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.startswith("funclatency: attach uprobe ") and "symbol 'no_such_function_bpfkit' not found in" in err, err
