@@ -26,11 +26,24 @@ from typing import Any
 def _commands() -> list[tuple[str, ModuleType]]:
     """(name, module) of every sub-command in the order `bpfkit --help` lists them; imported
     when the parser is built, with plain imports that readers and tools can follow."""
-    from . import cmd_attach, cmd_events, cmd_features, cmd_gc, cmd_inspect, cmd_link, cmd_load, cmd_map, cmd_prog, cmd_usdt, cmd_user_event
+    from . import (
+        cmd_attach,
+        cmd_events,
+        cmd_features,
+        cmd_gc,
+        cmd_gen,
+        cmd_inspect,
+        cmd_link,
+        cmd_load,
+        cmd_map,
+        cmd_prog,
+        cmd_usdt,
+        cmd_user_event,
+    )
 
     return [("attach", cmd_attach), ("inspect", cmd_inspect), ("load", cmd_load), ("features", cmd_features),
             ("prog", cmd_prog), ("link", cmd_link), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
-            ("user-event", cmd_user_event), ("usdt", cmd_usdt)]
+            ("user-event", cmd_user_event), ("usdt", cmd_usdt), ("gen", cmd_gen)]
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130

@@ -5,23 +5,19 @@
     python examples/funclatency/funclatency.py --func getppid --pid 1234 -u -i 1 -c 3
 
 Needs root (CAP_BPF, CAP_PERFMON) and bpf/.output/examples/funclatency.bpf.o (`make -C bpf`).
+funclatency_skel.py is its typed skeleton (`bpfkit gen skeleton`).
 """
 
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 import time
-from pathlib import Path
 
-import bpfkit
+from funclatency_skel import Funclatency, units_enum
+
 from bpfkit import hist, link
 from bpfkit.errors import BPFKitError
-
-OBJECT = Path(__file__).resolve().parents[2] / "bpf/.output/examples/funclatency.bpf.o"
-MAX_SLOTS = 32
-UNITS = {"nsecs": 0, "usecs": 1, "msecs": 2}  # enum units
 
 
 def main() -> None:
@@ -35,33 +31,25 @@ def main() -> None:
     parser.add_argument("-c", "--count", type=int, default=0, help="stop after this many")
     args = parser.parse_args()
 
-    unit = "msecs" if args.milliseconds else "usecs" if args.microseconds else "nsecs"
-    spec = bpfkit.load_spec(OBJECT)
-    spec.variables["targ_tgid"].value = args.pid
-    spec.variables["units"].value = UNITS[unit]
-    exe = link.Executable(args.lib)
-    pid = args.pid or None  # also a perf-event filter: the probes fire in that process only
-    with bpfkit.Collection(spec) as coll, \
-            exe.uprobe(args.func, coll.programs["func_entry"], pid=pid), \
-            exe.uretprobe(args.func, coll.programs["func_exit"], pid=pid):
-        bss = coll.maps[".bss"]
-
-        def report() -> None:
-            slots = list(struct.unpack(f"<{MAX_SLOTS}I", bss[0]))  # __u32 hist[MAX_SLOTS], at offset 0
-            bss[0] = bytes(4 * MAX_SLOTS)
-            if args.interval:
+    units = units_enum.MSEC if args.milliseconds else units_enum.USEC if args.microseconds else units_enum.NSEC
+    with Funclatency.open() as skel:
+        skel.targ_tgid = args.pid
+        skel.units = units
+        skel.load()
+        # The sections name no function: attach at --func, in --pid only (a perf-event filter too).
+        exe, pid = link.Executable(args.lib), args.pid or None
+        with exe.uprobe(args.func, skel.func_entry, pid=pid), exe.uretprobe(args.func, skel.func_exit, pid=pid):
+            print(f"Tracing {args.lib}:{args.func}... Ctrl-C to stop.", flush=True)
+            unit = units.name.lower() + "s"
+            for _ in iter(int, 1) if not args.count else range(args.count):
+                try:
+                    time.sleep(args.interval or 1e9)  # no interval: one histogram, at Ctrl-C
+                except KeyboardInterrupt:
+                    print(hist.log2_hist(skel.hist, unit), flush=True)
+                    return
                 print(f"\n{time.strftime('%H:%M:%S')}")
-            print(hist.log2_hist(slots, unit), flush=True)
-
-        print(f"Tracing {args.lib}:{args.func}... Ctrl-C to stop.", flush=True)
-        reports = 0
-        try:
-            while not args.count or reports < args.count:
-                time.sleep(args.interval or 1e9)
-                report()
-                reports += 1
-        except KeyboardInterrupt:
-            report()
+                print(hist.log2_hist(skel.hist, unit), flush=True)  # a __u32[32] global in .bss
+                skel.hist = []  # zeroed: the next interval starts from nothing
 
 
 if __name__ == "__main__":

@@ -5,22 +5,19 @@
     python examples/runqlat/runqlat.py --pid 1234   # one process, drawn at Ctrl-C
 
 Needs root (CAP_BPF, CAP_PERFMON) and bpf/.output/examples/runqlat.bpf.o (`make -C bpf`).
+runqlat_skel.py is its typed skeleton (`bpfkit gen skeleton`).
 """
 
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 import time
-from pathlib import Path
 
-import bpfkit
-from bpfkit import hist
+from runqlat_skel import Runqlat, hist
+
+from bpfkit import hist as histogram
 from bpfkit.errors import BPFKitError
-
-OBJECT = Path(__file__).resolve().parents[2] / "bpf/.output/examples/runqlat.bpf.o"
-MAX_SLOTS = 26
 
 
 def main() -> None:
@@ -31,29 +28,22 @@ def main() -> None:
     parser.add_argument("-m", "--milliseconds", action="store_true", help="in milliseconds")
     args = parser.parse_args()
 
-    spec = bpfkit.load_spec(OBJECT)
-    spec.variables["targ_tgid"].value = args.pid
-    spec.variables["targ_ms"].value = args.milliseconds
-    unit = "msecs" if args.milliseconds else "usecs"
-    with bpfkit.Collection(spec) as coll, coll.attach_all():  # raw_tp/sched_* from the sections
-        hists = coll.maps["hists"]
-
-        def report() -> None:
-            slots = list(struct.unpack(f"<{MAX_SLOTS}I", hists[0]))
-            hists[0] = bytes(4 * MAX_SLOTS)  # start the next interval from zero
-            if args.interval:
-                print(f"\n{time.strftime('%H:%M:%S')}")
-            print(hist.log2_hist(slots, unit), flush=True)
-
+    with Runqlat.open() as skel:
+        skel.targ_tgid = args.pid
+        skel.targ_ms = args.milliseconds
+        skel.load()
+        skel.attach()  # raw_tp/sched_wakeup, sched_wakeup_new, sched_switch
         print("Tracing run queue latency... Ctrl-C to stop.", flush=True)
         reports = 0
         try:
             while not args.count or reports < args.count:
-                time.sleep(args.interval or 1e9)
-                report()
+                time.sleep(args.interval or 1e9)  # no interval: one histogram, at Ctrl-C
                 reports += 1
+                print(f"\n{time.strftime('%H:%M:%S')}")
+                print(histogram.log2_hist(skel.hists[0], "msecs" if args.milliseconds else "usecs"), flush=True)
+                skel.hists[0] = hist(slots=[])  # the next interval starts from zero
         except KeyboardInterrupt:
-            report()  # what was counted until Ctrl-C, as bcc's runqlat does
+            print(histogram.log2_hist(skel.hists[0], "msecs" if args.milliseconds else "usecs"), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
     python examples/syscount/syscount.py --pid 1234 --syscall getppid
 
 Needs root (CAP_BPF, CAP_PERFMON) and bpf/.output/examples/syscount.bpf.o (`make -C bpf`).
+syscount_skel.py is its typed skeleton (`bpfkit gen skeleton`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-import bpfkit
-from bpfkit import link
-from bpfkit.errors import BPFKitError
+from syscount_skel import Syscount
 
-OBJECT = Path(__file__).resolve().parents[2] / "bpf/.output/examples/syscount.bpf.o"
+from bpfkit.errors import BPFKitError
 
 
 def syscall_number(name: str) -> int:
@@ -44,30 +43,24 @@ def main() -> None:
     parser.add_argument("-T", "--top", type=int, default=10, help="processes per report")
     args = parser.parse_args()
 
-    spec = bpfkit.load_spec(OBJECT)
-    spec.variables["targ_pid"].value = args.pid
-    spec.maps["counts"].key_format = "<I"  # tgid
-    spec.maps["counts"].value_format = "<Q16s"  # struct data_t
-    if args.syscall is not None:
-        spec.variables["targ_syscall"].value = syscall_number(args.syscall)
-    with bpfkit.Collection(spec) as coll, \
-            link.tracepoint("raw_syscalls", "sys_enter", coll.programs["sys_enter"]):
-        counts = coll.maps["counts"]
+    with Syscount.open() as skel:
+        skel.targ_pid = args.pid  # const volatile knobs: set before load
+        if args.syscall is not None:
+            skel.targ_syscall = syscall_number(args.syscall)
+        skel.load()
+        skel.attach()  # tracepoint/raw_syscalls/sys_enter
         print("Tracing system calls by process... Ctrl-C to stop.", flush=True)
-        reports = 0
-        while not args.count or reports < args.count:
+        for _ in iter(int, 1) if not args.count else range(args.count):
             time.sleep(args.interval)
-            rows = []
-            for pid, (count, comm) in list(counts.items()):  # read all, then clear
-                rows.append((count, pid, comm.split(b"\0", 1)[0].decode(errors="replace")))
-                counts.delete(pid)
-            rows.sort(reverse=True)
-            print(f"[{time.strftime('%H:%M:%S')}]")
+            counts = list(skel.counts.items())  # {tgid: data_t(count, comm)}: read all, then clear
+            for pid, _value in counts:
+                del skel.counts[pid]
+            counts.sort(key=lambda kv: kv[1].count, reverse=True)
+            print(f"[{time.strftime('%H:%M:%S')}] {skel.total_calls} system calls so far")
             print(f"{'PID':<8} {'COMM':<16} {'SYSCALLS':>10}")
-            for count, pid, comm in rows[: args.top]:
-                print(f"{pid:<8} {comm:<16} {count:>10}")
+            for pid, value in counts[: args.top]:
+                print(f"{pid:<8} {value.comm!s:<16} {value.count:>10}")
             print(flush=True)
-            reports += 1
 
 
 if __name__ == "__main__":
