@@ -1,10 +1,16 @@
 """Maps: Map (a kernel map owning its fd), made from a MapSpec (plain data, defined in the
 spec layer, bpfkit.spec.maps, and re-exported here).
 
-Keys and values cross into the kernel as bytes. A Map accepts bytes, or ints for keys/values
-of 1, 2, 4 or 8 bytes, or anything its ``key_format``/``value_format`` (a :mod:`struct` format)
-packs; with a format set, lookups return decoded values. Per-CPU maps take and return one value
-per possible CPU (the kernel lays them out 8-byte aligned, one per possible CPU).
+Keys and values are typed through BTF when the map has it (docs/maps.md): a map made from an
+object's MapSpec uses the object's BTF, a map opened by id or pin the kernel's copy of it
+(fetched on first use). Structs decode to :class:`bpfkit.btf.values.Record`, enums to
+``IntEnum``, ``char[]`` to ``str``, arrays to lists; Python values encode back, with
+:class:`bpfkit.errors.BTFValueError` naming the field on bad input. Explicit ``key_format`` /
+``value_format`` (:mod:`struct` formats) win over BTF. Maps without either take and give bytes
+(ints are accepted for 1, 2, 4 and 8-byte keys and values). Per-CPU maps take and return one
+value per possible CPU (the kernel lays them out 8-byte aligned, one per possible CPU).
+Data-section maps (.data, .bss, .rodata) stay bytes: their variables are typed through
+``CollectionSpec.variables``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import errno
 import re
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
@@ -21,6 +27,8 @@ from ._kernel.consts import BPF_ANY, Cmd, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
+from .btf.types import Datasec
+from .btf.values import ValueCodec, value_codec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
@@ -41,6 +49,20 @@ from .spec.maps import (
     zero_size_hint as zero_size_hint,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from .btf import BTF
+
+    K = TypeVar("K", default=Any)  # a bare ``Map`` is Map[Any, Any]
+    V = TypeVar("V", default=Any)
+else:
+    from typing import TypeVar
+
+    K = TypeVar("K")
+    V = TypeVar("V")
+D = TypeVar("D")
+
 _ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
 
 __all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]
@@ -54,16 +76,37 @@ _NO_BTF_TYPES = frozenset({
     MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK, MapType.ARENA,
 })
 _MAP_NAME_OK = re.compile(r"[A-Za-z0-9_.]*\Z").match
+# Every index exists (lookups never miss, deletes are refused): sequences.
+_ARRAY_TYPES = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY})
+# Arrays of fds or objects: indices are deleted (emptied), not zeroed.
+_FD_ARRAY_TYPES = frozenset({
+    MapType.PROG_ARRAY, MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapType.ARRAY_OF_MAPS,
+    MapType.DEVMAP, MapType.CPUMAP, MapType.XSKMAP, MapType.SOCKMAP, MapType.REUSEPORT_SOCKARRAY,
+})
+_QUEUE_TYPES = frozenset({MapType.QUEUE, MapType.STACK})
+# No elements user space can enumerate (records, a filter, a struct_ops value, pages, or
+# storage keyed by another object's fd).
+_NO_ELEMENTS = frozenset({
+    MapType.RINGBUF, MapType.USER_RINGBUF, MapType.BLOOM_FILTER, MapType.STRUCT_OPS, MapType.ARENA,
+    MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAGE, MapType.CGRP_STORAGE,
+})
+# Batch lookups refused by map types without the batch ops (EINVAL) or by kernels before 5.6.
+_NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, _ENOTSUPP)
+_MISSING: Any = object()
 
 
 def _int_codec(size: int) -> str | None:
     return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
 
 
-class Map(PinnableObject):
+class Map(PinnableObject, Generic[K, V]):
     """A kernel map. Create from a MapSpec, or open an existing one with
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
-    ``with``."""
+    ``with``.
+
+    A mapping: ``m[key]``, ``m[key] = value``, ``del m[key]``, ``key in m``, ``len(m)``,
+    ``keys()``, ``values()``, ``items()`` (batched), ``pop()``, ``clear()``; array maps are also
+    sequences (``m[-1]``, ``m[2:4]``). ``Map[K, V]`` types the keys and values for mypy."""
 
     KIND = "map"
 
@@ -112,7 +155,7 @@ class Map(PinnableObject):
             raise exc.wrap(f"create map {spec.name!r} ({spec.type.kernel_name})")
         self._init(fd, spec)
 
-    def _init(self, fd: FD, spec: MapSpec) -> None:
+    def _init(self, fd: FD, spec: MapSpec, kernel_btf_id: int = 0) -> None:
         self.fd = fd
         self.spec = spec
         self.name = spec.name
@@ -127,11 +170,15 @@ class Map(PinnableObject):
         self._percpu = spec.type in PERCPU_TYPES
         self._ncpus = num_possible_cpus() if self._percpu else 1
         self._slot = (spec.value_size + 7) & ~7 if self._percpu else spec.value_size
+        self._kernel_btf_id = kernel_btf_id
+        self._typed: tuple[ValueCodec | None, ValueCodec | None] | None = None  # (key, value), on first use
+        self._batch_ok = True
 
     # ------------------------------------------------------------------ other constructors
     @classmethod
-    def from_fd(cls, fd: FD, name: str | None = None) -> Map:
-        """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info."""
+    def from_fd(cls, fd: FD, name: str | None = None) -> Map[Any, Any]:
+        """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info.
+        Keys and values are typed through the map's BTF in the kernel, fetched on first use."""
         try:
             info = _bpf.obj_info(fd, "struct bpf_map_info")
         except BPFKitError:
@@ -145,13 +192,15 @@ class Map(PinnableObject):
             max_entries=info.max_entries,
             flags=info.map_flags,
             map_extra=info.map_extra,
+            btf_key_type_id=info.btf_key_type_id,
+            btf_value_type_id=info.btf_value_type_id,
         )
-        self = cls.__new__(cls)
-        self._init(fd, spec)
+        self: Map[Any, Any] = cls.__new__(cls)
+        self._init(fd, spec, int(info.btf_id))
         return self
 
     @classmethod
-    def load_pinned(cls, path: str, readonly: bool = False) -> Map:
+    def load_pinned(cls, path: str, readonly: bool = False) -> Map[Any, Any]:
         """Open the map pinned at ``path`` in bpffs."""
         from ._kernel.consts import BPF_F_RDONLY
 
@@ -164,15 +213,102 @@ class Map(PinnableObject):
         return self
 
     @classmethod
-    def from_id(cls, map_id: int) -> Map:
+    def from_id(cls, map_id: int) -> Map[Any, Any]:
         return cls.from_fd(_bpf.fd_by_id("map", map_id))
+
+    # ------------------------------------------------------------------------ typing
+    @property
+    def btf(self) -> BTF | None:
+        """The BTF the keys and values are typed through (None: bytes or formats)."""
+        codecs = self._codecs()
+        for c in codecs:
+            if c is not None:
+                return c.btf
+        return None
+
+    @property
+    def key_codec(self) -> ValueCodec | None:
+        return self._codecs()[0]
+
+    @property
+    def value_codec(self) -> ValueCodec | None:
+        return self._codecs()[1]
+
+    def _codecs(self) -> tuple[ValueCodec | None, ValueCodec | None]:
+        typed = self._typed
+        if typed is None:
+            typed = self._typed = self._make_codecs()
+        return typed
+
+    def _make_codecs(self) -> tuple[ValueCodec | None, ValueCodec | None]:
+        spec = self.spec
+        kid, vid = spec.btf_key_type_id, spec.btf_value_type_id
+        if self.value_format is None and self.type not in _FD_VALUE_TYPES:
+            pass
+        else:
+            vid = 0  # explicit formats win; fd arrays hold ids/fds, whatever BTF says
+        if self.key_format is not None or not self.key_size:
+            kid = 0
+        if not (kid or vid):
+            return None, None
+        btf = spec.btf
+        if btf is None and self._kernel_btf_id:
+            from .btf import kernel as _kernel_btf
+
+            try:
+                btf = _kernel_btf.by_id(self._kernel_btf_id)
+            except BPFKitError:
+                btf = None  # gone, or no CAP_SYS_ADMIN for BTF_GET_FD_BY_ID: stay bytes
+        if btf is None:
+            return None, None
+
+        def make(type_id: int, size: int, what: str) -> ValueCodec | None:
+            if not type_id:
+                return None
+            try:
+                if isinstance(btf.resolve(type_id), Datasec):
+                    return None  # a data section: its variables are the typed view
+                codec = value_codec(btf, type_id, name=what)
+            except BPFKitError:
+                return None  # a type bpfkit cannot lay out: bytes
+            return codec if codec.size == size else None
+
+        return make(kid, self.key_size, "key"), make(vid, self.value_size, "value")
 
     # ------------------------------------------------------------------------ encoding
     def _buf(self, size: int) -> Any:
         return ffi.new("char[]", max(size, 1))
 
     def encode_key(self, key: Any) -> bytes:
+        kc = self._codecs()[0]
+        if kc is not None and not isinstance(key, (bytes, bytearray, memoryview)):
+            try:
+                return kc.encode(key)
+            except BPFKitError as exc:
+                raise exc.wrap(f"map {self.name!r}")
         return self._encode(key, self.key_size, self.key_format, "key")
+
+    def encode_value(self, value: Any) -> bytes:
+        """``value`` laid out as the kernel takes it (per-CPU: a list, one per possible CPU)."""
+        vc = self._codecs()[1]
+        if not self._percpu:
+            return self._encode_one(value, vc)
+        if not isinstance(value, (list, tuple)) or len(value) != self._ncpus:
+            raise UsageError(
+                f"map {self.name!r} is per-CPU: give a list of {self._ncpus} values (one per possible CPU)"
+            )
+        pad = bytes(self._slot - self.value_size)
+        return b"".join(self._encode_one(v, vc) + pad for v in value)
+
+    def _encode_one(self, value: Any, vc: ValueCodec | None) -> bytes:
+        if vc is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+            try:
+                return vc.encode(value)
+            except BPFKitError as exc:
+                raise exc.wrap(f"map {self.name!r}")
+        return self._encode(value, self.value_size, self.value_format, "value")
+
+    _encode_value = encode_value
 
     def _encode(self, obj: Any, size: int, fmt: str | None, what: str) -> bytes:
         if isinstance(obj, (bytes, bytearray, memoryview)):
@@ -195,52 +331,83 @@ class Map(PinnableObject):
         values = struct.unpack(fmt, raw)
         return values[0] if len(values) == 1 else values
 
-    def _encode_value(self, value: Any) -> bytes:
-        if not self._percpu:
-            return self._encode(value, self.value_size, self.value_format, "value")
-        if not isinstance(value, (list, tuple)) or len(value) != self._ncpus:
-            raise UsageError(
-                f"map {self.name!r} is per-CPU: give a list of {self._ncpus} values (one per possible CPU)"
-            )
-        pad = bytes(self._slot - self.value_size)
-        return b"".join(self._encode(v, self.value_size, self.value_format, "value") + pad for v in value)
+    def _decode_key(self, raw: bytes | memoryview, offset: int = 0) -> Any:
+        kc = self._codecs()[0]
+        if kc is not None:
+            return kc.decode(raw, offset)
+        return self._decode(bytes(raw[offset:offset + self.key_size]), self.key_format)
 
-    def _decode_value(self, raw: bytes) -> Any:
+    def _decode_value(self, raw: bytes | memoryview, offset: int = 0) -> Any:
+        vc = self._codecs()[1]
+        size, slot = self.value_size, self._slot
+        if vc is not None:
+            if not self._percpu:
+                return vc.decode(raw, offset)
+            return [vc.decode(raw, offset + i * slot) for i in range(self._ncpus)]
         if not self._percpu:
-            return self._decode(raw, self.value_format)
-        return [
-            self._decode(raw[i * self._slot : i * self._slot + self.value_size], self.value_format)
-            for i in range(self._ncpus)
-        ]
+            return self._decode(bytes(raw[offset:offset + size]), self.value_format)
+        return [self._decode(bytes(raw[offset + i * slot:offset + i * slot + size]), self.value_format)
+                for i in range(self._ncpus)]
 
     @property
     def _value_buf_size(self) -> int:
         return self._slot * self._ncpus
 
     # ---------------------------------------------------------------------- operations
-    def lookup(self, key: Any, default: Any = None, flags: int = 0) -> Any:
-        """The value at ``key``, or ``default`` when absent."""
+    def _refuse(self, types: frozenset[MapType], what: str, why: str) -> None:
+        if self.type in types:
+            raise UsageError(f"map {self.name!r} ({self.type.kernel_name}): {what} {why}")
+
+    def _index(self, key: Any) -> Any:
+        """Array maps as sequences: a negative int index counts from the end; IndexError
+        outside [-max_entries, max_entries)."""
+        if self.type in _ARRAY_TYPES and isinstance(key, int) and not isinstance(key, bool):
+            if key < 0:
+                key += self.max_entries
+            if not 0 <= key < self.max_entries:
+                raise IndexError(f"map {self.name!r}: index out of range (it has {self.max_entries} entries)")
+        return key
+
+    def _lookup_raw(self, key: Any, flags: int = 0) -> bytes | None:
         ckey = ffi.from_buffer(self.encode_key(key)) if self.key_size else ffi.NULL
         cval = self._buf(self._value_buf_size)
         try:
             found = _bpf.map_lookup(self.fd, ckey, cval, flags)
         except BPFKitError as exc:
             raise exc.wrap(f"lookup in map {self.name!r}")
-        if not found:
-            return default
-        return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:])
+        return ffi.buffer(cval, self._value_buf_size)[:] if found else None
 
-    def __getitem__(self, key: Any) -> Any:
-        marker = object()
-        value = self.lookup(key, marker)
-        if value is marker:
+    @overload
+    def lookup(self, key: K) -> V | None: ...
+    @overload
+    def lookup(self, key: K, default: D, flags: int = 0) -> V | D: ...
+
+    def lookup(self, key: K, default: Any = None, flags: int = 0) -> Any:
+        """The value at ``key``, or ``default`` when absent (queues/stacks: peek, key None)."""
+        raw = self._lookup_raw(key, flags)
+        return default if raw is None else self._decode_value(raw)
+
+    get = lookup
+
+    @overload
+    def __getitem__(self, key: K) -> V: ...
+    @overload
+    def __getitem__(self, key: slice) -> list[V]: ...
+
+    def __getitem__(self, key: K | slice) -> V | list[V]:
+        if isinstance(key, slice):
+            self._refuse(frozenset(MapType) - _ARRAY_TYPES, "slicing", "works on array maps only")
+            return [self[i] for i in range(*key.indices(self.max_entries))]  # type: ignore[index]
+        raw = self._lookup_raw(self._index(key))
+        if raw is None:
             raise KeyError(key)
+        value: V = self._decode_value(raw)
         return value
 
-    def update(self, key: Any, value: Any, flags: int = BPF_ANY) -> None:
+    def update(self, key: K, value: V, flags: int = BPF_ANY) -> None:
         """Write ``value`` at ``key``. ``flags``: BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK."""
-        ckey = ffi.from_buffer(self.encode_key(key)) if self.key_size else ffi.NULL
-        cval = ffi.from_buffer(self._encode_value(value))
+        ckey = ffi.from_buffer(self.encode_key(self._index(key))) if self.key_size else ffi.NULL
+        cval = ffi.from_buffer(self.encode_value(value))
         try:
             _bpf.map_update(self.fd, ckey, cval, flags)
         except BPFKitError as exc:
@@ -248,17 +415,50 @@ class Map(PinnableObject):
 
     __setitem__ = update
 
-    def delete(self, key: Any) -> bool:
-        """Remove ``key``; False if it was not there."""
-        ckey = ffi.from_buffer(self.encode_key(key))
+    def push(self, value: V, flags: int = BPF_ANY) -> None:
+        """Add ``value`` to a queue or stack (BPF_EXIST: drop the oldest when full)."""
+        self.update(None, value, flags)  # type: ignore[arg-type]
+
+    def _delete_raw(self, raw_key: bytes) -> bool:
         try:
-            return _bpf.map_delete(self.fd, ckey)
+            return _bpf.map_delete(self.fd, ffi.from_buffer(raw_key))
         except BPFKitError as exc:
             raise exc.wrap(f"delete from map {self.name!r}")
 
-    def __delitem__(self, key: Any) -> None:
+    def delete(self, key: K) -> bool:
+        """Remove ``key``; False if it was not there. Array maps refuse: every index exists."""
+        self._refuse(_ARRAY_TYPES, "delete", "is not possible: every index of an array exists "
+                     "(assign a zero value, or clear() to zero them all)")
+        return self._delete_raw(self.encode_key(key))
+
+    def __delitem__(self, key: K) -> None:
         if not self.delete(key):
             raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        """``key in m``: one lookup (bloom filters: ``value in m`` asks the filter)."""
+        self._refuse(_QUEUE_TYPES, "'in'", "has no keys to test")
+        if self.type == MapType.BLOOM_FILTER:
+            cval = ffi.from_buffer(self._encode_one(key, self._codecs()[1]))
+            try:
+                return _bpf.map_lookup(self.fd, ffi.NULL, cval)
+            except BPFKitError as exc:
+                raise exc.wrap(f"lookup in map {self.name!r}")
+        if self.type in _ARRAY_TYPES and isinstance(key, int) and not isinstance(key, bool):
+            return -self.max_entries <= key < self.max_entries
+        return self._lookup_raw(key) is not None
+
+    def __len__(self) -> int:
+        """Arrays: max_entries. Other maps keep no count the kernel reports: len() walks every
+        key (one BPF_MAP_GET_NEXT_KEY per element). Queues, stacks and maps without elements
+        refuse."""
+        if self.type in _ARRAY_TYPES:
+            return self.max_entries
+        self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "len()", "is unknown: the kernel does not count its elements")
+        return sum(1 for _ in self._raw_keys())
+
+    def __bool__(self) -> bool:
+        return True  # a Map object is true (len() may be expensive or refused)
 
     def lookup_and_delete(self, key: Any = None) -> Any:
         """Pop ``key`` (or the next element of a queue/stack when key is None); None if empty."""
@@ -276,67 +476,148 @@ class Map(PinnableObject):
             raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
         return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:]) if found else None
 
+    def pop(self, key: Any = _MISSING, default: Any = _MISSING) -> Any:
+        """Remove ``key`` and return its value (BPF_MAP_LOOKUP_AND_DELETE_ELEM: atomic on 5.14+;
+        older kernels: a lookup then a delete). Queues and stacks: ``pop()`` takes the next
+        element. Missing or empty: ``default``, else KeyError."""
+        queue = self.type in _QUEUE_TYPES
+        if queue and key is not _MISSING:
+            raise UsageError(f"map {self.name!r} ({self.type.kernel_name}): pop() takes no key "
+                             "(it removes the next element; pop(default=...) for an empty one)")
+        self._refuse(_ARRAY_TYPES, "pop", "is not possible: every index of an array exists")
+        if not queue and key is _MISSING:
+            raise UsageError(f"map {self.name!r}: pop() needs a key")
+        try:
+            value = self.lookup_and_delete(None if queue else key)
+        except NotSupportedError:
+            raw_key = self.encode_key(key)
+            value = self.lookup(key, _MISSING)
+            if value is not _MISSING and not self._delete_raw(raw_key):
+                value = _MISSING  # deleted by someone else between the two calls
+            value = None if value is _MISSING else value
+        if value is None:
+            if default is _MISSING:
+                raise KeyError(key if not queue else f"map {self.name!r} is empty")
+            return default
+        return value
+
     def next_key(self, key: Any = None) -> Any:
         """The key after ``key`` (the first key for None); None at the end."""
         ckey = ffi.from_buffer(self.encode_key(key)) if key is not None else ffi.NULL
         cnext = self._buf(self.key_size)
         if not _bpf.map_next_key(self.fd, ckey, cnext):
             return None
-        return self._decode(ffi.buffer(cnext, self.key_size)[:], self.key_format)
+        return self._decode_key(ffi.buffer(cnext, self.key_size)[:])
 
-    def keys(self) -> Iterator[Any]:
+    def _raw_keys(self) -> Iterator[bytes]:
+        """Every key as bytes, with MAP_GET_NEXT_KEY."""
+        ckey: Any = ffi.NULL
+        bufs = self._buf(self.key_size), self._buf(self.key_size)
+        i = 0
+        try:
+            while _bpf.map_next_key(self.fd, ckey, bufs[i]):
+                ckey = bufs[i]
+                yield ffi.buffer(ckey, self.key_size)[:]
+                i ^= 1
+        except BPFKitError as exc:
+            raise exc.wrap(f"iterate keys of map {self.name!r}")
+
+    def keys(self) -> Iterator[K]:
         """Iterate keys with MAP_GET_NEXT_KEY (a hash map may skip or repeat keys that are
         deleted concurrently; that is the kernel's contract)."""
-        key = self.next_key(None)
-        while key is not None:
-            yield key
-            key = self.next_key(key)
+        self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "keys", "cannot be listed")
+        for raw in self._raw_keys():
+            yield self._decode_key(raw)
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        for key in self.keys():
-            value = self.lookup(key)
-            if value is not None:
-                yield key, value
+    def items(self) -> Iterator[tuple[K, V]]:
+        """Every (key, value): BPF_MAP_LOOKUP_BATCH (5.6+), 256 per syscall; map types
+        without batch lookups (and older kernels) one lookup per key."""
+        self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "items", "cannot be listed")
+        if self._batch_ok:
+            yield from self._batch(256, fallback=True)
+            return
+        yield from self._items_by_key()
 
-    def __iter__(self) -> Iterator[Any]:
+    def values(self) -> Iterator[V]:
+        """Every value, as :meth:`items` reads them."""
+        for _, value in self.items():
+            yield value
+
+    def _items_by_key(self) -> Iterator[tuple[K, V]]:
+        for raw in self._raw_keys():
+            value = self._lookup_raw(raw)
+            if value is not None:  # deleted meanwhile
+                yield self._decode_key(raw), self._decode_value(value)
+
+    def __iter__(self) -> Iterator[K]:
         return self.keys()
 
-    def lookup_batch(self, batch_size: int = 256) -> Iterator[tuple[Any, Any]]:
-        """Every (key, value) through BPF_MAP_LOOKUP_BATCH, ``batch_size`` per syscall."""
-        keys = self._buf(self.key_size * batch_size)
-        values = self._buf(self._value_buf_size * batch_size)
+    def clear(self) -> None:
+        """Empty the map. Hash-like maps and arrays of fds/objects: every key deleted; queues
+        and stacks: popped until empty. Arrays (every index exists) are zeroed, as bcc does.
+        Ring buffers, bloom filters, storage and struct_ops maps refuse."""
+        self._refuse(_NO_ELEMENTS, "clear", "is not possible: it has no elements to delete")
+        if self.type in _QUEUE_TYPES:
+            while self.lookup_and_delete() is not None:
+                pass
+        elif self.type in _ARRAY_TYPES:
+            zero = ffi.from_buffer(bytes(self._value_buf_size))
+            for i in range(self.max_entries):
+                try:
+                    _bpf.map_update(self.fd, ffi.from_buffer(struct.pack("=I", i)), zero, BPF_ANY)
+                except BPFKitError as exc:
+                    raise exc.wrap(f"clear map {self.name!r}")
+        else:
+            for raw in list(self._raw_keys()):
+                self._delete_raw(raw)
+
+    def lookup_batch(self, batch_size: int = 256) -> Iterator[tuple[K, V]]:
+        """Every (key, value) through BPF_MAP_LOOKUP_BATCH, ``batch_size`` per syscall
+        (NotSupportedError for map types or kernels without it: :meth:`items` falls back)."""
+        return self._batch(batch_size, fallback=False)
+
+    def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
+        ksize, vsize = self.key_size, self._value_buf_size
+        keys = self._buf(ksize * batch_size)
+        values = self._buf(vsize * batch_size)
         in_batch = None
-        out_batch = self._buf(max(self.key_size, 8))
+        out_batch = self._buf(max(ksize, 8))
+        first = True
         while True:
             try:
                 count, done = _bpf.map_batch(
                     Cmd.MAP_LOOKUP_BATCH, self.fd, keys, values, batch_size, in_batch, out_batch
                 )
             except KernelError as exc:
+                if first and exc.errno in _NO_BATCH:
+                    if fallback:
+                        self._batch_ok = False
+                        yield from self._items_by_key()
+                        return
+                    raise NotSupportedError(f"batch lookup in {self.type.kernel_name} map {self.name!r}",
+                                            f"BPF_MAP_LOOKUP_BATCH gave {errno_name(exc.errno)}", "5.6") from None
                 # A hash bucket holds more elements than fit in one batch: retry bigger.
                 if exc.errno != errno.ENOSPC or batch_size >= max(self.max_entries, 1) * 2:
                     raise exc.wrap(f"batch lookup in map {self.name!r}")
                 batch_size *= 2
-                keys = self._buf(self.key_size * batch_size)
-                values = self._buf(self._value_buf_size * batch_size)
+                keys = self._buf(ksize * batch_size)
+                values = self._buf(vsize * batch_size)
                 continue
-            kraw = ffi.buffer(keys, self.key_size * count)[:]
-            vraw = ffi.buffer(values, self._value_buf_size * count)[:]
+            first = False
+            kraw = ffi.buffer(keys, ksize * count)[:]
+            vraw = ffi.buffer(values, vsize * count)[:]
+            dk, dv = self._decode_key, self._decode_value
             for i in range(count):
-                k = kraw[i * self.key_size : (i + 1) * self.key_size]
-                v = vraw[i * self._value_buf_size : (i + 1) * self._value_buf_size]
-                yield self._decode(k, self.key_format), self._decode_value(v)
+                yield dk(kraw, i * ksize), dv(vraw, i * vsize)
             if done:
                 return
             in_batch = out_batch
-            out_batch = self._buf(max(self.key_size, 8))
-            if in_batch is out_batch:  # pragma: no cover - defensive
-                break
+            out_batch = self._buf(max(ksize, 8))
 
-    def update_batch(self, pairs: list[tuple[Any, Any]], flags: int = BPF_ANY) -> int:
+    def update_batch(self, pairs: list[tuple[K, V]], flags: int = BPF_ANY) -> int:
         """Write many (key, value) pairs with one BPF_MAP_UPDATE_BATCH; returns the count."""
         kraw = b"".join(self.encode_key(k) for k, _ in pairs)
-        vraw = b"".join(self._encode_value(v) for _, v in pairs)
+        vraw = b"".join(self.encode_value(v) for _, v in pairs)
         count, _ = _bpf.map_batch(
             Cmd.MAP_UPDATE_BATCH, self.fd, ffi.from_buffer(kraw), ffi.from_buffer(vraw), len(pairs),
             elem_flags=flags,

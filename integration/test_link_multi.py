@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import struct
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator
@@ -143,7 +142,7 @@ def load(bpf_obj: Any, tgid: int = 0) -> Any:
 
 
 def hits(coll: Any) -> dict[int, int]:
-    return {struct.unpack("<Q", k)[0]: struct.unpack("<Q", v)[0] for k, v in coll.maps["hits"].items()}
+    return dict(coll.maps["hits"].items())  # __u64 -> __u64, typed through the map's BTF
 
 
 def no_uprobe_events_of_ours() -> bool:

@@ -39,8 +39,9 @@ def _kernel_at_least(major: int, minor: int) -> bool:
     return (int(release[0]), int(release[1])) >= (major, minor)
 
 
-def _u64(raw: bytes) -> int:
-    return struct.unpack("<Q", raw[:8])[0]
+def _u64(raw: bytes | int) -> int:
+    """A counter: typed (an int) from a map declared through BTF, else its bytes."""
+    return raw if isinstance(raw, int) else struct.unpack("<Q", raw[:8])[0]
 
 
 def _var(coll: Any, spec: Any, name: str) -> int:

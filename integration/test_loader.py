@@ -28,8 +28,9 @@ from bpfkit.maps import Map, MapSpec, PinType
 PKT = bytes(64)  # a zero Ethernet frame for XDP/tc/socket test runs
 
 
-def u64(raw: bytes) -> int:
-    return struct.unpack("<Q", raw)[0]
+def u64(raw: bytes | int) -> int:
+    """A counter: maps declared through BTF read typed (an int), BTF-less ones as bytes."""
+    return raw if isinstance(raw, int) else struct.unpack("<Q", raw)[0]
 
 
 @pytest.fixture

@@ -177,6 +177,24 @@ def map_create(
     return bpf_fd(Cmd.MAP_CREATE, attr, detail=f"map {name!r}" if name else "")
 
 
+def btf_by_id(btf_id: int) -> bytes:
+    """The raw BTF blob of a loaded BTF object (BPF_BTF_GET_FD_BY_ID, then
+    BPF_OBJ_GET_INFO_BY_FD twice: once for btf_size, once with a buffer that large). Module and
+    vmlinux BTF come back split (types only, ids continuing vmlinux's)."""
+    fd = fd_by_id("btf", btf_id)
+    try:
+        size = int(obj_info(fd, "struct bpf_btf_info").btf_size)
+        buf = ffi.new("char[]", max(size, 1))
+        info = ffi.new("struct bpf_btf_info *")
+        info.btf = addr(buf)
+        info.btf_size = size
+        obj_info_into(fd, info, ffi.sizeof("struct bpf_btf_info"))
+        data: bytes = ffi.buffer(buf, min(size, int(info.btf_size)))[:]
+        return data
+    finally:
+        fd.close()
+
+
 def _elem_attr(map_fd: FD | int, key: Any, value: Any = None, flags: int = 0) -> Any:
     attr = new_attr()
     attr.map_fd = int(map_fd)

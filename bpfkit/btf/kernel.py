@@ -20,7 +20,7 @@ from ..errors import NotFoundError
 from .file import load_file as load_file  # re-exported: kernel.load_file(path)
 from .spec import BTF
 
-__all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache"]
+__all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache", "by_id"]
 
 _lock = threading.RLock()
 _cache: dict[str, BTF] = {}
@@ -66,6 +66,15 @@ def modules() -> list[BTF]:
         except NotFoundError:
             continue  # unloaded meanwhile
     return found
+
+
+def by_id(btf_id: int) -> BTF:
+    """A loaded BTF object by its id (a map's or program's ``btf_id``), parsed; not cached
+    (ids are not reused while the object lives, but a caller holds the result as long as it
+    needs it). NotFoundError/KernelError (ENOENT) when it is gone."""
+    from .._kernel import bpf as _bpf
+
+    return BTF.from_bytes(_bpf.btf_by_id(btf_id), lazy=True, name=f"btf id {btf_id}")
 
 
 def clear_cache() -> None:

@@ -253,6 +253,7 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
             key_size, spec.btf_key_type_id = size, type_ref
         else:
             value_size, spec.btf_value_type_id = size, type_ref
+        spec.btf = btf
     if values_target is not None:
         if spec.type in _MAP_IN_MAP:
             if not isinstance(values_target, Struct):

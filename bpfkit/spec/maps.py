@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .consts import MapType
 from .struct_ops import StructOpsSpec
+
+if TYPE_CHECKING:
+    from ..btf import BTF
 
 __all__ = ["MapSpec", "PinType", "PERCPU_TYPES", "SIZE_FIELDS", "zero_size_fields", "zero_size_hint"]
 
@@ -46,6 +49,9 @@ class MapSpec:
     # BTF type ids in the object's BTF, when the map was declared through BTF.
     btf_key_type_id: int = 0
     btf_value_type_id: int = 0
+    # The BTF those ids are in (a Map decodes keys and values through it: bpfkit.btf.values);
+    # None for data sections, whose variables are read through CollectionSpec.variables.
+    btf: BTF | None = dataclasses.field(default=None, repr=False, compare=False)
     # For data sections (.data, .rodata, .bss): the initial bytes, and whether to freeze.
     data: bytes | None = None
     freeze: bool = False
