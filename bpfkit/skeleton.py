@@ -77,11 +77,11 @@ class MapAttr(Generic[K, V]):
     @overload
     def __get__(self, obj: None, owner: type[Skeleton]) -> MapAttr[K, V]: ...
     @overload
-    def __get__(self, obj: Skeleton, owner: type[Skeleton]) -> Map: ...
-    def __get__(self, obj: Skeleton | None, owner: type[Skeleton]) -> MapAttr[K, V] | Map:
+    def __get__(self, obj: Skeleton, owner: type[Skeleton]) -> Map[K, V]: ...
+    def __get__(self, obj: Skeleton | None, owner: type[Skeleton]) -> MapAttr[K, V] | Map[K, V]:
         if obj is None:
             return self
-        return obj._loaded(f"map {self.name!r}").maps[self.name]
+        return cast("Map[K, V]", obj._loaded(f"map {self.name!r}").maps[self.name])
 
 
 class Variable(Generic[T]):
@@ -160,6 +160,8 @@ class Skeleton:
         if self.collection is not None:
             raise UsageError(f"{type(self).__name__}: already loaded")
         self.collection = Collection(self.spec, programs=programs, pin_dir=pin_dir, options=options)
+        for m in self.collection.maps.values():
+            m.use_records(self.RECORDS)  # structs decode into the generated classes
         return self
 
     def attach(self, *, programs: Iterable[str] | None = None, pid: int | None = None,
@@ -284,8 +286,8 @@ class Skeleton:
         view = self._view(var)
         if view is not None:
             return codec.decode(view.view[var.offset:var.offset + var.size])
-        raw = self.collection.maps[var.section].lookup(0)
-        return codec.decode(bytes(raw)[var.offset:var.offset + var.size])
+        raw: bytes = self.collection.maps[var.section][0]  # data sections stay bytes
+        return codec.decode(raw[var.offset:var.offset + var.size])
 
     def _write_variable(self, name: str, value: object) -> None:
         var, codec = self._variable(name)
@@ -303,7 +305,7 @@ class Skeleton:
             view.view[var.offset:var.offset + var.size] = raw
             return
         m = self.collection.maps[var.section]  # no mmap: a read-modify-write of the whole section
-        data = bytearray(m.lookup(0))
+        data = bytearray(m[0])
         data[var.offset:var.offset + var.size] = raw
         m.update(0, bytes(data))
 

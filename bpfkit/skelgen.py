@@ -8,7 +8,8 @@ they use) as Python names and annotations, and the source of a module that decla
 at run time from the same plan (bpfkit.skeleton). The spec layer: no kernel access.
 
 Naming. Programs, maps and global variables share C's one namespace of globals, so each keeps
-its C name as an attribute; a name that is a Python keyword or a method of the skeleton base
+its C name as an attribute (one leading underscore less for ``__names``, which a class body
+would mangle); a name that is a Python keyword or a method of the skeleton base
 class gets a trailing underscore (``load_``), a data section map is named after its section
 without the dot (``.bss`` -> ``bss``, ``.rodata.str1.1`` -> ``rodata_str1_1``), and a name taken
 twice gets ``_map``/``_2`` appended. Static variables are left out (libbpf's skeletons hide them).
@@ -213,6 +214,8 @@ def skeleton_plan(spec: CollectionSpec) -> SkeletonPlan:
 
     def attr_name(name: str, suffix: str) -> str:
         ident = _identifier(name)
+        if ident.startswith("__"):
+            ident = ident[1:]  # a class body would mangle __x: libbpf's __bpf_usdt_specs -> _bpf_usdt_specs
         if keyword.iskeyword(ident) or ident in RESERVED:
             ident += "_"
         if ident in used:
