@@ -5,6 +5,7 @@
 // sections name no target: examples/funclatency/funclatency.py attaches them to --func.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "../bits.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 #define MAX_SLOTS 32
@@ -28,17 +29,6 @@ struct {
 	__type(key, __u32);  /* tid */
 	__type(value, __u64);  /* entry time, ns */
 } starts SEC(".maps");
-
-static __always_inline __u32 log2l(__u64 v)
-{
-	__u32 r = 0;
-
-	while (v > 1 && r < 63) {
-		v >>= 1;
-		r++;
-	}
-	return r;
-}
 
 SEC("uprobe")
 int BPF_KPROBE(func_entry)

@@ -7,6 +7,7 @@
 // Task fields are read with CO-RE (BPF_CORE_READ), so the object fits other kernels.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "../bits.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 #define MAX_SLOTS 26
@@ -44,17 +45,6 @@ static __always_inline long task_state(struct task_struct *t)
 	if (bpf_core_field_exists(t->__state))
 		return BPF_CORE_READ(t, __state);
 	return BPF_CORE_READ((struct task_struct___o *)t, state);
-}
-
-static __always_inline __u32 log2l(__u64 v)
-{
-	__u32 r = 0;
-
-	while (v > 1 && r < 63) {
-		v >>= 1;
-		r++;
-	}
-	return r;
 }
 
 static __always_inline int enqueue(struct task_struct *p)
