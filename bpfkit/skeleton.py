@@ -144,10 +144,12 @@ class Skeleton:
         return cls(load_spec(where), where)
 
     @classmethod
-    def open_and_load(cls, path: str | os.PathLike[str] | None = None, **load_args: Any) -> Self:
+    def open_and_load(cls, path: str | os.PathLike[str] | None = None, *, programs: Iterable[str] | None = None,
+                      pin_dir: str | os.PathLike[str] | None = None, options: LoadOptions | None = None) -> Self:
+        """:meth:`open` then :meth:`load` (closed again when loading fails)."""
         skel = cls.open(path)
         try:
-            skel.load(**load_args)
+            skel.load(programs=programs, pin_dir=pin_dir, options=options)
         except BaseException:
             skel.close()
             raise

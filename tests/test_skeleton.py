@@ -213,3 +213,15 @@ def test_bpfkit_open_has_the_generated_names(generated: Path) -> None:
         assert sorted(type(dynamic).RECORDS) == sorted(cls.RECORDS), name
         with pytest.raises(AttributeError, match=rf"{name}.bpf.o has no program, map or variable 'nope' \(it has: "):
             dynamic.nope  # noqa: B018
+
+
+def test_cli_stdout_and_errors() -> None:
+    path = obj("syscount")
+    proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "gen", "skeleton", str(path)],
+                          check=False, capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert f"    OBJECT: _ClassVar[str] = {str(path.resolve())!r}\n" in proc.stdout  # no -o: absolute
+    assert f"# Regenerate: bpfkit gen skeleton {path}\n" in proc.stdout
+    missing = subprocess.run([sys.executable, "-m", "bpfkit.cli", "gen", "skeleton", "/nonexistent.bpf.o"],
+                             check=False, capture_output=True, text=True, cwd=REPO)
+    assert (missing.returncode, missing.stderr) == (1, "bpfkit: error: load /nonexistent.bpf.o: no such file\n")
