@@ -142,7 +142,8 @@ int on_getpgid(void *ctx)
 	v->delta = delta + hidden_knob - 3;
 	v->color = color;
 	v->sign = MT_NEG;
-	__builtin_memcpy(v->comm, (const void *)tag, sizeof(tag));
+	for (int j = 0; j < sizeof(tag); j++)
+		v->comm[j] = tag[j];  /* volatile reads: a cast to void * would let clang fold "tag" */
 	v->in.port = 8080;
 	v->in.proto = 6;
 	v->addr.v4 = 0x0100007f;

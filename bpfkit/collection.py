@@ -592,12 +592,12 @@ class Collection:
 
     # ----------------------------------------------------------------------- lifecycle
     def attach_all(self, *, mode: AttachMode | str = "auto", pid: int | None = None, cookie: int = 0,
-                   programs: Iterable[str] | None = None) -> AttachedLinks:
-        """Attach every program whose section names a target and register the struct_ops
-        maps: :func:`bpfkit.attach.attach_all` on this collection."""
+                   programs: Iterable[str] | None = None, cgroup: str | int | None = None) -> AttachedLinks:
+        """Attach every program whose section names a target (cgroup programs to ``cgroup``)
+        and register the struct_ops maps: :func:`bpfkit.attach.attach_all` on this collection."""
         from .attach import attach_all
 
-        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs)
+        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs, cgroup=cgroup)
 
     def close(self) -> None:
         """Close every program and map this collection made (pins stay)."""

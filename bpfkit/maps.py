@@ -356,6 +356,23 @@ class Map(PinnableObject, Generic[K, V]):
         return [self._decode(bytes(raw[offset + i * slot:offset + i * slot + size]), self.value_format)
                 for i in range(self._ncpus)]
 
+    def _decode_keys(self, raw: bytes, count: int) -> list[Any]:
+        """``count`` keys laid out one after another (a batch)."""
+        kc = self._codecs()[0]
+        if kc is not None:
+            return kc.decode_many(raw, count)
+        return [self._decode_key(raw, i * self.key_size) for i in range(count)]
+
+    def _decode_values(self, raw: bytes, count: int) -> list[Any]:
+        """``count`` values laid out one after another (a batch; per-CPU: ncpus slots each)."""
+        vc = self._codecs()[1]
+        if vc is None:
+            return [self._decode_value(raw, i * self._value_buf_size) for i in range(count)]
+        if not self._percpu:
+            return vc.decode_many(raw, count)
+        flat, n = vc.decode_many(raw, count * self._ncpus, self._slot), self._ncpus
+        return [flat[i:i + n] for i in range(0, count * n, n)]
+
     @property
     def _value_buf_size(self) -> int:
         return self._slot * self._ncpus
@@ -611,11 +628,8 @@ class Map(PinnableObject, Generic[K, V]):
                 values = self._buf(vsize * batch_size)
                 continue
             first = False
-            kraw = ffi.buffer(keys, ksize * count)[:]
-            vraw = ffi.buffer(values, vsize * count)[:]
-            dk, dv = self._decode_key, self._decode_value
-            for i in range(count):
-                yield dk(kraw, i * ksize), dv(vraw, i * vsize)
+            yield from zip(self._decode_keys(ffi.buffer(keys, ksize * count)[:], count),
+                           self._decode_values(ffi.buffer(values, vsize * count)[:], count))
             if done:
                 return
             in_batch = out_batch

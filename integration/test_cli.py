@@ -317,7 +317,8 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
         assert prog_row["name"] == "handle_openat" and prog_row["type"] == "tracepoint" and prog_row["gpl"] is True
         dump = subprocess.run(bpfkit_cmd("map", "dump", f"{pin_dir}/rodata", "--json"), capture_output=True,
                               text=True, env=ENV, timeout=TIMEOUT)
-        assert [json.loads(line) for line in dump.stdout.splitlines()] == [{"key": "00000000", "value": "00000000"}]
+        assert json.loads(dump.stdout) == [{"key": ["0x00"] * 4, "value": ["0x00"] * 4,  # as bpftool -j prints it
+                                            "formatted": {"value": {".rodata": [{"targ_pid": 0}]}}}]
         shown_map = subprocess.run(bpfkit_cmd("map", "show", f"{pin_dir}/events", "--json"), capture_output=True,
                                    text=True, env=ENV, timeout=TIMEOUT)
         map_row = json.loads(shown_map.stdout)

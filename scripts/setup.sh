@@ -50,3 +50,24 @@ scripts/uapi-headers.sh >/dev/null || echo "setup: could not fetch newer UAPI he
 scripts/uapi-headers.sh newest >/dev/null || echo "setup: could not fetch sid's UAPI headers (names newer than 6.12 go unchecked)" >&2
 
 make -s -C bpf
+
+# Opt-in: bcc for benchmarks/bench_maps.py (BPFKIT_BENCH_BCC=1 scripts/setup.sh). bcc compiles
+# C at run time against kernel headers; where the running kernel has none (no
+# /lib/modules/$(uname -r)/build), Debian's header packages are merged into
+# .venv/bcc-kernel-src, which the benchmark passes to bcc as BCC_KERNEL_SOURCE.
+if [ "${BPFKIT_BENCH_BCC:-0}" = 1 ]; then
+  for pkg in python3-bpfcc linux-headers-amd64; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || bcc_missing+=("$pkg")
+  done
+  if [ -n "${bcc_missing[*]:-}" ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bcc_missing[@]}" >/dev/null
+  fi
+  if [ ! -d "/lib/modules/$(uname -r)/build" ] && [ ! -d .venv/bcc-kernel-src ]; then
+    arch_dir=$(ls -d /usr/src/linux-headers-*-amd64 | sort -V | tail -1)
+    common_dir=${arch_dir%-amd64}-common
+    mkdir -p .venv/bcc-kernel-src
+    cp -rs "$common_dir/." .venv/bcc-kernel-src/
+    cp -rs --remove-destination "$arch_dir/." .venv/bcc-kernel-src/
+  fi
+fi

@@ -20,25 +20,10 @@ from collections.abc import Iterator
 from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .consts import PerfSample, PerfType
 from .fd import FD
+from .mountinfo import mountinfo
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
-
-
-def _mounts() -> list[tuple[str, str]]:
-    """(mount point, fs type) from /proc/self/mountinfo."""
-    found = []
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                fields = left.split()
-                fstype = right.split()[0] if right else ""
-                if len(fields) >= 5:
-                    found.append((fields[4].replace("\\040", " "), fstype))
-    except OSError:
-        pass
-    return found
 
 
 def _is_tracefs(path: str) -> bool:
@@ -59,7 +44,7 @@ def tracefs_root() -> str:
 
     Mounting needs CAP_SYS_ADMIN; when nothing works the error says what was tried.
     """
-    mounts = _mounts()
+    mounts = mountinfo()
     for point, fstype in mounts:
         if fstype == "tracefs" and _is_tracefs(point):
             return point

@@ -45,15 +45,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=argtypes.pid, default=None, help="uprobes fire only in this process")
     parser.add_argument("--cookie", type=argtypes.u64, default=0,
                         help="bpf_get_attach_cookie() value, a u64 (5.15+)")
+    parser.add_argument("--cgroup", metavar="PATH",
+                        help="attach every cgroup program of the object (cgroup/connect4, cgroup_skb/egress, sockops, "
+                             "cgroup/sysctl, cgroup/dev, ...) to this cgroup v2 directory")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct that decodes --events records (default: event; else hex)")
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
-    from .cmd_load import add_map_size_argument
+    from .cmd_load import add_map_size_argument, add_set_argument
 
     add_map_size_argument(parser)
+    add_set_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
 
 
@@ -62,7 +66,8 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link"}.get(type(lk).__name__, "link")
+    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link",
+           "CgroupProgAttachment": "BPF_PROG_ATTACH, no link"}.get(type(lk).__name__, "link")
     return f"{what} ({how})"
 
 
@@ -169,7 +174,8 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
     progress = _Progress()
     try:
         made = attach.attach_all(coll, mode=args.mode, pid=args.pid, cookie=args.cookie,
-                                 programs=[args.program] if args.program else None, progress=progress)
+                                 programs=[args.program] if args.program else None, progress=progress,
+                                 cgroup=args.cgroup)
     finally:
         progress.done()
     attached.update(made.links)
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
-        from .cmd_load import apply_map_sizes
+        from .cmd_load import apply_map_sizes, apply_sets
 
         pin_dir = None
         if args.pin:  # judged (resolved, on bpffs) before anything is loaded or created
@@ -281,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
 
             pin_dir = check_pin_dir(args.pin, "--pin")
         spec = bpfkit.load_spec(args.object)
+        apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
             try:
@@ -291,6 +298,8 @@ def run(args: argparse.Namespace) -> int:
             attached: dict[str, Any] = {}
             stream = pipe = None
             try:
+                if args.spec and args.cgroup:
+                    raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
                 if args.spec:
                     skipped: dict[str, str] = {}
                     _attach_specs(args, coll, attached)

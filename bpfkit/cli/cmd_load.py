@@ -25,9 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--maps-dir", metavar="DIR", help="pin maps here instead of PIN_DIR")
     parser.add_argument("--program", "-p", action="append", metavar="NAME",
                         help="load only this program (repeatable; default: every auto-loaded program)")
-    parser.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
-                        help="set a global variable (a const volatile knob) before loading; VALUE is an "
-                             "integer (0x.. allowed) or hex bytes prefixed with 'hex:'")
+    add_set_argument(parser)
     add_map_size_argument(parser)
     parser.add_argument("--log-level", type=int, default=0, choices=(0, 1, 2),
                         help="verifier log level (0: only on failure)")
@@ -70,25 +68,40 @@ def apply_map_sizes(spec: Any, items: list[str]) -> None:
         setattr(mspec, field, value)
 
 
-def _parse_set(spec: CollectionSpec, item: str) -> None:
-    from ..errors import NotFoundError, UsageError
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a const volatile knob or global variable before loading (repeatable), "
+                             "typed through BTF: integers (0x.., negative), true/false, enum member names, "
+                             "strings for char arrays, JSON for structs/arrays; 'hex:..' for raw bytes")
 
-    name, sep, text = item.partition("=")
-    if not sep:
-        raise UsageError(f"--set {item!r}: expected VAR=VALUE")
-    var = spec.variables.get(name)
-    if var is None:
-        raise NotFoundError(f"--set: the object has no variable {name!r}")
-    if text.startswith("hex:"):
+
+def apply_sets(spec: CollectionSpec, items: list[str]) -> None:
+    """--set NAME=VALUE: what a tool does with ``spec.variables[NAME].set(...)`` before loading."""
+    from ..errors import BPFKitError, NotFoundError, UsageError
+
+    settable = sorted(n for n, v in spec.variables.items() if not v.static)
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--set {item!r}: expected NAME=VALUE")
+        var = spec.variables.get(name)
+        if var is None:
+            raise NotFoundError(f"--set {item!r}: the object has no variable {name!r} "
+                                f"(settable: {', '.join(settable) or 'none'})")
+        if var.static:
+            raise UsageError(f"--set {item!r}: {name!r} is a static variable (private to its source file, "
+                             f"as libbpf's skeletons treat it); settable: {', '.join(settable) or 'none'}")
         try:
-            var.set(bytes.fromhex(text[4:]))
-        except ValueError:
-            raise UsageError(f"--set {name}: {text[4:]!r} is not hex") from None
-    else:
-        try:
-            var.set(int(text, 0))
-        except ValueError:
-            raise UsageError(f"--set {name}: {text!r} is not an integer") from None
+            if text.startswith("hex:"):
+                try:
+                    raw = bytes.fromhex(text[4:])
+                except ValueError:
+                    raise UsageError(f"{text[4:]!r} is not hex") from None
+                var.set(raw)
+            else:
+                var.set_text(text)
+        except BPFKitError as exc:
+            raise exc.wrap(f"--set {item!r}")
 
 
 def _map_pin_path(maps_dir: str, name: str, mspec: Any) -> str:
@@ -107,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from ..maps import PinType
 
     spec = bpfkit.load_spec(args.object)
-    for item in args.set:
-        _parse_set(spec, item)
+    apply_sets(spec, args.set)
     apply_map_sizes(spec, args.map_size)
     made_dirs: list[str] = []
     pinned: list[str] = []

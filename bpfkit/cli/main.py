@@ -28,6 +28,7 @@ def _commands() -> list[tuple[str, ModuleType]]:
     when the parser is built, with plain imports that readers and tools can follow."""
     from . import (
         cmd_attach,
+        cmd_cgroup,
         cmd_events,
         cmd_features,
         cmd_gc,
@@ -42,7 +43,7 @@ def _commands() -> list[tuple[str, ModuleType]]:
     )
 
     return [("attach", cmd_attach), ("inspect", cmd_inspect), ("load", cmd_load), ("features", cmd_features),
-            ("prog", cmd_prog), ("link", cmd_link), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
+            ("prog", cmd_prog), ("link", cmd_link), ("cgroup", cmd_cgroup), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
             ("user-event", cmd_user_event), ("usdt", cmd_usdt), ("gen", cmd_gen)]
 
 

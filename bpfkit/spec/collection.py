@@ -16,6 +16,7 @@ from .programs import ProgramSpec
 
 if TYPE_CHECKING:
     from ..btf.core import CoreResolution
+    from ..btf.values import ValueCodec
     from ..elf.externs import ExternSpec
 
 __all__ = ["CollectionSpec", "VariableSpec"]
@@ -78,8 +79,45 @@ class VariableSpec:
     def value(self, new: object) -> None:
         self.set(new)
 
+    @property
+    def codec(self) -> ValueCodec | None:
+        """The variable's type as a :class:`bpfkit.btf.values.ValueCodec` (None without BTF)."""
+        if self.btf is None or not self.type_id:
+            return None
+        from ..btf.values import value_codec
+
+        return value_codec(self.btf, self.type_id, name=self.name)
+
+    @property
+    def typed(self) -> object:
+        """The initial value decoded through BTF (a str for char arrays, an enum member, a
+        Record for a struct ...); :attr:`value` without BTF."""
+        codec = self.codec
+        return codec.decode(self.raw) if codec is not None else self.value
+
+    def set_text(self, text: str) -> None:
+        """Set from a command-line word, typed through BTF (``bpfkit load/attach --set``):
+        decimal, 0x and negative integers, true/false, enum member names, strings for char
+        arrays; BTFValueError naming the variable, its type and range otherwise."""
+        codec = self.codec
+        if codec is None:
+            try:
+                self.set(int(text, 0))
+            except ValueError:
+                raise UsageError(f"variable {self.name!r} has no BTF type: {text!r} is not an integer") from None
+            return
+        self.set(codec.encode(codec.from_text(text)))
+
     def set(self, new: object) -> None:
-        """Write ``new`` (int, bool or bytes of exactly ``size``) as the initial value."""
+        """Write ``new`` as the initial value: an int or bool (wrapped to ``size`` bytes),
+        bytes of exactly ``size``, or with BTF any value its type encodes (a str for a char
+        array, an enum member name, a dict for a struct: bpfkit.btf.values)."""
+        codec = self.codec
+        if codec is not None and not isinstance(new, (int, bytes, bytearray, memoryview)):
+            try:
+                new = codec.encode(new)
+            except UsageError as exc:
+                raise exc.wrap(f"cannot set variable {self.name!r}")
         if isinstance(new, bool):
             new = int(new)
         if isinstance(new, int):
@@ -93,7 +131,8 @@ class VariableSpec:
             if len(raw) != self.size:
                 raise UsageError(f"variable {self.name!r} is {self.size} bytes, got {len(raw)}")
         else:
-            raise UsageError(f"variable {self.name!r}: cannot set to {type(new).__name__} (give int or bytes)")
+            raise UsageError(f"variable {self.name!r}: cannot set to {type(new).__name__} (give int or bytes; "
+                             "it has no BTF type to encode other values)")
         data = bytearray(self._data())
         data[self.offset : self.offset + self.size] = raw
         assert self.map_spec is not None
