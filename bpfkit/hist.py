@@ -55,7 +55,7 @@ _HIST_NAME = re.compile(r"(hist|hists|histogram|histograms|dist|slots)$", re.IGN
 _SLOT_FIELDS = ("slot", "bucket")
 
 
-class MapLike(Protocol):
+class MapWithItems(Protocol):
     """What this module needs of a map: a name, a type and its items (bpfkit.Map is one)."""
 
     name: str
@@ -200,6 +200,9 @@ def slot_counts(source: object) -> list[int]:
         pairs = list(map_items(source))
         if len(pairs) == 1 and _as_int(pairs[0][1]) is None and _slots_of(pairs[0][1]) is not None:
             return _slots_of(pairs[0][1]) or []  # one struct hist (libbpf-tools' global mode)
+        if pairs and all(_as_int(v) is None and _slots_of(v) is not None for _, v in pairs):
+            raise UsageError(f"histogram from map {source.name!r}: it holds {len(pairs)} histograms, one per key: "
+                             "read them with bpfkit.hist.per_key(m) or find_histograms(m)")
         return _counts_from_pairs(pairs, f"map {source.name!r}")
     slots = _slots_of(source)
     if slots is not None:
@@ -357,7 +360,7 @@ def _hashable(value: object) -> object:
 
 
 # ---------------------------------------------------------------------------------- maps
-def map_items(m: MapLike) -> Iterator[tuple[object, object]]:
+def map_items(m: MapWithItems) -> Iterator[tuple[object, object]]:
     """A map's (key, value) pairs for histograms: typed values as they are; bytes (a map
     without typed values) as little-endian integers when 1, 2, 4 or 8 bytes long, longer values
     as arrays of __u32 slots; a per-CPU map's values summed over the CPUs."""
@@ -384,7 +387,7 @@ def _raw_value(value: object) -> object:
     return value
 
 
-def _is_map(source: object) -> TypeGuard[MapLike]:
+def _is_map(source: object) -> TypeGuard[MapWithItems]:
     """A map object (bpfkit.Map or alike: a name, items() and a key size), not a mapping."""
     return not isinstance(source, Mapping) and callable(getattr(source, "items", None)) and hasattr(source, "key_size")
 
@@ -393,7 +396,7 @@ def _is_percpu(m: object) -> bool:
     return getattr(m, "type", None) in PERCPU_TYPES
 
 
-def find_histograms(m: MapLike, unit: str = "value", *, kind: Kind | None = None, first_slot: int = 0) -> list[Histogram]:
+def find_histograms(m: MapWithItems, unit: str = "value", *, kind: Kind | None = None, first_slot: int = 0) -> list[Histogram]:
     """The histograms a map holds, recognised by shape; [] when it holds none:
 
     * values with a ``slots`` array (``struct hist``): one histogram per key (label = key);
@@ -443,7 +446,7 @@ def _label_text(label: object) -> str:
     return str(label) if isinstance(label, (int, str)) else repr(label)
 
 
-def render_map(m: MapLike, unit: str = "value", *, kind: Kind | None = None, first_slot: int = 0) -> str:
+def render_map(m: MapWithItems, unit: str = "value", *, kind: Kind | None = None, first_slot: int = 0) -> str:
     """Every histogram :func:`find_histograms` recognises in ``m``, drawn; a line saying none
     was found otherwise. ``bpfkit map dump --hist`` prints this."""
     found = find_histograms(m, unit, kind=kind, first_slot=first_slot)

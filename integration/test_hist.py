@@ -70,3 +70,12 @@ def test_linear_array(filled: Any) -> None:
     assert h.kind == "linear" and h.total == N
     assert hist.linear_hist(m, "usecs", step=10).buckets[0].high == 9
     assert hist.render_map(m, "usecs").splitlines()[0] == "     usecs         : count     distribution"
+
+
+def test_render_map_on_a_map_opened_by_id(filled: Any) -> None:
+    # What `bpfkit map dump --hist` has: a Map opened by id (or pin), described by the kernel.
+    from bpfkit.maps import Map
+
+    for name in ("lat_hist", "tid_hist", "lin_hist"):
+        with Map.from_id(filled.maps[name].id) as m:
+            assert hist.render_map(m, "usecs") == hist.render_map(filled.maps[name], "usecs")

@@ -175,6 +175,10 @@ def test_find_histograms_by_shape() -> None:
     # Typed struct hist values (any name), per key; per-CPU records summed slot by slot.
     typed = FakeMap("whatever", [(7, _Rec(slots=[0, 1])), (3, _Rec(slots=[2]))])
     assert [(h.label, h.counts) for h in hist.find_histograms(typed)] == [(3, [2]), (7, [0, 1])]
+    with pytest.raises(UsageError, match=r"map 'whatever': it holds 2 histograms, one per key: read them with "
+                                         r"bpfkit.hist.per_key\(m\) or find_histograms\(m\)"):
+        hist.log2_hist(typed)
+    assert hist.log2_hist(FakeMap("one", [(0, _Rec(slots=[5]))])).counts == [5]  # one struct hist: itself
     typed_pcpu = FakeMap("x", [(1, [_Rec(slots=[1, 0]), _Rec(slots=[0, 2])])], MapType.PERCPU_HASH)
     assert hist.find_histograms(typed_pcpu)[0].counts == [1, 2]
     # Untyped struct hist values (bytes of __u32 slots) in a histogram-named map.

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                  "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
     # Skeletons: an object's programs, maps and variables as attributes, attached like attach_all.
-    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.skeleton")),
+    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.probelist", "bpfkit.skeleton")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
     # The command line; and the package's own lazy front door.

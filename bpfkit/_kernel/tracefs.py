@@ -24,6 +24,8 @@ from .mountinfo import mountinfo
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
+# Static trace events (tracepoints) need not start with a letter: the 9p module's group is "9p".
+_STATIC_NAME = re.compile(r"^[0-9a-zA-Z_]+$")
 
 
 def _is_tracefs(path: str) -> bool:
@@ -83,20 +85,23 @@ def _mount(source: str, target: str, fstype: str) -> None:
 NAME_MAX = 255  # include/uapi/linux/limits.h
 
 
-def validate_name(kind: str, name: str) -> str:
-    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*``: anything else could
-    escape the tracefs tree or be misparsed by the kernel."""
+def validate_name(kind: str, name: str, *, static: bool = False) -> str:
+    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*`` (the kernel's
+    is_good_name() for kprobe/uprobe events): anything else could escape the tracefs tree or be
+    misparsed by the kernel. ``static``: an existing tracepoint's, which may start with a digit."""
     if len(name) > NAME_MAX:  # each is a directory under events/: one file name, NAME_MAX bytes
         raise ParseError(f"invalid trace event {kind} {name[:40]!r}... ({len(name)} characters): longer than "
                          f"{NAME_MAX}, the longest file name tracefs can hold")
+    if static and _STATIC_NAME.match(name):
+        return name
     if not _NAME.match(name):
         raise ParseError(f"invalid trace event {kind} {name!r}: must match [a-zA-Z_][0-9a-zA-Z_]*")
     return name
 
 
 def event_dir(group: str, event: str) -> str:
-    validate_name("group", group)
-    validate_name("name", event)
+    validate_name("group", group, static=True)
+    validate_name("name", event, static=True)
     return os.path.join(tracefs_root(), "events", group, event)
 
 
@@ -300,3 +305,42 @@ def kernel_symbol_exists(symbol: str) -> bool | None:
         if (rest == b"" or rest[:1] == b"\t") and (not module or rest.strip() == f"[{module}]".encode()):
             return True
         pos = end
+
+
+# Listings (bpfkit list): what tracefs says can be traced.
+def list_trace_events() -> list[tuple[str, str]]:
+    """Every trace event as (group, name): available_events (one read, "group:name" a line),
+    else a walk of events/ (each group's directories)."""
+    try:
+        text = read_file("available_events")
+    except OSError:
+        text = ""
+    if text:
+        found = []
+        for line in text.splitlines():
+            group, sep, name = line.partition(":")
+            if sep:
+                found.append((group, name))
+        return found
+    found = []
+    for group in iter_event_groups():
+        if group == "ftrace":
+            continue  # ftrace's own record formats, not tracepoints (available_events omits them)
+        try:
+            with os.scandir(_path(os.path.join("events", group))) as entries:
+                found.extend((group, e.name) for e in entries if e.is_dir())
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+    return found
+
+
+def available_filter_functions() -> list[tuple[str, str]]:
+    """The functions ftrace can trace, which kprobes may probe: (name, module or ""), from
+    available_filter_functions ("name" or "name [module]" a line). OSError when it cannot be
+    read (EPERM under lockdown or without CAP_SYSLOG-like rights; ENOENT without ftrace)."""
+    found = []
+    for line in read_file("available_filter_functions").splitlines():
+        name, _, rest = line.partition(" ")
+        if name and not name.startswith("__ftrace_invalid_address__"):
+            found.append((name, rest.strip().strip("[]")))
+    return found

@@ -445,6 +445,15 @@ class BTF:
         """The ids of this blob's own types (all but the base's for split BTF; void excluded)."""
         return range(self.first_id, len(self.types))
 
+    def names_of_kind(self, kind: Kind) -> list[str]:
+        """The names of this blob's own types of ``kind`` (anonymous ones left out), in id
+        order. A lazy parse reads them from the type headers without decoding the types (the
+        ~60,000 FUNCs of vmlinux in a few tens of milliseconds)."""
+        if self._words is None or self._starts is None:
+            return [t.name for t in (self.types[i] for i in self.own_ids()) if t.kind == kind and t.name]
+        words, get, want = self._words, self.strings.get, int(kind)
+        return [get(words[i]) for i in self._starts if (words[i + 1] >> 24) & 0x1F == want and words[i]]
+
     def add(self, t: Type) -> int:
         """Append ``t`` (its ``id`` is set) and return the new id."""
         t.id = len(self.types)
