@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, overload
 
 from ._kernel import bpf as _bpf
@@ -28,7 +28,7 @@ from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
 from .btf.types import Datasec
-from .btf.values import ValueCodec, value_codec
+from .btf.values import Record, ValueCodec, value_codec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
@@ -172,6 +172,7 @@ class Map(PinnableObject, Generic[K, V]):
         self._slot = (spec.value_size + 7) & ~7 if self._percpu else spec.value_size
         self._kernel_btf_id = kernel_btf_id
         self._typed: tuple[ValueCodec | None, ValueCodec | None] | None = None  # (key, value), on first use
+        self._records: dict[str, type[Record]] | None = None  # struct name -> class to decode into
         self._batch_ok = True
 
     # ------------------------------------------------------------------ other constructors
@@ -234,6 +235,12 @@ class Map(PinnableObject, Generic[K, V]):
     def value_codec(self) -> ValueCodec | None:
         return self._codecs()[1]
 
+    def use_records(self, records: Mapping[str, type[Record]]) -> None:
+        """Decode the structs named in ``records`` into those Record subclasses (a generated
+        skeleton's classes: bpfkit.skeleton) instead of classes made from BTF."""
+        self._records = dict(records)
+        self._typed = None
+
     def _codecs(self) -> tuple[ValueCodec | None, ValueCodec | None]:
         typed = self._typed
         if typed is None:
@@ -268,7 +275,7 @@ class Map(PinnableObject, Generic[K, V]):
             try:
                 if isinstance(btf.resolve(type_id), Datasec):
                     return None  # a data section: its variables are the typed view
-                codec = value_codec(btf, type_id, name=what)
+                codec = value_codec(btf, type_id, name=what, records=self._records)
             except BPFKitError:
                 return None  # a type bpfkit cannot lay out: bytes
             return codec if codec.size == size else None
