@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Self, Union, cast
+from typing import TYPE_CHECKING, Any, Self, Union
 
 from ._kernel.consts import PerfSwId
 from ._kernel.cpus import online_cpus
@@ -44,6 +44,7 @@ from ._kernel.fd import FD
 from .errors import BPFKitError, NotSupportedError, ParseError, UsageError
 from .link._net import NetAttachMode
 from .link.base import Link
+from .link.cgroup import CGROUP_PROG_TYPES, attach_cgroup
 from .link.iter import _TASK_TARGETS, iterate
 from .link.kprobe import kprobe, kretprobe, ksyscall
 from .link.multi import MultiMode, Progress, kprobe_multi, kprobe_session, uprobe_multi, uprobe_session
@@ -111,6 +112,7 @@ class AttachOptions:
     net_mode: NetAttachMode | str = NetAttachMode.AUTO  # xdp/tc: auto, link or netlink
     xdp_mode: XdpMode | str | None = XdpMode.AUTO  # xdp only: auto, generic, driver, offload
     netns: object = None  # xdp/tc: the network namespace (name, path or fd) of the interface
+    cgroup: str | int | None = None  # cgroup programs: the cgroup v2 directory (a path or an fd)
 
 
 # ------------------------------------------------------------------------ shared pieces
@@ -364,6 +366,16 @@ _NEVER_AUTO = {
     "struct_ops.s": "struct_ops callbacks run through their struct_ops map, which attach_all registers (link.struct_ops)",
     "perf_event": ("perf_event programs sample counters chosen at run time; attach with "
                    "bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)"),
+    "socket": "a socket filter goes on a socket chosen at run time: attach with bpfkit.link.attach_socket_filter",
+    "sk_reuseport": "a reuseport program goes on a socket group: attach with bpfkit.link.attach_reuseport",
+    "sk_skb": "sk_skb programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+    "sk_msg": "sk_msg programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+    "netfilter": ("a netfilter program needs a family, hook and priority, which a section does not name; attach "
+                  "with bpfkit.link.attach_netfilter(prog, family, hook, priority)"),
+    "sk_lookup": ("an sk_lookup program acts on a whole network namespace, which a section does not name; attach "
+                  "with bpfkit.link.attach_netns(prog, netns)"),
+    "flow_dissector": ("a flow dissector acts on a whole network namespace, which a section does not name; attach "
+                       "with bpfkit.link.attach_netns(prog, netns)"),
 }
 
 
@@ -451,6 +463,26 @@ def _section_iter(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> 
     return iterate(prog)
 
 
+def _section_cgroup(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``cgroup/HOOK``, ``cgroup_skb/ingress|egress``, ``sockops``: to the cgroup the caller
+    names (a section names the hook, never the cgroup)."""
+    if o.cgroup is None:
+        raise NotSupportedError(f"auto-attach of cgroup program {getattr(prog, 'name', '')!r}",
+                                _NEEDS_CGROUP)
+    if getattr(prog, "attach_type", None) is None:
+        raise NotSupportedError(f"auto-attach of section {target.kind}/{target.target}",
+                                "the section names no hook (use cgroup_skb/ingress or cgroup_skb/egress); "
+                                "attach with bpfkit.link.attach_cgroup(path, prog, hook)")
+    return attach_cgroup(o.cgroup, prog)
+
+
+_NEEDS_CGROUP = "a section names the hook, not the cgroup: pass cgroup= (bpfkit attach --cgroup PATH)"
+
+
+def _is_cgroup_program(prog: object) -> bool:
+    return getattr(prog, "type", None) in CGROUP_PROG_TYPES
+
+
 SectionAttacher = Callable[[ProgramArg, SectionTarget, AttachOptions], Link]
 # Sections whose attacher reads the text after the first "/" itself (and decides what an empty
 # one means): prefix -> (SectionTarget.kind, attacher).
@@ -481,6 +513,9 @@ _SECTION_KINDS: dict[str, tuple[str, SectionAttacher]] = {
     "freplace": ("freplace", _section_tracing),
     "iter": ("iter", _section_iter),
     "iter.s": ("iter", _section_iter),
+    "cgroup": ("cgroup", _section_cgroup),
+    "cgroup_skb": ("cgroup", _section_cgroup),
+    "sockops": ("cgroup", _section_cgroup),
 }
 
 
@@ -552,14 +587,16 @@ def attach_section(
     mode: AttachMode | str = AttachMode.AUTO,
     pid: int | None = None,
     cookie: int = 0,
+    cgroup: str | int | None = None,
 ) -> Link:
     """Attach ``prog`` where its section (or ``section``) says. ``pid`` filters uprobes, USDT
-    and task iterators; ``mode`` and ``cookie`` as for :func:`attach_probe`.
+    and task iterators; ``mode`` and ``cookie`` as for :func:`attach_probe`; ``cgroup`` (a
+    cgroup v2 path or fd) is where cgroup programs (``cgroup/connect4``, ``sockops``...) go.
 
     NotSupportedError when the section names no target or a kind not attached here.
     """
     sec = section if section is not None else _section_of(prog)
-    return _attach_at_section(prog, sec, AttachOptions(mode, pid, cookie))
+    return _attach_at_section(prog, sec, AttachOptions(mode, pid, cookie, cgroup=cgroup))
 
 
 def skip_reason(section: str) -> str | None:
@@ -571,6 +608,8 @@ def skip_reason(section: str) -> str | None:
     target = parse_section(section)
     if target is None:
         return f"section {section!r} is not a kind auto-attach handles"
+    if section.lstrip("?") == "cgroup/skb":
+        return f"section {section!r} names no hook: use cgroup_skb/ingress or cgroup_skb/egress"
     if not target.target and prefix not in _SECTION_KINDS:
         return f"section {section!r} names no target"
     return None
@@ -583,12 +622,13 @@ def auto_attach(
     mode: AttachMode | str = AttachMode.AUTO,
     pid: int | None = None,
     cookie: int = 0,
+    cgroup: str | int | None = None,
 ) -> Link | str:
     """Attach program ``name`` where its section says (see :func:`skip_reason` first); a str is
     the reason a section without a target was passed over. Errors name the program."""
     section = _section_of(prog)
     try:
-        return _attach_at_section(prog, section, AttachOptions(mode, pid, cookie))
+        return _attach_at_section(prog, section, AttachOptions(mode, pid, cookie, cgroup=cgroup))
     except NotSupportedError as exc:
         target = parse_section(section)
         if target is None or target.target:
@@ -662,11 +702,14 @@ def attach_all(
     cookie: int = 0,
     programs: Iterable[str] | None = None,
     progress: AllProgress | None = None,
+    cgroup: str | int | None = None,
 ) -> AttachedLinks:
     """Attach every program of ``collection`` (a Collection, a name -> Program mapping or
     Programs) whose section names a target, and register its struct_ops maps. ``programs``
     limits it to those names (programs or struct_ops maps); ``progress(i, n, name)`` is called
     before each program is attached. ``mode``, ``pid`` and ``cookie`` as for :func:`attach_probe`.
+    ``cgroup`` (a cgroup v2 path or fd): where every cgroup program goes (cgroup_skb,
+    cgroup_sock, cgroup_sock_addr, sock_ops, sockopt, sysctl, device); without it they are skipped.
 
     All-or-nothing: when one attach fails, the links made so far are closed and the error
     (naming the program) propagates.
@@ -685,6 +728,8 @@ def attach_all(
         if wanted is not None and name not in wanted:
             continue
         reason = skip_reason(_section_of(prog))
+        if reason is None and cgroup is None and _is_cgroup_program(prog):
+            reason = f"a cgroup program: {_NEEDS_CGROUP}"
         if reason:
             result.skipped[name] = reason
         else:
@@ -693,7 +738,7 @@ def attach_all(
         for i, (name, prog) in enumerate(todo, 1):
             if progress is not None:
                 progress(i, len(todo), name)
-            made = auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie)
+            made = auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie, cgroup=cgroup)
             if isinstance(made, str):
                 result.skipped[name] = made
             else:
@@ -702,8 +747,7 @@ def attach_all(
             if wanted is not None and name not in wanted:
                 continue
             try:
-                # A struct_ops link's update() takes a map, not a program: a Link otherwise.
-                result.links[name] = cast(Link, struct_ops(m))
+                result.links[name] = struct_ops(m)
             except BPFKitError as exc:
                 raise exc.wrap(f"auto-attach struct_ops map {name!r}")
             ops: Any = getattr(m, "struct_ops", None)  # bpfkit.struct_ops.StructOps, set by Collection

@@ -20,7 +20,7 @@ import errno
 import os
 import struct
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .btf import BTF
@@ -83,14 +83,18 @@ class Collection:
     Keyword arguments:
       pin_dir           directory for maps declared with LIBBPF_PIN_BY_NAME (default /sys/fs/bpf)
       map_replacements  {name: Map} used instead of creating those maps
-      programs          names of the programs to load (default: every auto-loaded program)
+      programs          names of the programs to load (default: every auto-loaded program); an
+                        item that is a sequence of names is a group of alternatives: the first
+                        the kernel loads is kept, the others are not loaded (``not_loaded``
+                        says why), as libbpf-tools choose between a tp_btf and a raw_tp variant
       options           LoadOptions (verifier log level, whole-log errors)
       kernel_btf        BTF (or a path to a BTF/ELF file) to resolve CO-RE relocations against
                         instead of the running kernel's /sys/kernel/btf (docs/core.md)
       kconfig           kernel configuration for __kconfig externs: a path (default
                         /boot/config-$(uname -r), /proc/config.gz, then /usr/lib/modules/$(uname -r)/config) or {CONFIG_X: value}
 
-    ``core_resolutions`` says how each program's CO-RE relocations resolved.
+    ``core_resolutions`` says how each program's CO-RE relocations resolved; ``not_loaded``
+    maps each alternative passed over to the kernel's reason.
     """
 
     def __init__(
@@ -99,7 +103,7 @@ class Collection:
         *,
         pin_dir: str | os.PathLike[str] | None = None,
         map_replacements: Mapping[str, Map] | None = None,
-        programs: Iterable[str] | None = None,
+        programs: Iterable[str | Sequence[str]] | None = None,
         options: LoadOptions | None = None,
         kernel_btf: BTF | str | os.PathLike[str] | None = None,
         kconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
@@ -108,6 +112,7 @@ class Collection:
 
         self.spec = spec
         self.programs: dict[str, Program] = {}
+        self.not_loaded: dict[str, str] = {}  # alternatives the kernel refused -> why
         self.maps: dict[str, Map] = {}
         self.btf_fd: FD | None = None
         self.pin_dir = os.fspath(pin_dir) if pin_dir is not None else DEFAULT_PIN_DIR
@@ -133,9 +138,10 @@ class Collection:
         return cls(load_spec(path), **kwargs)
 
     # ------------------------------------------------------------------------- loading
-    def _load(self, replacements: Mapping[str, Map], selected: Iterable[str] | None, options: LoadOptions) -> None:
+    def _load(self, replacements: Mapping[str, Map], selected: Iterable[str | Sequence[str]] | None, options: LoadOptions) -> None:
         spec = self.spec
-        names = self._select(selected)
+        groups = self._select(selected)
+        names = [name for group in groups for name in group]
         unknown = set(replacements) - set(spec.maps)
         if unknown:
             raise NotFoundError(f"map_replacements name maps the object does not have: {', '.join(sorted(unknown))}")
@@ -167,14 +173,41 @@ class Collection:
                 self._use_replacement(name, mspec, replacements[name])
             else:
                 self._create_map(name, mspec)
-        kversion = 0
+        for group in groups:
+            self._load_group(group, options)
+        self._fill_struct_ops()
+        for name, mspec in spec.maps.items():
+            if mspec.contents and name not in self._borrowed and not self._reused(name):
+                self._fill_contents(name, mspec)
+        self._fit.close()  # module BTF fds: the kernel holds its own references now
+
+    def _load_group(self, group: tuple[str, ...], options: LoadOptions) -> None:
+        """Load the one program of ``group``, or the first of its alternatives the kernel
+        accepts: an alternative refused (BPF_PROG_LOAD, or its attach target missing from the
+        kernel's BTF) is noted in ``not_loaded`` and the next one tried."""
+        refused: list[tuple[str, BPFKitError]] = []
+        for name in group:
+            try:
+                self.programs[name] = self._load_program(name, options)
+                break
+            except BPFKitError as exc:
+                if len(group) == 1:
+                    raise
+                refused.append((name, exc))
+        else:
+            why = "".join(f"{alt}: {err}; " for alt, err in refused[:-1])
+            raise refused[-1][1].wrap(f"none of the alternative programs {' | '.join(group)} loaded: {why}{group[-1]}")
+        for alt, err in refused:
+            self.not_loaded[alt] = str(err)
+
+    def _load_program(self, name: str, options: LoadOptions) -> Program:
         from ._kernel.consts import ProgType
 
-        for name in names:
-            pspec = spec.programs[name]
-            if pspec.needs_kernel_version and not kversion:
-                kversion = _kernel_version_code()
-            target_btf = None  # a module's BTF fd (attach_btf_obj_fd), held until the load is done
+        assert self._fit is not None
+        pspec = self.spec.programs[name]
+        kversion = _kernel_version_code() if pspec.needs_kernel_version else 0
+        target_btf = None  # a module's BTF fd (attach_btf_obj_fd), held until the load is done
+        try:
             if self._is_ext(pspec):
                 target_btf, pspec = self._ext_target(pspec)  # target_btf: the opened target prog
             elif pspec.type == ProgType.STRUCT_OPS and not pspec.attach_btf_id:
@@ -187,8 +220,7 @@ class Collection:
                                             attach_btf_obj_fd=int(target_btf) if target_btf is not None else 0)
             relocated = self._relocate(pspec, kversion)
             try:
-                self.programs[name] = Program(relocated, options,
-                                              btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
+                return Program(relocated, options, btf_fd=int(self.btf_fd) if self.btf_fd is not None else 0)
             except BPFKitError as exc:
                 if isinstance(exc, VerifierError):
                     self._fit.explain(exc, name)
@@ -197,14 +229,9 @@ class Collection:
                     first = str(self.btf_error).splitlines()[0]
                     raise exc.wrap(f"loaded without BTF because the kernel refused the object's BTF ({first})")
                 raise
-            finally:
-                if target_btf is not None:
-                    target_btf.close()
-        self._fill_struct_ops()
-        for name, mspec in spec.maps.items():
-            if mspec.contents and name not in self._borrowed and not self._reused(name):
-                self._fill_contents(name, mspec)
-        self._fit.close()  # module BTF fds: the kernel holds its own references now
+        finally:
+            if target_btf is not None:
+                target_btf.close()
 
     @property
     def core_resolutions(self) -> dict[str, list[Any]]:
@@ -216,7 +243,9 @@ class Collection:
         """What was rewritten in the object's BTF for this kernel (bpfkit.btf.sanitize)."""
         return self._fit.btf_rewrites if self._fit is not None else []
 
-    def _select(self, selected: Iterable[str] | None) -> list[str]:
+    def _select(self, selected: Iterable[str | Sequence[str]] | None) -> list[tuple[str, ...]]:
+        """The programs to load, as groups: one name each, or the alternatives of one group
+        (a sequence of names, first preferred)."""
         from ._kernel.consts import ProgType
 
         progs = self.spec.programs
@@ -225,15 +254,18 @@ class Collection:
             # loaded (it could not be: its attach type is the member it fills).
             used = {p for m in self.spec.maps.values() if m.struct_ops is not None and m.struct_ops.autocreate
                     for p in m.struct_ops.programs.values()}
-            return [name for name, p in progs.items()
+            return [(name,) for name, p in progs.items()
                     if p.autoload and (p.type != ProgType.STRUCT_OPS or name in used or p.attach_btf_id)]
-        names = list(selected)
+        groups = [(item,) if isinstance(item, str) else tuple(item) for item in selected]
+        names = [n for group in groups for n in group]
         missing = [n for n in names if n not in progs]
         if missing:
             raise NotFoundError(
                 f"no program named {', '.join(map(repr, missing))} in the object (it has {', '.join(progs) or 'none'})"
             )
-        return names
+        if any(not group for group in groups) or len(set(names)) != len(names):
+            raise UsageError(f"programs: each name once, and no empty group of alternatives (got {groups})")
+        return groups
 
     def _check_loadable(self, pspec: ProgramSpec) -> None:
         if int(pspec.type) == 0:
@@ -592,12 +624,12 @@ class Collection:
 
     # ----------------------------------------------------------------------- lifecycle
     def attach_all(self, *, mode: AttachMode | str = "auto", pid: int | None = None, cookie: int = 0,
-                   programs: Iterable[str] | None = None) -> AttachedLinks:
-        """Attach every program whose section names a target and register the struct_ops
-        maps: :func:`bpfkit.attach.attach_all` on this collection."""
+                   programs: Iterable[str] | None = None, cgroup: str | int | None = None) -> AttachedLinks:
+        """Attach every program whose section names a target (cgroup programs to ``cgroup``)
+        and register the struct_ops maps: :func:`bpfkit.attach.attach_all` on this collection."""
         from .attach import attach_all
 
-        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs)
+        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs, cgroup=cgroup)
 
     def close(self) -> None:
         """Close every program and map this collection made (pins stay)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, overload
 
 from ._kernel import bpf as _bpf
@@ -28,7 +28,7 @@ from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
 from .btf.types import Datasec
-from .btf.values import ValueCodec, value_codec
+from .btf.values import Record, ValueCodec, value_codec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
@@ -172,6 +172,7 @@ class Map(PinnableObject, Generic[K, V]):
         self._slot = (spec.value_size + 7) & ~7 if self._percpu else spec.value_size
         self._kernel_btf_id = kernel_btf_id
         self._typed: tuple[ValueCodec | None, ValueCodec | None] | None = None  # (key, value), on first use
+        self._records: dict[str, type[Record]] | None = None  # struct name -> class to decode into
         self._batch_ok = True
 
     # ------------------------------------------------------------------ other constructors
@@ -234,6 +235,12 @@ class Map(PinnableObject, Generic[K, V]):
     def value_codec(self) -> ValueCodec | None:
         return self._codecs()[1]
 
+    def use_records(self, records: Mapping[str, type[Record]]) -> None:
+        """Decode the structs named in ``records`` into those Record subclasses (a generated
+        skeleton's classes: bpfkit.skeleton) instead of classes made from BTF."""
+        self._records = dict(records)
+        self._typed = None
+
     def _codecs(self) -> tuple[ValueCodec | None, ValueCodec | None]:
         typed = self._typed
         if typed is None:
@@ -268,7 +275,7 @@ class Map(PinnableObject, Generic[K, V]):
             try:
                 if isinstance(btf.resolve(type_id), Datasec):
                     return None  # a data section: its variables are the typed view
-                codec = value_codec(btf, type_id, name=what)
+                codec = value_codec(btf, type_id, name=what, records=self._records)
             except BPFKitError:
                 return None  # a type bpfkit cannot lay out: bytes
             return codec if codec.size == size else None
@@ -348,6 +355,23 @@ class Map(PinnableObject, Generic[K, V]):
             return self._decode(bytes(raw[offset:offset + size]), self.value_format)
         return [self._decode(bytes(raw[offset + i * slot:offset + i * slot + size]), self.value_format)
                 for i in range(self._ncpus)]
+
+    def _decode_keys(self, raw: bytes, count: int) -> list[Any]:
+        """``count`` keys laid out one after another (a batch)."""
+        kc = self._codecs()[0]
+        if kc is not None:
+            return kc.decode_many(raw, count)
+        return [self._decode_key(raw, i * self.key_size) for i in range(count)]
+
+    def _decode_values(self, raw: bytes, count: int) -> list[Any]:
+        """``count`` values laid out one after another (a batch; per-CPU: ncpus slots each)."""
+        vc = self._codecs()[1]
+        if vc is None:
+            return [self._decode_value(raw, i * self._value_buf_size) for i in range(count)]
+        if not self._percpu:
+            return vc.decode_many(raw, count)
+        flat, n = vc.decode_many(raw, count * self._ncpus, self._slot), self._ncpus
+        return [flat[i:i + n] for i in range(0, count * n, n)]
 
     @property
     def _value_buf_size(self) -> int:
@@ -608,11 +632,8 @@ class Map(PinnableObject, Generic[K, V]):
             yield b"".join(keys), b"".join(values), len(keys)
 
     def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
-        ksize, vsize = self.key_size, self._value_buf_size
-        dk, dv = self._decode_key, self._decode_value
         for kraw, vraw, count in self._raw_batches(batch_size, fallback):
-            for i in range(count):
-                yield dk(kraw, i * ksize), dv(vraw, i * vsize)
+            yield from zip(self._decode_keys(kraw, count), self._decode_values(vraw, count))
 
     def _raw_batches(self, batch_size: int, fallback: bool) -> Iterator[tuple[bytes, bytes, int]]:
         ksize, vsize = self.key_size, self._value_buf_size

@@ -59,7 +59,13 @@ HARDWARE_EVENTS = HARDWARE_EVENT_NAMES  # name -> PERF_COUNT_HW_*
 PROFILE_UNITS = ("hz", "s", "ms", "us")
 
 _IDENT = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_.*?]*$")  # function names: dots for .isra.0 clones
+# A binary's function may name a symbol version: memcpy@GLIBC_2.2.5 (a compat one),
+# memcpy@@GLIBC_2.14 (the default, what a plain name means already); no wildcard with one.
+_UFUNC = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*@@?[A-Za-z0-9_.]+|[A-Za-z_*?][A-Za-z0-9_.*?]*)$")
 _EVENT_NAME = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
+# Kernel module names and static tracepoints' groups and names may start with a digit: the 9p
+# module, its TRACE_SYSTEM 9p and tracepoint 9p_client_req.
+_KERNEL_NAME = re.compile(r"^[A-Za-z0-9_*?]+$")
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
@@ -173,7 +179,7 @@ def _kprobe(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSp
     _arity(text, args, starts, 1, 2, f"{kind}:[MODULE:]FUNCTION[+OFFSET]")
     module = ""
     if len(args) == 2:
-        module = _check(_EVENT_NAME, text, args[0], starts[0], "module name")
+        module = _check(_KERNEL_NAME, text, args[0], starts[0], "module name")
     func, offset = _split_offset(text, args[-1], starts[-1])
     _check(_IDENT, text, func, starts[-1], "function name")
     if offset and kind == "kretprobe":
@@ -190,7 +196,7 @@ def _uprobe(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSp
     if re.match(r"^(0x[0-9a-fA-F]+|\d+)$", target):
         return ProbeSpec(kind, text, binary=binary, address=int(target, 0))
     func, offset = _split_offset(text, target, starts[1])
-    _check(_IDENT, text, func, starts[1], "function name")
+    _check(_UFUNC, text, func, starts[1], "function name")
     if offset and kind == "uretprobe":
         raise _fail(text, starts[1] + len(func), "a uretprobe takes no offset")
     return ProbeSpec(kind, text, binary=binary, function=func, offset=offset)
@@ -206,7 +212,7 @@ def _session(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeS
     binary = args[0]
     if not binary:
         raise _fail(text, starts[0], "missing binary")
-    return ProbeSpec(kind, text, binary=binary, function=_check(_IDENT, text, args[1], starts[1], "function name"))
+    return ProbeSpec(kind, text, binary=binary, function=_check(_UFUNC, text, args[1], starts[1], "function name"))
 
 
 def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
@@ -222,14 +228,14 @@ def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec
 
 def _tracepoint(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 2, 2, "tracepoint:CATEGORY:NAME")
-    category = _check(_EVENT_NAME, text, args[0], starts[0], "tracepoint category")
-    name = _check(_EVENT_NAME, text, args[1], starts[1], "tracepoint name")
+    category = _check(_KERNEL_NAME, text, args[0], starts[0], "tracepoint category")
+    name = _check(_KERNEL_NAME, text, args[1], starts[1], "tracepoint name")
     return ProbeSpec(kind, text, category=category, function=name)
 
 
 def _btf_func(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 1, 2, f"{kind}:[MODULE:]NAME")
-    module = _check(_EVENT_NAME, text, args[0], starts[0], "module name") if len(args) == 2 else ""
+    module = _check(_KERNEL_NAME, text, args[0], starts[0], "module name") if len(args) == 2 else ""
     func = _check(_IDENT, text, args[-1], starts[-1], "function name" if kind != "rawtracepoint" else "tracepoint name")
     return ProbeSpec(kind, text, function=func, module=module)
 

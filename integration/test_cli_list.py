@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bpfkit._kernel import tracefs
+from bpfkit.errors import ParseError
 from bpfkit.probelist import list_probes
 from bpfkit.probespec import parse_probe
 
@@ -94,6 +95,10 @@ def test_json_and_every_probe_parses() -> None:
     items = json.loads(proc.stdout)
     assert {"probe": "tracepoint:sched:sched_switch", "kind": "tracepoint", "target": "sched",
             "name": "sched_switch"} in items
-    every = list_probes("").probes
-    for probe in every[:: max(1, len(every) // 2000)]:
-        assert parse_probe(str(probe)).kind == probe.kind, probe
+    unparsed = []
+    for probe in list_probes("").probes:  # every one: ~0.4 s for 116,000 here
+        try:
+            assert parse_probe(str(probe)).kind == probe.kind, probe
+        except ParseError as exc:
+            unparsed.append(str(exc).splitlines()[0] + " " + str(exc).splitlines()[-1].strip())
+    assert not unparsed, f"{len(unparsed)} listed probes do not parse: {unparsed[:10]}"

@@ -4,8 +4,9 @@ A fenced block whose info string is ``python runnable`` or ``sh runnable`` is ex
 from the repository's root: Python with this interpreter, shell with bash (``set -e``) and the
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
 may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``, ``tcx``,
-``kfunc_calls``, or any feature name of bpfkit.features) to say what the kernel must have;
-it is skipped, naming that, where this kernel lacks it. An example that needs files builds them
+``netfilter_link``, ``sockmap_link``,
+``kfunc_calls``, or any feature name of bpfkit.features; several as ``needs=A,B``) to say what
+the kernel must have; it is skipped, naming the first one missing, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
 fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
 ``sh fragment``: ``test_every_fenced_block_is_runnable_or_a_fragment`` fails on a Python or shell
@@ -71,6 +72,11 @@ def _kernel_has(kind: str) -> str:
         from bpfkit.link import have_tcx
 
         return "" if have_tcx() else "this kernel has no tcx links (Linux 6.6)"
+    if kind in ("netfilter_link", "sockmap_link"):
+        from bpfkit import link
+
+        has = link.have_netfilter_link() if kind == "netfilter_link" else link.have_sockmap_link()
+        return "" if has else f"this kernel has no {kind.replace('_', ' ')}s (Linux {'6.4' if kind == 'netfilter_link' else '6.10'})"
     if kind == "kfunc_calls":
         release = os.uname().release.split("-")[0].split(".")
         if (int(release[0]), int(release[1])) >= (5, 13):
@@ -113,8 +119,8 @@ def test_every_fenced_block_is_runnable_or_a_fragment() -> None:
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
 def test_example_runs(block: Block) -> None:
-    if block.needs:
-        why = _kernel_has(block.needs)
+    for kind in filter(None, block.needs.split(",")):
+        why = _kernel_has(kind)
         if why:
             pytest.skip(why)
     env = dict(os.environ)

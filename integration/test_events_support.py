@@ -77,9 +77,8 @@ def load_seq(path, programs: list[str], rb_size: int | None = None, target_tgid:
 
 def stats_of(coll) -> tuple[int, int, int]:
     """(produced, drops, discards) of the events_seq stats map, summed over CPUs."""
-    raw = coll.maps["stats"].lookup(0)
-    vals = [struct.unpack("<QQQ", bytes(v)[:24]) for v in raw]
-    return tuple(sum(v[i] for v in vals) for i in range(3))  # type: ignore[return-value]
+    per_cpu = coll.maps["stats"].lookup(0)  # struct stats per CPU, typed through the map's BTF
+    return (sum(v.produced for v in per_cpu), sum(v.drops for v in per_cpu), sum(v.discards for v in per_cpu))
 
 
 @contextlib.contextmanager

@@ -82,13 +82,18 @@ FUNCS = ["multi_alpha", "multi_beta", "multi_gamma"]
 BOTH = pytest.mark.parametrize("mode", [MultiMode.AUTO, MultiMode.PERF], ids=["auto", "perf"])
 
 
-@pytest.fixture(scope="module")
-def target_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("multi") / "multi_target"
+def build_c(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
+    """``source`` compiled with gcc -O2 into a fresh temporary directory as ``name``."""
+    out = tmp_path_factory.mktemp(name) / name
     src = out.with_suffix(".c")
-    src.write_text(TARGET_C)
+    src.write_text(source)
     subprocess.run(["gcc", "-O2", "-o", str(out), str(src)], check=True, capture_output=True, timeout=120)
     return out
+
+
+@pytest.fixture(scope="module")
+def target_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_c(tmp_path_factory, "multi_target", TARGET_C)
 
 
 class Target:

@@ -24,7 +24,7 @@ import bpfkit
 from bpfkit import features, link
 from bpfkit.errors import BPFKitError, NotSupportedError, UsageError
 
-from .test_link_multi import TARGET_C, Target
+from .test_link_multi import TARGET_C, Target, build_c
 from .test_link import REPO
 
 MAGIC = 0xC0FFEE << 32
@@ -39,11 +39,7 @@ def need(feature: str, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def target_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("session") / "session_target"
-    src = out.with_suffix(".c")
-    src.write_text(TARGET_C)
-    subprocess.run(["gcc", "-O2", "-o", str(out), str(src)], check=True, capture_output=True, timeout=120)
-    return out
+    return build_c(tmp_path_factory, "session_target", TARGET_C)
 
 
 @pytest.fixture

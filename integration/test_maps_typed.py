@@ -143,7 +143,10 @@ def test_maps_opened_by_id_and_pin_are_typed_through_kernel_btf(coll: Collection
     h = coll.maps["typed_hash"]
     with Map.from_id(h.id) as again:
         assert again.spec.btf is None and again.btf is not None  # the kernel's copy, fetched
-        assert list(again.items()) == list(h.items())
+        # Kernels before 6.0 have no signed enums: the loader sanitised enum mt_sign to an
+        # unsigned one, and the kernel's copy decodes MT_NEG as 2**32-1 (the object's as -1).
+        strip = [(k, {f: x for f, x in v.to_dict().items() if f != "sign"}) for k, v in h.items()]
+        assert [(k, {f: x for f, x in v.to_dict().items() if f != "sign"}) for k, v in again.items()] == strip
         (k, v), = again.items()
         assert v.comm == "tag" and v.color.name == "MT_GREEN"
     _bpf.ensure_bpffs("/sys/fs/bpf")
@@ -233,6 +236,10 @@ def pin_dir() -> Iterator[str]:
 
 
 def test_attach_set_knobs_change_what_the_program_does(pin_dir: str) -> None:
+    from bpfkit import features
+
+    if not features.probe("perf_link"):
+        pytest.skip("attach --pin pins the tracepoint's bpf_link: perf_link (Linux 5.15) is missing")
     # The knobs select this process, a colour and a tag; the program obeys them.
     _pinned_attach(pin_dir, f"target_pid={os.getpid()}", "color=MT_BLUE", "tag=knobs", "delta=-9", "step=5")
     for _ in range(2):

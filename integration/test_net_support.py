@@ -133,7 +133,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 3.0) -> bool:
 
 
 def counter(coll: Any, slot: int) -> int:
-    return int.from_bytes(coll.maps["counts"][slot], "little")
+    return int(coll.maps["counts"][slot])  # __u64, typed through the map's BTF
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import pytest
 import bpfkit
 from bpfkit import link
 from bpfkit._kernel.consts import LinkType, MapFlag
-from bpfkit.errors import KernelError, NotFoundError, NotSupportedError
+from bpfkit.errors import KernelError, NotFoundError, NotSupportedError, UsageError
 
 PIN_ROOT = "/sys/fs/bpf"
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -169,6 +169,9 @@ def test_struct_ops_link_update_pin_detach(bpf_obj: Any) -> None:
             assert "bpfkit_reno" in _available()
             lk = link.load_pinned_link(path)
             assert isinstance(lk, link.StructOpsLink)
+            prog = next(iter(coll.programs.values()))
+            with pytest.raises(UsageError, match="is not a map: a struct_ops link swaps struct_ops maps"):
+                lk.update(prog)  # the Link protocol's form: a program
             lk.update(coll.maps["bpfkit_reno_v2"])  # same name, other callbacks
             assert lk.info().detail.map_id == int(coll.maps["bpfkit_reno_v2"].info().id)
             _transfer("bpfkit_reno")

@@ -29,7 +29,7 @@ def test_public_attach_names_are_the_attach_module(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(attach, "attach_all", lambda coll, **kw: seen.append((coll, kw)))  # a mock: who is called
     me = object()
     Collection.attach_all(me, pid=5, programs=["a"])  # type: ignore[arg-type]
-    assert seen == [(me, dict(mode="auto", pid=5, cookie=0, programs=["a"]))]
+    assert seen == [(me, dict(mode="auto", pid=5, cookie=0, programs=["a"], cgroup=None))]
 
 
 def test_every_probe_kind_has_an_attacher() -> None:
@@ -48,9 +48,12 @@ def test_section_kinds_parse_and_are_not_skipped() -> None:
 def test_unknown_section_is_refused_naming_the_kinds() -> None:
     from bpfkit.errors import NotSupportedError
 
-    with pytest.raises(NotSupportedError, match=r"auto-attach of section 'socket'.*kprobe, kretprobe"):
-        attach.attach_section(0, "socket")
-    assert attach.skip_reason("socket") == "section 'socket' is not a kind auto-attach handles"
+    with pytest.raises(NotSupportedError, match=r"auto-attach of section 'lwt_in'.*kprobe, kretprobe"):
+        attach.attach_section(0, "lwt_in")
+    assert attach.skip_reason("lwt_in") == "section 'lwt_in' is not a kind auto-attach handles"
+    # Kinds attached by hand say how.
+    assert attach.skip_reason("socket") == ("section 'socket' is never auto-attached: a socket filter goes on a "
+                                            "socket chosen at run time: attach with bpfkit.link.attach_socket_filter")
 
 
 def _dynamic_imports(path: Path) -> list[str]:

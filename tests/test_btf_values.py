@@ -181,3 +181,17 @@ def test_decode_is_fast(spec: bpfkit.CollectionSpec) -> None:
     for _ in range(100):
         kc.decode_many(raw, 1000)
     assert time.perf_counter() - start < 2.0
+
+
+def test_records_and_btf_enums_print_as_json(spec: bpfkit.CollectionSpec) -> None:
+    import io
+    import json
+
+    from bpfkit.cli.output import print_json
+
+    vc = codec(spec, "typed_hash")
+    out = io.StringIO()
+    print_json(vc.decode(vc.encode({"color": "MT_BLUE", "comm": "x", "hops": [{"port": 5}]})), out)
+    got = json.loads(out.getvalue())
+    assert got["color"] == "MT_BLUE" and got["comm"] == "x" and got["hops"][0] == {"port": 5, "proto": 0}
+    assert got["fl"]["e"] == "MT_RED" and got["raw"] == ""  # zero bytes: empty text

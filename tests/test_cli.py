@@ -37,7 +37,7 @@ def test_attach_arguments() -> None:
                                       "--pid", "7", "--cookie", "0x10", "--mode", "ioctl", "--events", "events",
                                       "--events", "other", "--json", "--trace-pipe"])
     assert args.spec == ["t:syscalls:sys_enter_openat", "u:libc:fopen"]
-    assert (args.program, args.pid, args.cookie, args.mode) == ("p", 7, 16, "ioctl")
+    assert (args.program, args.pid, args.cookie, args.mode) == (["p"], 7, 16, "ioctl")
     assert args.events == ["events", "other"] and args.json and args.trace_pipe and args.event_type == "event"
     bare = build_parser().parse_args(["attach", "x.o"])
     assert bare.spec == [] and bare.pin is None and bare.events == []

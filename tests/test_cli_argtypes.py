@@ -39,7 +39,7 @@ def test_in_range() -> None:
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["attach", "o.bpf.o", "-p", "prog", "kprobe:f"], {"object": "o.bpf.o", "program": "prog", "spec": ["kprobe:f"]}),
+    (["attach", "o.bpf.o", "-p", "prog", "kprobe:f"], {"object": "o.bpf.o", "program": ["prog"], "spec": ["kprobe:f"]}),
     (["attach", "o.bpf.o", "kprobe:f", "--cookie", "3", "kprobe:g"],
      {"object": "o.bpf.o", "cookie": 3, "spec": ["kprobe:f", "kprobe:g"]}),
     (["load", "o", "--maps-dir", "/m", "/d", "-p", "a", "-p", "b"],

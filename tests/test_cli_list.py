@@ -105,3 +105,19 @@ def test_btf_names_of_kind_lazy_and_decoded_agree(bpf_obj: object) -> None:
         assert lazy == decoded
     assert {"hist", "hist_key"} <= set(BTF.from_bytes(raw, lazy=True).names_of_kind(Kind.STRUCT))
     assert {"on_enter", "on_exit"} <= set(BTF.from_bytes(raw, lazy=True).names_of_kind(Kind.FUNC))
+
+
+def test_tracepoints_whose_group_starts_with_a_digit() -> None:
+    # The 9p module's tracepoints (tracepoint:9p:9p_client_req) are listed on kernels that load
+    # it (the Debian 5.10 VM): their spelling must parse, and their event directory be found.
+    from bpfkit._kernel import tracefs
+
+    assert parse_probe("kprobe:9p:v9fs_fid_xattr_set").module == "9p"  # and modules named so
+    assert parse_probe("fentry:9pnet:p9_client_create").module == "9pnet"
+    spec = parse_probe("tracepoint:9p:9p_client_req")
+    assert (spec.category, spec.function) == ("9p", "9p_client_req")
+    assert tracefs.validate_name("group", "9p", static=True) == "9p"
+    with pytest.raises(ParseError, match=r"must match \[a-zA-Z_\]"):
+        tracefs.validate_name("group", "9p")  # a kprobe/uprobe event group must not (is_good_name)
+    with pytest.raises(ParseError, match="must match"):
+        tracefs.validate_name("group", "../x", static=True)

@@ -101,3 +101,19 @@ def test_session_specs():
                      ("uprobe.session::fn", "missing binary"), ("kprobe.session:fn+4", "invalid function name")):
         with pytest.raises(ParseError, match=why):
             parse_probe(bad)
+
+
+def test_uprobe_function_with_a_symbol_version():
+    """A binary's function may name its version (issue #21): memcpy@GLIBC_2.2.5 is glibc's compat
+    memcpy, memcpy@@GLIBC_2.14 the default one a plain name means; not with a wildcard, and not
+    for kernel functions."""
+    for text, func, offset in (("uprobe:libc:memcpy@GLIBC_2.2.5", "memcpy@GLIBC_2.2.5", 0),
+                               ("ur:libc:memcpy@@GLIBC_2.14", "memcpy@@GLIBC_2.14", 0),
+                               ("uprobe:/lib/libc.so.6:memcpy@GLIBC_2.2.5+4", "memcpy@GLIBC_2.2.5", 4),
+                               ("uprobe.session:libc:memcpy@GLIBC_2.2.5", "memcpy@GLIBC_2.2.5", 0)):
+        spec = parse_probe(text)
+        assert (spec.function, spec.offset, spec.is_wildcard) == (func, offset, False), text
+    for bad in ("uprobe:libc:mem*@GLIBC_2.2.5", "uprobe:libc:memcpy@", "uprobe:libc:@GLIBC_2.2.5",
+                "kprobe:vfs_read@X"):
+        with pytest.raises(ParseError, match="invalid function name"):
+            parse_probe(bad)

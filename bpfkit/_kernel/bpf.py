@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc
-from .consts import AttachType, Cmd, syscall_number
+from .consts import BPF_F_QUERY_EFFECTIVE, AttachType, Cmd, syscall_number
 from .fd import FD
 
 _NR_BPF = syscall_number("bpf")
@@ -743,23 +743,72 @@ def link_create_iter(prog_fd: FD | int, iter_info: bytes = b"", detail: str = ""
 
 
 def prog_attach(
-    target_fd: int, prog_fd: FD | int, attach_type: int, flags: int = 0, replace_fd: int = 0
+    target_fd: int, prog_fd: FD | int, attach_type: int, flags: int = 0, replace_fd: int = 0,
+    relative: int = 0, expected_revision: int = 0, detail: str = "",
 ) -> None:
+    """BPF_PROG_ATTACH. ``replace_fd`` with BPF_F_REPLACE (5.6); ``relative`` (an fd or, with
+    BPF_F_ID, an id) and ``expected_revision`` for multi-program hooks (6.6: tcx; cgroups 6.16)."""
     attr = new_attr()
     attr.target_fd = target_fd
     attr.attach_bpf_fd = int(prog_fd)
     attr.attach_type = attach_type
     attr.attach_flags = flags
     attr.replace_bpf_fd = replace_fd
-    bpf(Cmd.PROG_ATTACH, attr)
+    attr.relative_fd = relative
+    attr.expected_revision = expected_revision
+    bpf(Cmd.PROG_ATTACH, attr, detail=detail)
 
 
-def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int) -> None:
+def prog_detach(target_fd: int, prog_fd: FD | int, attach_type: int, detail: str = "") -> None:
     attr = new_attr()
     attr.target_fd = target_fd
     attr.attach_bpf_fd = int(prog_fd)
     attr.attach_type = attach_type
-    bpf(Cmd.PROG_DETACH, attr)
+    bpf(Cmd.PROG_DETACH, attr, detail=detail)
+
+
+def _prog_query(target: int, attach_type: int, query_flags: int, arrays: tuple[str, ...],
+                count: int) -> tuple[Any, dict[str, list[int]]]:
+    """BPF_PROG_QUERY with a u32 array of ``count`` for each ``attr.query`` field named in
+    ``arrays``; grows them and asks again when the kernel says ENOSPC (and how many it has)."""
+    while True:
+        attr = new_attr()
+        bufs = {name: ffi.new("uint32_t[]", count) for name in arrays}
+        attr.query.target_fd = target
+        attr.query.attach_type = attach_type
+        attr.query.query_flags = query_flags
+        for name, buf in bufs.items():
+            setattr(attr.query, name, addr(buf))
+        attr.query.count = count
+        try:
+            bpf(Cmd.PROG_QUERY, attr)
+        except Exception as exc:
+            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.count > count:
+                count = int(attr.query.count)
+                continue
+            raise
+        n = int(attr.query.count)
+        return attr, {name: [buf[i] for i in range(n)] for name, buf in bufs.items()}
+
+
+def prog_query_flags(target_fd: int, attach_type: int, effective: bool = False,
+                     count: int = 64) -> tuple[list[int], list[int], int, int]:
+    """BPF_PROG_QUERY of a cgroup or netns hook: (program ids in run order, each one's attach
+    flags (5.19, 0 before and for effective queries), the hook's attach_flags, the revision
+    (6.16 for cgroups; 0 before)). ``effective`` (BPF_F_QUERY_EFFECTIVE) lists what runs for
+    the cgroup, inherited programs included."""
+    # The kernel refuses prog_attach_flags with BPF_F_QUERY_EFFECTIVE, and before 5.19
+    # (b79c9fc9551b) at all: its CHECK_ATTR wants every byte after prog_cnt zero (EINVAL).
+    query_flags = BPF_F_QUERY_EFFECTIVE if effective else 0
+    arrays = ("prog_ids",) if effective else ("prog_ids", "prog_attach_flags")
+    try:
+        attr, got = _prog_query(target_fd, attach_type, query_flags, arrays, count)
+    except Exception as exc:
+        if getattr(exc, "errno", None) != errno.EINVAL or len(arrays) == 1:
+            raise
+        attr, got = _prog_query(target_fd, attach_type, query_flags, ("prog_ids",), count)
+    ids = got["prog_ids"]
+    return ids, got.get("prog_attach_flags", [0] * len(ids)), int(attr.query.attach_flags), int(attr.query.revision)
 
 
 def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[list[int], int]:
@@ -777,25 +826,9 @@ def prog_query(target_fd: int, attach_type: int, max_progs: int = 64) -> tuple[l
 def prog_query_mprog(target: int, attach_type: int, count: int = 16) -> tuple[list[int], list[int], int]:
     """BPF_PROG_QUERY of a multi-program hook (tcx, netkit; 6.6): (program ids in run order,
     the link id holding each or 0, the hook's revision). ``target`` is an ifindex in the
-    calling thread's network namespace. Grows the buffers when the kernel says ENOSPC."""
-    while True:
-        attr = new_attr()
-        prog_ids = ffi.new("uint32_t[]", count)
-        link_ids = ffi.new("uint32_t[]", count)
-        attr.query.target_fd = target
-        attr.query.attach_type = attach_type
-        attr.query.prog_ids = addr(prog_ids)
-        attr.query.link_ids = addr(link_ids)
-        attr.query.count = count
-        try:
-            bpf(Cmd.PROG_QUERY, attr)
-        except Exception as exc:
-            if getattr(exc, "errno", None) == errno.ENOSPC and attr.query.count > count:
-                count = int(attr.query.count)
-                continue
-            raise
-        n = int(attr.query.count)
-        return [prog_ids[i] for i in range(n)], [link_ids[i] for i in range(n)], int(attr.query.revision)
+    calling thread's network namespace."""
+    attr, got = _prog_query(target, attach_type, 0, ("prog_ids", "link_ids"), count)
+    return got["prog_ids"], got["link_ids"], int(attr.query.revision)
 
 
 def enable_stats(stats_type: int = 0) -> FD:

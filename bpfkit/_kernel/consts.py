@@ -119,6 +119,17 @@ from ..spec.consts import (
     _CEnum as _CEnum,
 )
 
+# ------------------------------------------------------------------ attaching to hooks
+# BPF_PROG_ATTACH attach_flags of cgroup hooks (4.10/4.15): without either, a cgroup holds one
+# program that sub-cgroups cannot override; ALLOW_OVERRIDE lets a sub-cgroup's program replace
+# it, ALLOW_MULTI runs every program of the cgroup and its ancestors (links behave as MULTI).
+BPF_F_ALLOW_OVERRIDE = 1 << 0
+BPF_F_ALLOW_MULTI = 1 << 1
+# BPF_PROG_QUERY query_flags: the programs that run for a cgroup, inherited ones included.
+BPF_F_QUERY_EFFECTIVE = 1 << 0
+# BPF_LINK_CREATE netfilter.flags (6.6, 91721c2d02d3): defragment IP packets before the program.
+BPF_F_NETFILTER_IP_DEFRAG = 1 << 0
+
 
 # ----------------------------------------------------------------------------- perf_event
 class PerfType(_CEnum):

@@ -20,25 +20,12 @@ from collections.abc import Iterator
 from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .consts import PerfSample, PerfType
 from .fd import FD
+from .mountinfo import mountinfo
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
-
-
-def _mounts() -> list[tuple[str, str]]:
-    """(mount point, fs type) from /proc/self/mountinfo."""
-    found = []
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                fields = left.split()
-                fstype = right.split()[0] if right else ""
-                if len(fields) >= 5:
-                    found.append((fields[4].replace("\\040", " "), fstype))
-    except OSError:
-        pass
-    return found
+# Static trace events (tracepoints) need not start with a letter: the 9p module's group is "9p".
+_STATIC_NAME = re.compile(r"^[0-9a-zA-Z_]+$")
 
 
 def _is_tracefs(path: str) -> bool:
@@ -59,7 +46,7 @@ def tracefs_root() -> str:
 
     Mounting needs CAP_SYS_ADMIN; when nothing works the error says what was tried.
     """
-    mounts = _mounts()
+    mounts = mountinfo()
     for point, fstype in mounts:
         if fstype == "tracefs" and _is_tracefs(point):
             return point
@@ -98,20 +85,23 @@ def _mount(source: str, target: str, fstype: str) -> None:
 NAME_MAX = 255  # include/uapi/linux/limits.h
 
 
-def validate_name(kind: str, name: str) -> str:
-    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*``: anything else could
-    escape the tracefs tree or be misparsed by the kernel."""
+def validate_name(kind: str, name: str, *, static: bool = False) -> str:
+    """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*`` (the kernel's
+    is_good_name() for kprobe/uprobe events): anything else could escape the tracefs tree or be
+    misparsed by the kernel. ``static``: an existing tracepoint's, which may start with a digit."""
     if len(name) > NAME_MAX:  # each is a directory under events/: one file name, NAME_MAX bytes
         raise ParseError(f"invalid trace event {kind} {name[:40]!r}... ({len(name)} characters): longer than "
                          f"{NAME_MAX}, the longest file name tracefs can hold")
+    if static and _STATIC_NAME.match(name):
+        return name
     if not _NAME.match(name):
         raise ParseError(f"invalid trace event {kind} {name!r}: must match [a-zA-Z_][0-9a-zA-Z_]*")
     return name
 
 
 def event_dir(group: str, event: str) -> str:
-    validate_name("group", group)
-    validate_name("name", event)
+    validate_name("group", group, static=True)
+    validate_name("name", event, static=True)
     return os.path.join(tracefs_root(), "events", group, event)
 
 

@@ -208,7 +208,7 @@ class _Compiler:
             make: Any = enum.IntEnum  # the functional API (mypy wants a literal class name)
             cls: type[enum.IntEnum] | None
             try:
-                cls = make(t.name or f"enum_{t.id}", [(v.name, v.value) for v in t.values])
+                cls = make(t.name or f"enum_{t.id}", [(v.name, v.value) for v in t.values], module=__name__)
             except (ValueError, TypeError):  # names Python refuses (_sunder_, mro, ...)
                 cls = None
             self.enums[t.id] = cls
@@ -460,14 +460,9 @@ class _Compiler:
         expected = f"{label} (a Record or dict with fields {', '.join(all_names)})"
 
         def encode(value: object, buf: bytearray, off: int, path: str) -> None:
-            if _is_raw(value):
-                return _raw_into(value, size, buf, off, path, expected)
-            fields = _as_fields(value)
+            fields = _fields_to_encode(value, size, buf, off, path, expected, all_names)
             if fields is None:
-                raise _fail(path, expected, value)
-            unknown = [k for k in fields if k not in all_names]
-            if unknown:
-                raise _fail(f"{path}.{unknown[0]}", expected, fields[unknown[0]], "no such field")
+                return
             for name, moff, enc, anon in encoders:
                 if anon is not None:
                     sub = {k: v for k, v in fields.items() if k in anon}
@@ -549,15 +544,10 @@ class _Compiler:
         expected = f"union {t.name} (a Record or dict with one of {', '.join(all_names)})".replace("union  ", "union ")
 
         def encode(value: object, buf: bytearray, off: int, path: str) -> None:
-            if _is_raw(value):
-                return _raw_into(value, size, buf, off, path, expected)
-            fields = _as_fields(value)
+            fields = _fields_to_encode(value, size, buf, off, path, expected, all_names)
             if fields is None:
-                raise _fail(path, expected, value)
+                return
             given = {k: v for k, v in fields.items() if v is not None}
-            unknown = [k for k in given if k not in all_names]
-            if unknown:
-                raise _fail(f"{path}.{unknown[0]}", expected, given[unknown[0]], "no such field")
             # Each member given is laid out on its own; several (a decoded union has them
             # all) must agree on the bytes they share. The widest one is written.
             written: list[tuple[int, bytearray]] = []
@@ -590,6 +580,22 @@ class _Compiler:
         return self._struct(as_struct, depth)
 
 
+def _fields_to_encode(value: object, size: int, buf: bytearray, off: int, path: str, expected: str,
+                      names: list[str]) -> dict[str, object] | None:
+    """A struct's or union's fields from a Record or dict, every name checked; None when
+    ``value`` was raw bytes (written here)."""
+    if _is_raw(value):
+        _raw_into(value, size, buf, off, path, expected)
+        return None
+    fields = _as_fields(value)
+    if fields is None:
+        raise _fail(path, expected, value)
+    unknown = [k for k in fields if k not in names]
+    if unknown:
+        raise _fail(f"{path}.{unknown[0]}", expected, fields[unknown[0]], "no such field")
+    return fields
+
+
 def _as_fields(value: object) -> dict[str, object] | None:
     if isinstance(value, Record):
         return dict(value.__dict__)
@@ -608,6 +614,7 @@ class ValueCodec:
         self.size = btf.size_of(type_id)
         self._node = node
         self._struct = struct.Struct("=" + node.fmt)
+        self._strided: dict[int, struct.Struct] = {}
         if self._struct.size != self.size:  # pragma: no cover - a compiler bug, not input
             raise ParseError(f"BTF type {type_id}: laid out as {self._struct.size} bytes, sizeof is {self.size}")
         unpack = self._struct.unpack_from
@@ -633,10 +640,20 @@ class ValueCodec:
         return self._decode(data, offset)
 
     def decode_many(self, data: bytes | bytearray | memoryview, count: int, stride: int = 0) -> list[object]:
-        """``count`` values laid out ``stride`` bytes apart (default: the size), e.g. a batch."""
+        """``count`` values laid out ``stride`` bytes apart (default: the size), e.g. a batch
+        or per-CPU slots: one ``iter_unpack`` over them all."""
         stride = stride or self.size
-        dec = self._decode
-        return [dec(data, i * stride) for i in range(count)]
+        if stride < self.size or len(data) < count * stride:
+            raise BTFValueError(self.name, f"{count} x {self.type_name} ({stride} bytes apart)", b"",
+                                f"{len(data)} bytes to decode")
+        st = self._strided.get(stride)
+        if st is None:
+            st = self._strided[stride] = struct.Struct(self._struct.format + f"{stride - self.size}x")
+        rows = st.iter_unpack(memoryview(data)[:count * stride])
+        if self._node.identity:
+            return [row[0] for row in rows]
+        build = self._node.build
+        return [build(row) for row in rows]
 
     def encode(self, value: object) -> bytes:
         """``value`` laid out as the type; BTFValueError naming the field on bad input."""

@@ -5,6 +5,10 @@
     bpfkit attach prog.bpf.o uprobe:/bin/bash:readline --mode ioctl
     bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
     bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
+    bpfkit attach prog.bpf.o -p handle_exec -p 'on_switch_btf|on_switch_raw'  # only these load
+
+Programs named by -p/--program are the only ones loaded (libbpf's autoload); ``-p 'a|b'``
+loads the first of a, b the kernel accepts (a tp_btf program, else its raw_tp twin).
 
 SIGTERM is turned into the same clean exit as Ctrl-C: links are closed and tracefs probes
 removed before the process ends.
@@ -39,12 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to attach, in bpftrace's grammar (tracepoint:syscalls:sys_enter_openat, kprobe:FN, "
                              "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress); several allowed; "
                              "default: from the programs' section names")
-    parser.add_argument("--program", "-p", metavar="NAME", help="the program to attach (needed with SPEC when the object has several)")
+    parser.add_argument("--program", "-p", metavar="NAME[|ALT...]", action="append", default=[],
+                        help="load and attach only this program, the others are not loaded (repeatable; needed with "
+                             "SPEC when the object has several, and then only one); 'a|b' is a group of alternatives: "
+                             "the first the kernel loads is kept")
     parser.add_argument("--mode", choices=("auto", "link", "ioctl"), default="auto",
                         help="perf event attach: bpf_link (5.15+), PERF_EVENT_IOC_SET_BPF, or auto (default)")
     parser.add_argument("--pid", type=argtypes.pid, default=None, help="uprobes fire only in this process")
     parser.add_argument("--cookie", type=argtypes.u64, default=0,
                         help="bpf_get_attach_cookie() value, a u64 (5.15+)")
+    parser.add_argument("--cgroup", metavar="PATH",
+                        help="attach every cgroup program of the object (cgroup/connect4, cgroup_skb/egress, sockops, "
+                             "cgroup/sysctl, cgroup/dev, ...) to this cgroup v2 directory")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
@@ -71,18 +81,59 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link"}.get(type(lk).__name__, "link")
+    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link",
+           "CgroupProgAttachment": "BPF_PROG_ATTACH, no link"}.get(type(lk).__name__, "link")
     return f"{what} ({how})"
 
 
-def _pick_program(coll: Any, name: str | None) -> tuple[str, Any]:
+def _program_groups(values: list[str]) -> list[tuple[str, ...]]:
+    """``-p a -p 'b|c'`` as groups of alternatives: [("a",), ("b", "c")]."""
     from ..errors import UsageError
 
+    groups = [tuple(part.strip() for part in value.split("|")) for value in values]
+    for value, group in zip(values, groups):
+        if not all(group):
+            raise UsageError(f"--program {value!r}: a name, or names separated by '|' (alternatives)")
+    return groups
+
+
+def _selection(spec: Any, groups: list[tuple[str, ...]]) -> list[tuple[str, ...]] | None:
+    """What Collection(programs=...) loads for these -p groups: None (everything) without -p.
+    A struct_ops map named by -p brings its callbacks; one not named is not created."""
+    if not groups:
+        return None
+    named = {name for group in groups for name in group}
+    chosen = [g for g in groups if not (len(g) == 1 and g[0] in spec.maps and spec.maps[g[0]].struct_ops)]
+    for name, mspec in spec.maps.items():
+        if mspec.struct_ops is None:
+            continue
+        if name in named:
+            mspec.struct_ops.autocreate = True
+            chosen += [(p,) for p in mspec.struct_ops.programs.values() if p not in named]
+            named |= set(mspec.struct_ops.programs.values())
+        else:
+            mspec.struct_ops.autocreate = False
+    return chosen
+
+
+def _check_one_group(groups: list[tuple[str, ...]]) -> None:
+    from ..errors import UsageError
+
+    if len(groups) > 1:
+        raise UsageError(f"a SPEC attaches one program, and --program names {len(groups)} "
+                         f"({', '.join('|'.join(g) for g in groups)}): attach them at their sections' targets "
+                         "(no SPEC), or run one attach per program")
+
+
+def _pick_program(coll: Any, groups: list[tuple[str, ...]]) -> tuple[str, Any]:
+    """The one program a SPEC attaches: the one -p loaded (of its alternatives), or the
+    object's only program."""
+    from ..errors import UsageError
+
+    _check_one_group(groups)
     programs = dict(coll.programs)
-    if name:
-        if name not in programs:
-            raise UsageError(f"no program {name!r} in the object (it has: {', '.join(programs) or 'none'})")
-        return name, programs[name]
+    if groups:
+        return next((name, programs[name]) for name in groups[0] if name in programs)
     if len(programs) == 1:
         return next(iter(programs.items()))
     raise UsageError(f"the object has {len(programs)} programs ({', '.join(programs)}): choose one with --program")
@@ -150,7 +201,7 @@ def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any])
     from ..errors import BPFKitError
     from ..probespec import parse_probe
 
-    name, prog = _pick_program(coll, args.program)
+    name, prog = _pick_program(coll, _program_groups(args.program))
     specs = [parse_probe(text) for text in args.spec]
     progress = _Progress()
     try:
@@ -171,14 +222,18 @@ def _attach_specs(args: argparse.Namespace, coll: Any, attached: dict[str, Any])
 
 
 def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, Any]) -> dict[str, str]:
-    """Every program (or the one --program names) where its section says, and the struct_ops
-    maps, through bpfkit.attach.attach_all; returns the notes of the programs skipped."""
+    """Every program loaded (those --program named) where its section says, and the
+    struct_ops maps, through bpfkit.attach.attach_all; returns the notes of the programs skipped."""
     from .. import attach
 
+    wanted = None
+    if args.program:  # the programs loaded of the groups, and the struct_ops maps named
+        wanted = [n for group in _program_groups(args.program) for n in group
+                  if n in coll.programs or n in coll.struct_ops_maps()]
     progress = _Progress()
     try:
         made = attach.attach_all(coll, mode=args.mode, pid=args.pid, cookie=args.cookie,
-                                 programs=[args.program] if args.program else None, progress=progress)
+                                 programs=wanted, progress=progress, cgroup=args.cgroup)
     finally:
         progress.done()
     attached.update(made.links)
@@ -370,10 +425,18 @@ def run(args: argparse.Namespace) -> int:
                 _check_pin_names(pin_dir, spec)
             except BPFKitError as exc:
                 raise exc.wrap(f"attach {args.object} --pin {pin_dir}")
-        with bpfkit.Collection(spec) as coll:
+        groups = _program_groups(args.program)
+        if args.spec and len(groups) > 1:
+            _check_one_group(groups)  # refused before anything is loaded
+        with bpfkit.Collection(spec, programs=_selection(spec, groups)) as coll:
+            for name, why in coll.not_loaded.items():
+                print(f"bpfkit: note: did not load program {name} (an alternative loaded instead): {why}",
+                      file=sys.stderr)
             attached: dict[str, Any] = {}
             stream = pipe = server = otlp = None
             try:
+                if args.spec and args.cgroup:
+                    raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
                 if args.spec:
                     skipped: dict[str, str] = {}
                     _attach_specs(args, coll, attached)

@@ -79,20 +79,28 @@ class EventStream:
     def printed(self) -> int:
         return sum(p.count for p in self.printers)
 
+    def _left(self) -> int | None:
+        """How many records may still be printed (None: no --count)."""
+        return max(self.count - self.printed, 0) if self.count else None
+
     def run(self, stop: StopSignals, duration: float = 0.0) -> None:
+        """Poll until ``stop``, ``duration`` s or ``count`` records: exactly ``count``, even when
+        one wakeup brings a batch (each read is limited to what is left; the rest stay unread)."""
         import time
 
         deadline = time.monotonic() + duration if duration else None
         step = 0.1 if len(self.readers) == 1 else 0.02
         while not stop.is_set():
             for reader in self.readers:
-                reader.poll(timeout=step)
-            if self.count and self.printed >= self.count:
-                return
+                reader.poll(timeout=step, limit=self._left())
+                if self._left() == 0:
+                    return
             if deadline is not None and time.monotonic() >= deadline:
                 return
         for reader in self.readers:  # what arrived before the stop
-            reader.consume()
+            if self._left() == 0:
+                return
+            reader.consume(limit=self._left())
 
     def close(self) -> None:
         for reader in reversed(self.readers):

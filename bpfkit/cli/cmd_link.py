@@ -48,10 +48,33 @@ def _detail(detail: Any) -> Any:
     return str(detail)
 
 
+_cgroup_paths: dict[int, str] | None = None
+
+
+def _cgroup_target(detail: Any) -> str:
+    """``cgroup PATH HOOK`` of a cgroup link (the hierarchy walked once per command)."""
+    global _cgroup_paths
+    if _cgroup_paths is None:
+        from .._kernel.cgroupfs import cgroup_paths
+
+        _cgroup_paths = cgroup_paths()
+    where = _cgroup_paths.get(detail.cgroup_id, f"id {detail.cgroup_id}")
+    return f"cgroup {where} {detail.hook}"
+
+
 def _target(detail: Any) -> str:
     """A short text of where the link is attached, from its typed info."""
     if detail is None:
         return ""
+    if hasattr(detail, "cgroup_id") and hasattr(detail, "hook"):
+        return _cgroup_target(detail)
+    if hasattr(detail, "priority") and hasattr(detail, "family"):
+        fam, hook = (getattr(v, "name", str(v)).lower() for v in (detail.family, detail.hook))
+        return f"{fam} {hook} priority {detail.priority}" + (" defrag" if detail.defrag else "")
+    if hasattr(detail, "map_id") and hasattr(detail, "hook"):
+        return f"map {detail.map_id} {detail.hook}"
+    if hasattr(detail, "netns_ino") and hasattr(detail, "hook"):
+        return f"netns {detail.netns_ino} {detail.hook}"  # the inode `ls -l /proc/PID/ns/net` shows
     d = _detail(detail)
     inner = d.get("detail") if isinstance(d, dict) and isinstance(d.get("detail"), dict) else d
     if not isinstance(inner, dict):

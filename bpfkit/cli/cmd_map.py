@@ -2,12 +2,13 @@
 
     bpfkit map list [--json]
     bpfkit map show ID|PINNED_PATH [--json]
-    bpfkit map dump ID|PINNED_PATH|NAME [--json]
+    bpfkit map dump ID|PINNED_PATH|NAME [--json | --hist [--unit UNIT]]
 
 JSON: list/show {"id", "name", "type", "key_size", "value_size", "max_entries", "flags",
 "btf_id", "pinned"}; dump prints what ``bpftool -j map dump`` prints (one JSON array, entries
 decoded through the map's BTF by bpfkit.btf.bpftool_json). Without --json, dump prints one
-entry a line, decoded through BTF (hex for maps without). Documented in docs/cli.md.
+entry a line, decoded through BTF (hex for maps without); --hist draws the histograms
+bpfkit.hist recognises in the map instead. Documented in docs/cli.md.
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dump = sub.add_parser("dump", help="the entries of one map")
     dump.add_argument("target", metavar="MAP", type=argtypes.id_or_path("map"),
                       help="a map id, a pinned path (with a '/'), or a map name")
-    dump.add_argument("--json", action="store_true", help="what `bpftool -j map dump` prints")
+    shape = dump.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="what `bpftool -j map dump` prints")
+    shape.add_argument("--hist", action="store_true",
+                       help="draw the log2/linear histograms found in the map (as bcc's print_log2_hist)")
+    dump.add_argument("--unit", default="value", metavar="UNIT",
+                      help="the histogram's unit label, e.g. usecs (with --hist; default: value)")
 
 
 def _type_name(value: Any) -> str:
@@ -229,5 +235,10 @@ def run(args: argparse.Namespace) -> int:
         if m.type.kernel_name in ("ringbuf", "perf_event_array", "user_ringbuf"):
             raise UsageError(f"map {m.name!r} is a {m.type.kernel_name}: it has no entries to dump "
                              "(read its records with `bpfkit events PINNED_MAP`)")
-        dump(m, args.json, sys.stdout)
+        if args.hist:
+            from ..hist import render_map
+
+            print(render_map(m, args.unit))
+        else:
+            dump(m, args.json, sys.stdout)
     return 0

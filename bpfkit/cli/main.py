@@ -28,9 +28,11 @@ def _commands() -> list[tuple[str, ModuleType]]:
     when the parser is built, with plain imports that readers and tools can follow."""
     from . import (
         cmd_attach,
+        cmd_cgroup,
         cmd_events,
         cmd_features,
         cmd_gc,
+        cmd_gen,
         cmd_inspect,
         cmd_link,
         cmd_list,
@@ -42,8 +44,8 @@ def _commands() -> list[tuple[str, ModuleType]]:
     )
 
     return [("attach", cmd_attach), ("inspect", cmd_inspect), ("load", cmd_load), ("features", cmd_features),
-            ("prog", cmd_prog), ("link", cmd_link), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
-            ("user-event", cmd_user_event), ("usdt", cmd_usdt), ("list", cmd_list)]
+            ("prog", cmd_prog), ("link", cmd_link), ("cgroup", cmd_cgroup), ("map", cmd_map), ("gc", cmd_gc), ("events", cmd_events),
+            ("user-event", cmd_user_event), ("usdt", cmd_usdt), ("list", cmd_list), ("gen", cmd_gen)]
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130

@@ -21,9 +21,16 @@ __all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsona
 
 
 def jsonable(value: Any) -> Any:
-    """Plain JSON values: enums by name, bytes as text (NUL-terminated C strings) or hex."""
+    """Plain JSON values: enums by name (bpfkit's lower-case, BTF enums as the C source spells
+    them), bytes as text (NUL-terminated C strings) or hex, BTF records as objects."""
     import enum
 
+    from ..btf.values import Record
+
+    if isinstance(value, enum.Enum) and type(value).__module__ == Record.__module__:
+        return value.name  # an enum of a BTF type (typed maps): MT_BLUE
+    if isinstance(value, Record):
+        return jsonable(value.to_dict())  # a struct or union of a typed map
     if isinstance(value, enum.Enum):
         return getattr(value, "kernel_name", None) or value.name.lower()
     if isinstance(value, (bytes, bytearray, memoryview)):

@@ -459,10 +459,12 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
         self._check_readable()
         return self._consume_rings(self._rings.values(), callback, -1 if limit is None else limit, as_format(format))
 
-    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
+    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None,
+             limit: int | None = None) -> int:
         """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings of
         the CPUs that woke us (after a timeout: every ring holding records, so the tail of a
-        burst below the wakeup threshold is not left behind). Returns the number of samples."""
+        burst below the wakeup threshold is not left behind). Returns the number of samples:
+        at most ``limit`` (None: all there are); the rest stay in the rings for the next call."""
         self._check_readable()
         ready = self._poller.wait(timeout)
         if ready:
@@ -471,7 +473,7 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
             # No wakeup: with wakeup_events > 1 or a watermark the tail of a burst never
             # wakes us; take what is there.
             rings = [r for r in self._rings.values() if r.available()]
-        return self._consume_rings(rings, callback, -1, as_format(format))
+        return self._consume_rings(rings, callback, -1 if limit is None else limit, as_format(format))
 
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
         """Zero-copy batches: ``callback(batch)`` once per run of same-sized samples (usually

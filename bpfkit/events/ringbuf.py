@@ -328,9 +328,11 @@ class RingBuffer(PolledReader[memoryview]):
             n += ring.consume(cb, left) if fmt is None else ring.consume_decoded(cb, fmt, left)
         return n
 
-    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None) -> int:
+    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None,
+             limit: int | None = None) -> int:
         """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings that
-        have records (after a timeout, any ring with records). Returns the number processed."""
+        have records (after a timeout, any ring with records). Returns the number processed:
+        at most ``limit`` (None: all there are); the rest stay in the rings for the next call."""
         self._check_readable()
         ready = self._poller.wait(timeout)
         fmt = as_format(format)
@@ -342,9 +344,13 @@ class RingBuffer(PolledReader[memoryview]):
             # what is there so a missed wakeup costs one timeout, never a stall.
             rings = [r for r in self._rings if r.available()]
         n = 0
+        lim = -1 if limit is None else limit
         for ring in rings:
+            left = lim - n if lim >= 0 else -1
+            if left == 0:
+                break
             cb = self._cb(ring, callback)
-            n += ring.consume(cb, -1) if fmt is None else ring.consume_decoded(cb, fmt, -1)
+            n += ring.consume(cb, left) if fmt is None else ring.consume_decoded(cb, fmt, left)
         return n
 
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None,

@@ -149,6 +149,46 @@ def _keep(stack: contextlib.ExitStack, fd: FD) -> FD:
     return fd
 
 
+# What an attach that failed with an errno (or any of a tuple of them) says about the feature;
+# "{errno}" in the reason becomes the errno's name and meaning.
+Answers = dict[int | tuple[int, ...], Outcome]
+
+
+def _answer(answers: Answers, exc: KernelError) -> Outcome:
+    for errnos, (supported, reason) in answers.items():
+        if exc.errno == errnos or (isinstance(errnos, tuple) and exc.errno in errnos):
+            return supported, reason.replace("{errno}", describe_errno(exc.errno))
+    return _failure(exc)
+
+
+def _try(action: Callable[[], object], answers: Answers, made: Outcome) -> Outcome:
+    """``made`` when ``action()`` succeeds; when the kernel refuses, ``answers`` for its errno,
+    _failure for anything else."""
+    try:
+        action()
+    except KernelError as exc:
+        return _answer(answers, exc)
+    return made
+
+
+def _link_probe(attach: Callable[[FD], FD], answers: Answers, made: Outcome,
+                attach_type: AttachType | None = None,
+                prog_types: tuple[ProgType, ...] = (ProgType.KPROBE,)) -> Outcome:
+    """Load ``r0 = 0; exit`` (of the first of ``prog_types`` the kernel takes, expecting
+    ``attach_type``), then try ``attach(prog)``; a link it makes is closed at once. ``made``
+    when the attach succeeds, ``answers`` for its errno, _failure for anything else."""
+    kwargs: dict[str, Any] = {} if attach_type is None else {"expected_attach_type": int(attach_type)}
+    with _closing() as stack:
+        for i, prog_type in enumerate(prog_types):
+            try:
+                prog = _keep(stack, _load(prog_type, **kwargs))
+                break
+            except KernelError as exc:
+                if i == len(prog_types) - 1:
+                    return _failure(exc)
+        return _try(lambda: attach(prog).close(), answers, made)
+
+
 # ------------------------------------------------------------------------- BTF blobs
 BTF_MAGIC = 0xEB9F
 (KIND_INT, KIND_PTR, KIND_ARRAY, KIND_STRUCT, KIND_UNION, KIND_ENUM, KIND_FWD, KIND_TYPEDEF,
@@ -303,13 +343,9 @@ for _name, _ver, _kind, _what in (
 @_register("bpf_syscall", "syscall", "3.18", "the bpf(2) system call, usable by this process",
            "BPF_MAP_CREATE of a one-element array")
 def probe_bpf_syscall() -> Outcome:
-    try:
-        _bpf.map_create(int(MapType.ARRAY), 4, 4, 1).close()
-    except KernelError as exc:
-        if exc.errno == errno.ENOSYS:
-            return False, "bpf() is ENOSYS: the kernel was built without CONFIG_BPF_SYSCALL"
-        return _failure(exc)
-    return True, "BPF_MAP_CREATE of an array map succeeded"
+    return _try(lambda: _bpf.map_create(int(MapType.ARRAY), 4, 4, 1).close(),
+                {errno.ENOSYS: (False, "bpf() is ENOSYS: the kernel was built without CONFIG_BPF_SYSCALL")},
+                (True, "BPF_MAP_CREATE of an array map succeeded"))
 
 
 @_register("mmapable_maps", "syscall", "5.5", "BPF_F_MMAPABLE array maps (mmap a map's values)",
@@ -476,38 +512,22 @@ def probe_tracing_programs() -> Outcome:
            "BPF_LINK_CREATE (cgroup inet ingress) with invalid fds: EBADF = known, EINVAL = not")
 def probe_bpf_link() -> Outcome:
     # 5.7: af6eea57437a (cgroup bpf_link) and 70ed506c3bbc (raw_tp/tracing links).
-    try:
-        _bpf.link_create(0xFFFFFFFF, 0xFFFFFFFF, int(AttachType.CGROUP_INET_INGRESS)).close()
-    except KernelError as exc:
-        if exc.errno == errno.EBADF:
-            return True, "BPF_LINK_CREATE with invalid fds gave EBADF: the command exists"
-        if exc.errno == errno.EINVAL:
-            return False, "BPF_LINK_CREATE gave EINVAL: the kernel has no such command"
-        return _failure(exc)
-    return False, "BPF_LINK_CREATE accepted invalid fds; cannot tell"
+    return _try(lambda: _bpf.link_create(0xFFFFFFFF, 0xFFFFFFFF, int(AttachType.CGROUP_INET_INGRESS)).close(),
+                {errno.EBADF: (True, "BPF_LINK_CREATE with invalid fds gave EBADF: the command exists"),
+                 errno.EINVAL: (False, "BPF_LINK_CREATE gave EINVAL: the kernel has no such command")},
+                (False, "BPF_LINK_CREATE accepted invalid fds; cannot tell"))
 
 
 @_register("perf_link", "links", "5.15", "BPF_LINK_TYPE_PERF_EVENT: programs on perf events through bpf_link",
            "BPF_LINK_CREATE attach_type BPF_PERF_EVENT on perf fd -1: EBADF = known, EINVAL = not")
 def probe_perf_link() -> Outcome:
     # 5.15: b89fbfbb854c ("bpf: Implement minimal BPF perf link").
-    with _closing() as stack:
-        try:
-            try:
-                prog = _keep(stack, _load(ProgType.KPROBE))
-            except KernelError:
-                prog = _keep(stack, _load(ProgType.TRACEPOINT))
-        except KernelError as exc:
-            return _failure(exc)
-        try:
-            _bpf.link_create(prog, 0xFFFFFFFF, int(AttachType.PERF_EVENT)).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, "BPF_LINK_CREATE(BPF_PERF_EVENT) on an invalid perf fd gave EBADF: the kernel looked for the perf event"
-            if exc.errno == errno.EINVAL:
-                return False, "BPF_LINK_CREATE(BPF_PERF_EVENT) gave EINVAL: no perf event links (SET_BPF ioctl only)"
-            return _failure(exc)
-    return False, "BPF_LINK_CREATE accepted perf fd -1; cannot tell"
+    return _link_probe(
+        lambda prog: _bpf.link_create(prog, 0xFFFFFFFF, int(AttachType.PERF_EVENT)),
+        {errno.EBADF: (True, "BPF_LINK_CREATE(BPF_PERF_EVENT) on an invalid perf fd gave EBADF: the kernel looked for the perf event"),
+         errno.EINVAL: (False, "BPF_LINK_CREATE(BPF_PERF_EVENT) gave EINVAL: no perf event links (SET_BPF ioctl only)")},
+        (False, "BPF_LINK_CREATE accepted perf fd -1; cannot tell"),
+        prog_types=(ProgType.KPROBE, ProgType.TRACEPOINT))
 
 
 def _raw_tp_open(prog: FD) -> tuple[FD, str]:
@@ -546,64 +566,41 @@ def probe_raw_tracepoint_link() -> Outcome:
 def probe_kprobe_multi() -> Outcome:
     # 5.18: 0dcac2725406 ("bpf: Add multi kprobe link"); without CONFIG_FPROBE the link
     # stub returns EOPNOTSUPP.
-    with _closing() as stack:
-        try:
-            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_KPROBE_MULTI)))
-        except KernelError as exc:
-            return _failure(exc)
-        sym = ffi.new("char[]", b"vprintk")
-        syms = ffi.new("uint64_t[1]", [_bpf.addr(sym)])
+    no_kprobes = "" if os.path.exists("/sys/bus/event_source/devices/kprobe") else " (and CONFIG_KPROBES)"
+    return _kprobe_multi_probe(AttachType.TRACE_KPROBE_MULTI, "kprobe_multi", "kprobe_multi", "kprobe_multi links",
+                               "kprobe_multi", "lacks CONFIG_FPROBE" + no_kprobes)
 
-        def fill(attr: Any) -> Any:
-            attr.link_create.kprobe_multi.cnt = 1
-            attr.link_create.kprobe_multi.syms = _bpf.addr(syms)
-            return (sym, syms)
 
-        try:
-            _bpf.link_create(prog, 0, int(AttachType.TRACE_KPROBE_MULTI), fill=fill).close()
-        except KernelError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
-                return False, (f"BPF_LINK_CREATE(kprobe_multi) gave {describe_errno(exc.errno)}: the kernel "
-                               "lacks CONFIG_FPROBE" + ("" if os.path.exists("/sys/bus/event_source/devices/kprobe")
-                                                        else " (and CONFIG_KPROBES)"))
-            if exc.errno == errno.EINVAL:
-                return False, "BPF_LINK_CREATE(kprobe_multi) gave EINVAL: the kernel has no kprobe_multi links"
-            if exc.errno == errno.ESRCH:
-                return True, "BPF_LINK_CREATE(kprobe_multi) gave ESRCH: it knows kprobe_multi but not vprintk"
-            return _failure(exc)
-    return True, "attached (and detached) a kprobe_multi link on vprintk"
+def _kprobe_multi_probe(attach_type: AttachType, name: str, type_name: str, kind: str, known: str,
+                        lacks: str) -> Outcome:
+    """A kprobe_multi link of ``attach_type`` on vprintk: made, or ESRCH (the kernel knows the
+    link but not vprintk), EINVAL (unknown), EOPNOTSUPP (no CONFIG_FPROBE: the link's stub)."""
+    return _link_probe(
+        lambda prog: _bpf.link_create_kprobe_multi(prog, syms=["vprintk"], attach_type=attach_type),
+        {(errno.EOPNOTSUPP, ENOTSUPP): (False, f"BPF_LINK_CREATE({name}) gave {{errno}}: the kernel {lacks}"),
+         errno.EINVAL: (False, f"BPF_LINK_CREATE({type_name}) gave EINVAL: the kernel has no {kind}"),
+         errno.ESRCH: (True, f"BPF_LINK_CREATE({name}) gave ESRCH: it knows {known} but not vprintk")},
+        (True, f"attached (and detached) a {name} link on vprintk"),
+        attach_type)
 
 
 @_register("uprobe_multi", "links", "6.6", "uprobe_multi links: one program on many offsets of a binary",
            "BPF_LINK_CREATE(BPF_TRACE_UPROBE_MULTI) on path '/': EBADF = known, EINVAL = not")
 def probe_uprobe_multi() -> Outcome:
-    # 6.6: 89ae89f53d20 ("bpf: Add multi uprobe link"); a path that is not a regular file is
-    # EBADF after the kernel has parsed the request.
-    with _closing() as stack:
-        try:
-            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_MULTI)))
-        except KernelError as exc:
-            return _failure(exc)
-        path = ffi.new("char[]", b"/")
-        offsets = ffi.new("uint64_t[1]", [0])
+    # 6.6: 89ae89f53d20 ("bpf: Add multi uprobe link")
+    return _uprobe_multi_probe(AttachType.TRACE_UPROBE_MULTI, "uprobe_multi", "uprobe_multi", "uprobe_multi links")
 
-        def fill(attr: Any) -> Any:
-            attr.link_create.uprobe_multi.path = _bpf.addr(path)
-            attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
-            attr.link_create.uprobe_multi.cnt = 1
-            return (path, offsets)
 
-        try:
-            _bpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, "BPF_LINK_CREATE(uprobe_multi) on '/' gave EBADF: the kernel parsed the request"
-            if exc.errno in (errno.EINVAL, errno.E2BIG):
-                return False, f"BPF_LINK_CREATE(uprobe_multi) gave {describe_errno(exc.errno)}: no uprobe_multi links"
-            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
-                return False, f"BPF_LINK_CREATE(uprobe_multi) gave {describe_errno(exc.errno)}: no CONFIG_UPROBES"
-            return _failure(exc)
-    return False, "BPF_LINK_CREATE(uprobe_multi) accepted '/'; cannot tell"
+def _uprobe_multi_probe(attach_type: AttachType, name: str, type_name: str, kind: str) -> Outcome:
+    """A uprobe_multi link of ``attach_type`` on path '/': a path that is not a regular file
+    is EBADF once the kernel has parsed the request; EINVAL/E2BIG when it does not know it."""
+    return _link_probe(
+        lambda prog: _bpf.link_create_uprobe_multi(prog, "/", [0], attach_type=attach_type),
+        {errno.EBADF: (True, f"BPF_LINK_CREATE({name}) on '/' gave EBADF: the kernel parsed the request"),
+         (errno.EINVAL, errno.E2BIG): (False, f"BPF_LINK_CREATE({type_name}) gave {{errno}}: no {kind}"),
+         (errno.EOPNOTSUPP, ENOTSUPP): (False, f"BPF_LINK_CREATE({name}) gave {{errno}}: no CONFIG_UPROBES")},
+        (False, f"BPF_LINK_CREATE({name}) accepted '/'; cannot tell"),
+        attach_type)
 
 
 @_register("kprobe_session", "links", "6.10",
@@ -612,23 +609,8 @@ def probe_uprobe_multi() -> Outcome:
 def probe_kprobe_session() -> Outcome:
     # 6.10 (libbpf's UAPI sync of May 2024): link_create() sends BPF_TRACE_KPROBE_SESSION to
     # the kprobe_multi attach; an older kernel's KPROBE case matches no attach type: EINVAL.
-    with _closing() as stack:
-        try:
-            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_KPROBE_SESSION)))
-        except KernelError as exc:
-            return _failure(exc)
-        try:
-            _bpf.link_create_kprobe_multi(prog, syms=["vprintk"], attach_type=AttachType.TRACE_KPROBE_SESSION).close()
-        except KernelError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
-                return False, (f"BPF_LINK_CREATE(kprobe session) gave {describe_errno(exc.errno)}: the kernel knows "
-                               "sessions but lacks CONFIG_FPROBE")
-            if exc.errno == errno.EINVAL:
-                return False, "BPF_LINK_CREATE(BPF_TRACE_KPROBE_SESSION) gave EINVAL: the kernel has no kprobe sessions"
-            if exc.errno == errno.ESRCH:
-                return True, "BPF_LINK_CREATE(kprobe session) gave ESRCH: it knows sessions but not vprintk"
-            return _failure(exc)
-    return True, "attached (and detached) a kprobe session link on vprintk"
+    return _kprobe_multi_probe(AttachType.TRACE_KPROBE_SESSION, "kprobe session", "BPF_TRACE_KPROBE_SESSION",
+                               "kprobe sessions", "sessions", "knows sessions but lacks CONFIG_FPROBE")
 
 
 @_register("uprobe_session", "links", "6.13",
@@ -637,22 +619,8 @@ def probe_kprobe_session() -> Outcome:
 def probe_uprobe_session() -> Outcome:
     # 6.13 (libbpf's UAPI sync of Nov 2024): the uprobe_multi attach, reached only for a known
     # attach type, fails on a path that is not a regular file with EBADF.
-    with _closing() as stack:
-        try:
-            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_SESSION)))
-        except KernelError as exc:
-            return _failure(exc)
-        try:
-            _bpf.link_create_uprobe_multi(prog, "/", [0], attach_type=AttachType.TRACE_UPROBE_SESSION).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, "BPF_LINK_CREATE(uprobe session) on '/' gave EBADF: the kernel parsed the request"
-            if exc.errno in (errno.EINVAL, errno.E2BIG):
-                return False, f"BPF_LINK_CREATE(BPF_TRACE_UPROBE_SESSION) gave {describe_errno(exc.errno)}: no uprobe sessions"
-            if exc.errno in (errno.EOPNOTSUPP, ENOTSUPP):
-                return False, f"BPF_LINK_CREATE(uprobe session) gave {describe_errno(exc.errno)}: no CONFIG_UPROBES"
-            return _failure(exc)
-    return False, "BPF_LINK_CREATE(uprobe session) accepted '/'; cannot tell"
+    return _uprobe_multi_probe(AttachType.TRACE_UPROBE_SESSION, "uprobe session", "BPF_TRACE_UPROBE_SESSION",
+                               "uprobe sessions")
 
 
 def _attr_u32(attr: Any, offset: int, value: int) -> None:
@@ -666,15 +634,10 @@ def _cmd_probe(cmd: Cmd, what: str, fds_at: tuple[int, ...]) -> Outcome:
     attr = _bpf.new_attr()
     for offset in fds_at:
         _attr_u32(attr, offset, 0xFFFFFFFF)
-    try:
-        _bpf.bpf(cmd, attr)
-    except KernelError as exc:
-        if exc.errno == errno.EBADF:
-            return True, f"{cmd.c_name} with invalid fds gave EBADF: the kernel knows {what}"
-        if exc.errno == errno.EINVAL:
-            return False, f"{cmd.c_name} gave EINVAL: the kernel has no such command"
-        return _failure(exc)
-    return False, f"{cmd.c_name} accepted invalid fds; cannot tell"
+    return _try(lambda: _bpf.bpf(cmd, attr),
+                {errno.EBADF: (True, f"{cmd.c_name} with invalid fds gave EBADF: the kernel knows {what}"),
+                 errno.EINVAL: (False, f"{cmd.c_name} gave EINVAL: the kernel has no such command")},
+                (False, f"{cmd.c_name} accepted invalid fds; cannot tell"))
 
 
 @_register("prog_stream_read", "syscall", "6.17", "BPF streams: read a program's stdout/stderr stream (BPF_PROG_STREAM_READ_BY_FD)",
@@ -694,13 +657,9 @@ def probe_prog_assoc_struct_ops() -> Outcome:
 @_register("ringbuf_overwrite", "syscall", "6.19", "ring buffers that overwrite their oldest records when full (BPF_F_RB_OVERWRITE)",
            "BPF_MAP_CREATE of a one-page ring buffer with BPF_F_RB_OVERWRITE")
 def probe_ringbuf_overwrite() -> Outcome:
-    try:
-        _bpf.map_create(int(MapType.RINGBUF), 0, 0, mmap.PAGESIZE, flags=int(MapFlag.RB_OVERWRITE)).close()
-    except KernelError as exc:
-        if exc.errno == errno.EINVAL:
-            return False, "BPF_MAP_CREATE(ringbuf, BPF_F_RB_OVERWRITE) gave EINVAL: flag unknown"
-        return _failure(exc)
-    return True, "created a ring buffer with BPF_F_RB_OVERWRITE"
+    return _try(lambda: _bpf.map_create(int(MapType.RINGBUF), 0, 0, mmap.PAGESIZE, flags=int(MapFlag.RB_OVERWRITE)).close(),
+                {errno.EINVAL: (False, "BPF_MAP_CREATE(ringbuf, BPF_F_RB_OVERWRITE) gave EINVAL: flag unknown")},
+                (True, "created a ring buffer with BPF_F_RB_OVERWRITE"))
 
 
 BPF_F_CPU = 8  # map lookup/update flag (7.0): the CPU is in the flags' upper 32 bits
@@ -711,46 +670,36 @@ BPF_F_CPU = 8  # map lookup/update flag (7.0): the CPU is in the flags' upper 32
 def probe_percpu_cpu_flag() -> Outcome:
     from .._kernel.cpus import possible_cpus
 
-    try:
+    def lookup() -> None:
         with _bpf.map_create(int(MapType.PERCPU_ARRAY), 4, 8, 1) as fd:
             key = ffi.new("uint32_t *", 0)
             value = ffi.new("char[]", 8 * max(len(possible_cpus()), 1))
             _bpf.map_lookup(fd, key, value, BPF_F_CPU)
-    except KernelError as exc:
-        if exc.errno == errno.EINVAL:
-            return False, "BPF_MAP_LOOKUP_ELEM with BPF_F_CPU gave EINVAL: flag unknown"
-        return _failure(exc)
-    return True, "looked up CPU 0's element of a per-CPU array with BPF_F_CPU"
+
+    return _try(lookup, {errno.EINVAL: (False, "BPF_MAP_LOOKUP_ELEM with BPF_F_CPU gave EINVAL: flag unknown")},
+                (True, "looked up CPU 0's element of a per-CPU array with BPF_F_CPU"))
 
 
 @_register("uprobe_multi_path_fd", "links", "7.2", "uprobe_multi links naming the binary by an open fd (BPF_F_UPROBE_MULTI_PATH_FD)",
            "BPF_LINK_CREATE(uprobe_multi) with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1: EBADF = known, EINVAL = not")
 def probe_uprobe_multi_path_fd() -> Outcome:
-    with _closing() as stack:
-        try:
-            prog = _keep(stack, _load(ProgType.KPROBE, expected_attach_type=int(AttachType.TRACE_UPROBE_MULTI)))
-        except KernelError as exc:
-            return _failure(exc)
-        offsets = ffi.new("uint64_t[1]", [0])
+    offsets = ffi.new("uint64_t[1]", [0])
 
-        def fill(attr: Any) -> Any:
-            attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
-            attr.link_create.uprobe_multi.cnt = 1
-            attr.link_create.uprobe_multi.flags = 2  # BPF_F_UPROBE_MULTI_PATH_FD
-            # link_create.uprobe_multi.path_fd: after path, offsets, ref_ctr_offsets, cookies,
-            # cnt, flags and pid, i.e. 16 + 44 bytes into the attr.
-            _attr_u32(attr, 60, 0xFFFFFFFF)
-            return offsets
+    def fill(attr: Any) -> Any:
+        attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
+        attr.link_create.uprobe_multi.cnt = 1
+        attr.link_create.uprobe_multi.flags = 2  # BPF_F_UPROBE_MULTI_PATH_FD
+        # link_create.uprobe_multi.path_fd: after path, offsets, ref_ctr_offsets, cookies,
+        # cnt, flags and pid, i.e. 16 + 44 bytes into the attr.
+        _attr_u32(attr, 60, 0xFFFFFFFF)
+        return offsets
 
-        try:
-            _bpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, "uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1 gave EBADF: the flag is known"
-            if exc.errno in (errno.EINVAL, errno.E2BIG):
-                return False, f"uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD gave {describe_errno(exc.errno)}: flag unknown"
-            return _failure(exc)
-    return False, "uprobe_multi accepted path_fd -1; cannot tell"
+    return _link_probe(
+        lambda prog: _bpf.link_create(prog, 0, int(AttachType.TRACE_UPROBE_MULTI), fill=fill),
+        {errno.EBADF: (True, "uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1 gave EBADF: the flag is known"),
+         (errno.EINVAL, errno.E2BIG): (False, "uprobe_multi with BPF_F_UPROBE_MULTI_PATH_FD gave {errno}: flag unknown")},
+        (False, "uprobe_multi accepted path_fd -1; cannot tell"),
+        AttachType.TRACE_UPROBE_MULTI)
 
 
 # --------------------------------------------------------------- kernel BTF: names, kfuncs
@@ -812,47 +761,58 @@ def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:
     return False, f"vmlinux BTF has no function {' or '.join(names)}"
 
 
-@_register("kfunc_rcu_read_lock", "kfuncs", "6.2", "kfuncs bpf_rcu_read_lock/unlock",
-           "look up the FUNC in vmlinux BTF")
-def probe_kfunc_rcu_read_lock() -> Outcome:
-    return _kfunc_probe("bpf_rcu_read_lock")
+# name, first release, what, how, the FUNCs that must all be there (each a tuple of the names
+# it has had), and how many parameters their prototypes must take (None: any)
+KFUNC_PROBES: tuple[tuple[str, str, str, str, tuple[tuple[str, ...], ...], int | None], ...] = (
+    ("kfunc_rcu_read_lock", "6.2", "kfuncs bpf_rcu_read_lock/unlock",
+     "look up the FUNC in vmlinux BTF", (("bpf_rcu_read_lock",),), None),
+    ("kfunc_session", "6.10", "session kfuncs bpf_session_is_return and bpf_session_cookie",
+     "look up both FUNCs in vmlinux BTF", (("bpf_session_cookie",), ("bpf_session_is_return",)), None),
+    ("kfunc_session_ctx", "7.0", "session kfuncs take the program's context (bpf_session_cookie(void *ctx); (void) before)",
+     "vmlinux BTF: bpf_session_cookie's prototype has one parameter", (("bpf_session_cookie",),), 1),
+    ("kfunc_stream_vprintk", "6.17", "BPF streams kfunc bpf_stream_vprintk (bpf_stream_vprintk_impl until 7.x)",
+     "look up bpf_stream_vprintk or bpf_stream_vprintk_impl in vmlinux BTF",
+     (("bpf_stream_vprintk", "bpf_stream_vprintk_impl"),), None),
+    ("kfunc_task_work", "6.18", "task work kfuncs bpf_task_work_schedule_signal/resume (_impl until 7.x)",
+     "look up bpf_task_work_schedule_signal or its _impl form in vmlinux BTF",
+     (("bpf_task_work_schedule_signal", "bpf_task_work_schedule_signal_impl"),), None),
+)
 
 
-@_register("kfunc_session", "kfuncs", "6.10", "session kfuncs bpf_session_is_return and bpf_session_cookie",
-           "look up both FUNCs in vmlinux BTF")
-def probe_kfunc_session() -> Outcome:
-    ok, why = _kfunc_probe("bpf_session_cookie")
-    return (ok, why) if not ok else _kfunc_probe("bpf_session_is_return")
+def _kfuncs_probe(funcs: tuple[tuple[str, ...], ...], nargs: int | None) -> Callable[[], Outcome]:
+    def run() -> Outcome:
+        outcome: Outcome = (False, "no kfunc named")
+        for names in funcs:
+            outcome = _kfunc_probe(*names, nargs=nargs)
+            if not outcome[0]:
+                break
+        return outcome
+
+    return run
 
 
-@_register("kfunc_session_ctx", "kfuncs", "7.0", "session kfuncs take the program's context (bpf_session_cookie(void *ctx); (void) before)",
-           "vmlinux BTF: bpf_session_cookie's prototype has one parameter")
-def probe_kfunc_session_ctx() -> Outcome:
-    return _kfunc_probe("bpf_session_cookie", nargs=1)
-
-
-@_register("kfunc_stream_vprintk", "kfuncs", "6.17", "BPF streams kfunc bpf_stream_vprintk (bpf_stream_vprintk_impl until 7.x)",
-           "look up bpf_stream_vprintk or bpf_stream_vprintk_impl in vmlinux BTF")
-def probe_kfunc_stream_vprintk() -> Outcome:
-    return _kfunc_probe("bpf_stream_vprintk", "bpf_stream_vprintk_impl")
-
-
-@_register("kfunc_task_work", "kfuncs", "6.18", "task work kfuncs bpf_task_work_schedule_signal/resume (_impl until 7.x)",
-           "look up bpf_task_work_schedule_signal or its _impl form in vmlinux BTF")
-def probe_kfunc_task_work() -> Outcome:
-    return _kfunc_probe("bpf_task_work_schedule_signal", "bpf_task_work_schedule_signal_impl")
+for _name, _min_version, _what, _how, _funcs, _nargs in KFUNC_PROBES:
+    _register(_name, "kfuncs", _min_version, _what, _how)(_kfuncs_probe(_funcs, _nargs))
 
 
 # ----------------------------------------------------------------------------- probes
-def _pmu_probe(name: str) -> Outcome:
+def _sysfs_probe(read: Callable[[], str]) -> Outcome:
+    """Supported, saying what ``read()`` found; NotSupportedError's reason when it is missing."""
     try:
-        ptype = pmu.pmu_type(name)
-        pmu.pmu_format(name, "retprobe")
+        return True, read()
     except NotSupportedError as exc:
         return False, exc.reason
     except (BPFKitError, OSError) as exc:
         return _failure(exc)
-    return True, f"{pmu.PMU_ROOT}/{name}/type is {ptype}, format/retprobe present"
+
+
+def _pmu_probe(name: str) -> Outcome:
+    def read() -> str:
+        ptype = pmu.pmu_type(name)
+        pmu.pmu_format(name, "retprobe")
+        return f"{pmu.PMU_ROOT}/{name}/type is {ptype}, format/retprobe present"
+
+    return _sysfs_probe(read)
 
 
 @_register("kprobe_pmu", "probes", "4.17", "kprobes through perf_event_open on the kprobe PMU",
@@ -870,13 +830,11 @@ def probe_uprobe_pmu() -> Outcome:
 @_register("uprobe_ref_ctr_pmu", "probes", "4.20", "USDT semaphores: ref_ctr_offset in the uprobe PMU",
            "read /sys/bus/event_source/devices/uprobe/format/ref_ctr_offset")
 def probe_uprobe_ref_ctr_pmu() -> Outcome:
-    try:
+    def read() -> str:
         word, first, last = pmu.pmu_format("uprobe", "ref_ctr_offset")
-    except NotSupportedError as exc:
-        return False, exc.reason
-    except (BPFKitError, OSError) as exc:
-        return _failure(exc)
-    return True, f"uprobe PMU format/ref_ctr_offset is {word}:{first}-{last}"
+        return f"uprobe PMU format/ref_ctr_offset is {word}:{first}-{last}"
+
+    return _sysfs_probe(read)
 
 
 @_register("hardware_pmu", "probes", "2.6.31", "hardware performance counters (a CPU PMU: cycles, instructions, cache misses)",
@@ -889,14 +847,11 @@ def probe_hardware_pmu() -> Outcome:
     attr.type = PerfType.HARDWARE
     attr.config = PerfHwId.CPU_CYCLES
     attr.flags = PerfAttrFlag.DISABLED | PerfAttrFlag.EXCLUDE_KERNEL | PerfAttrFlag.EXCLUDE_HV
-    try:
-        _perf.perf_event_open(attr, 0, -1, what="hardware cycles").close()
-    except KernelError as exc:
-        if exc.errno in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
-            return False, (f"perf_event_open(PERF_TYPE_HARDWARE, cycles) gave {describe_errno(exc.errno)}: "
-                           "no hardware PMU (virtual machine?); software events (cpu-clock, ...) still work")
-        return _failure(exc)
-    return True, "opened a PERF_TYPE_HARDWARE cycles counter"
+    return _try(lambda: _perf.perf_event_open(attr, 0, -1, what="hardware cycles").close(),
+                {(errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV): (
+                    False, "perf_event_open(PERF_TYPE_HARDWARE, cycles) gave {errno}: "
+                    "no hardware PMU (virtual machine?); software events (cpu-clock, ...) still work")},
+                (True, "opened a PERF_TYPE_HARDWARE cycles counter"))
 
 
 _event_counter = itertools.count()

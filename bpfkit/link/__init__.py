@@ -14,6 +14,11 @@
     lk = link.xdp("eth0", prog, netns="blue")                    # XDP link, else netlink
     lk = link.tc("eth0", prog, "ingress")                        # tcx link, else cls_bpf
     lk = link.attach_network(prog, "tc:eth0:egress")             # xdp:/tc: probe specs
+    lk = link.attach_cgroup("/sys/fs/cgroup/unified/app", prog)   # cgroup link, else BPF_PROG_ATTACH
+    lk = link.attach_netns(prog, netns="blue")                   # flow_dissector / sk_lookup
+    lk = link.attach_socket_filter(sock, prog)                   # SO_ATTACH_BPF (also attach_reuseport)
+    lk = link.attach_sockmap(coll.maps["socks"], verdict)         # sk_skb/sk_msg: sockmap link, else PROG_ATTACH
+    lk = link.attach_netfilter(prog, "ipv4", "local_out", priority=100)  # SEC("netfilter"), 6.4+
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -53,6 +58,19 @@ from .base import (
 from .base import (
     register_link_class as register_link_class,
 )
+from .cgroup import (
+    CGROUP_HOOKS,
+    CgroupInfo,
+    CgroupLink,
+    CgroupProgAttachment,
+    CgroupProgram,
+    CgroupQuery,
+    attach_cgroup,
+    cgroup_programs,
+    cgroup_query,
+)
+from .cgroup import have_cgroup_link as have_cgroup_link
+from .cgroup import have_cgroup_mprog as have_cgroup_mprog
 from .group import LinkGroup, attach_many, close_links
 from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
 from .kprobe import kprobe, kretprobe, ksyscall
@@ -72,10 +90,26 @@ from .multi import (
     uprobe_session,
     uretprobe_multi,
 )
+from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
+from .netfilter import have_netfilter_link as have_netfilter_link
+from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
+from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program, raw_detach_program
 from .sampling import HardwareEvent, SoftwareEvent, perf_event_sample
 from .sampling import SampleEvent as SampleEvent
+from .socket import (
+    SOCKMAP_HOOKS,
+    ReuseportProgram,
+    SocketFilter,
+    SockmapInfo,
+    SockmapLink,
+    SockmapProgAttachment,
+    attach_reuseport,
+    attach_socket_filter,
+    attach_sockmap,
+)
+from .socket import have_sockmap_link as have_sockmap_link
 from .struct_ops import StructOpsInfo, struct_ops
 from .struct_ops import StructOpsLink as StructOpsLink
 from .struct_ops import StructOpsMapLink as StructOpsMapLink
@@ -154,6 +188,45 @@ __all__ = [
     "Anchor",
     "NetAttachMode",
     "attach_network",
+    # cgroups
+    "attach_cgroup",
+    "cgroup_query",
+    "cgroup_programs",
+    "CGROUP_HOOKS",
+    "CgroupLink",
+    "CgroupProgAttachment",
+    "CgroupInfo",
+    "CgroupQuery",
+    "CgroupProgram",
+    # network namespaces
+    "attach_netns",
+    "netns_query",
+    "NETNS_HOOKS",
+    "NetnsLink",
+    "NetnsProgAttachment",
+    "NetnsInfo",
+    "NetnsQuery",
+    # netfilter
+    "attach_netfilter",
+    "NetfilterFamily",
+    "NetfilterHook",
+    "NetfilterLink",
+    "NetfilterInfo",
+    # sockets
+    "attach_socket_filter",
+    "attach_reuseport",
+    "attach_sockmap",
+    "SOCKMAP_HOOKS",
+    "SocketFilter",
+    "ReuseportProgram",
+    "SockmapLink",
+    "SockmapProgAttachment",
+    "SockmapInfo",
+    # BPF_PROG_ATTACH
+    "ProgAttachMode",
+    "ProgAttachment",
+    "raw_attach_program",
+    "raw_detach_program",
     # from section names and probe specs
     "attach_all",
     "attach_section",

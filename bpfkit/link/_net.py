@@ -16,7 +16,7 @@ from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
-from .base import FdOnlyLink, _prog_fd
+from .base import HeldProgramAttachment, _prog_fd
 
 __all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target", "check_program"]
 
@@ -220,7 +220,7 @@ class NetLinkUpdate:
                               ).wrap(f"update {self.kind} link") from None
 
 
-class NetlinkAttachment(FdOnlyLink):
+class NetlinkAttachment(HeldProgramAttachment):
     """A program on a network hook through netlink (XDP's IFLA_XDP, a cls_bpf filter): no
     kernel link object, so pin, unpin and info raise NotSupportedError. The object holds a
     duplicate of the program's fd and the interface's namespace handle until close();
@@ -233,16 +233,8 @@ class NetlinkAttachment(FdOnlyLink):
         self.iface = target.name
         self.ifindex = target.ifindex
         self.program = program
-        self._prog_fd: FD | None = prog_fd
+        self._prog_fd = prog_fd
         self._attached = True
-
-    @property
-    def closed(self) -> bool:
-        return self._prog_fd is None
-
-    @property
-    def attached(self) -> bool:
-        return self._attached
 
     def _where(self) -> str:
         return self.iface
@@ -251,18 +243,5 @@ class NetlinkAttachment(FdOnlyLink):
         if self._prog_fd is None:
             raise UsageError(f"{what} of a closed {self.kind} attachment on {self._where()}")
 
-    def _remove(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Remove the program if it is still ours, and release the fds this object holds."""
-        if self._prog_fd is None:
-            return
-        try:
-            if self._attached:
-                self._attached = False
-                self._remove()
-        finally:
-            self._prog_fd.close()
-            self._prog_fd = None
-            self.target.netns.close()
+    def _release(self) -> None:
+        self.target.netns.close()

@@ -365,6 +365,52 @@ class FdOnlyLink:
         self.close()
 
 
+class HeldProgramAttachment(FdOnlyLink):
+    """An attachment without a kernel link that holds its own fd on the program until close()
+    (netlink XDP/cls_bpf, BPF_PROG_ATTACH): ``_remove`` takes the program off its hook (only
+    while it is still ours), ``_release`` frees what else the object holds."""
+
+    _prog_fd: FD | None
+    _attached: bool
+
+    @property
+    def closed(self) -> bool:
+        return self._prog_fd is None
+
+    @property
+    def attached(self) -> bool:
+        return self._attached
+
+    def _remove(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        pass
+
+    def _check_open(self, what: str) -> None:
+        raise NotImplementedError
+
+    def detach(self) -> None:
+        """Take the program off its hook now (if still ours); close() still frees the fds."""
+        self._check_open("detach")
+        if self._attached:
+            self._attached = False
+            self._remove()
+
+    def close(self) -> None:
+        """Remove the program if it is still ours, and release the fds this object holds."""
+        if self._prog_fd is None:
+            return
+        try:
+            if self._attached:
+                self._attached = False
+                self._remove()
+        finally:
+            self._prog_fd.close()
+            self._prog_fd = None
+            self._release()
+
+
 # ----------------------------------------------------------- pinned links, ids, iteration
 _LINK_CLASSES: dict[int, Callable[[FD, str | None], RawLink]] = {}
 

@@ -295,12 +295,14 @@ def attach_many(
     *,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    skip: Callable[[T, BPFKitError], bool] | None = None,
 ) -> LinkGroup:
     """``attach_one(target)`` for every target, collected in a LinkGroup.
 
     ``progress(done, total)`` is called after each attach. All or nothing: when one attach
     fails (or the caller interrupts), the links made so far are closed (concurrently) and the
-    error is re-raised, naming the target. ``workers`` is the group's close concurrency.
+    error is re-raised, naming the target; unless ``skip(target, error)`` says True: then that
+    target is left out and the others go on. ``workers`` is the group's close concurrency.
     """
     items: Sequence[T] = targets if isinstance(targets, (list, tuple)) else list(targets)
     total = len(items)
@@ -308,7 +310,11 @@ def attach_many(
     done = 0
     try:
         for target in items:
-            group.add(attach_one(target))
+            try:
+                group.add(attach_one(target))
+            except BPFKitError as exc:
+                if skip is None or not skip(target, exc):
+                    raise
             done += 1
             if progress is not None:
                 progress(done, total)

@@ -151,6 +151,7 @@ class _MultiLink(RawLink):
         self.description = description
         self.targets = targets  # names (or hex offsets/addresses) in attach order
         self.cookies = cookies
+        self.skipped: dict[str, str] = {}  # pattern matches the kernel refused -> why
 
     def info(self) -> LinkInfo:
         """The kernel's info, with the target arrays filled in (see the Info classes)."""
@@ -205,6 +206,7 @@ class MultiPerfGroup(LinkGroup):
         self.description = description
         self.targets = targets
         self.cookies = cookies
+        self.skipped: dict[str, str] = {}  # pattern matches the kernel refused -> why
 
     def __repr__(self) -> str:
         return f"MultiPerfGroup({self.description}, {len(self)} links)"
@@ -371,12 +373,100 @@ def _use_multi(mode: MultiMode, feature: str, what: str, requirement: str) -> bo
 
 
 def _fallback(targets: Sequence[Any], attach_one: Callable[[Any], Any], progress: Progress | None,
-              max_targets: int | None, description: str, names: tuple[str, ...], cookies: tuple[int, ...]) -> MultiPerfGroup:
+              max_targets: int | None, description: str, names: tuple[str, ...], cookies: tuple[int, ...],
+              refusal: Callable[[Any, KernelError], str] | None = None) -> MultiPerfGroup:
+    """One perf event per target; with ``refusal``, a target the kernel cannot probe is left
+    out (``skipped``: name -> ``refusal(target, error)``) unless all are."""
     if max_targets is not None and len(targets) > max_targets:
         raise UsageError(f"{len(targets)} targets match (more than {max_targets}, one perf event each without "
                          "multi links): narrow the pattern")
-    group = attach_many(targets, attach_one, progress=progress)
-    return MultiPerfGroup(group.links, description, names, cookies)
+    refused: dict[str, str] = {}
+
+    def skip(target: Any, exc: BPFKitError) -> bool:
+        # A pattern's match the kernel cannot probe is left out, as bpftrace does for wildcards.
+        if refusal is None or not (isinstance(exc, KernelError) and exc.errno in _PER_TARGET):
+            return False
+        refused[target.name] = refusal(target, exc)
+        return len(refused) < len(targets)  # all refused: the last error says so
+
+    group = attach_many(targets, attach_one, progress=progress, skip=skip)
+    kept = [i for i, n in enumerate(names) if n not in refused]
+    made = MultiPerfGroup(group.links, _less_refused(description, len(names), len(kept)),
+                          tuple(names[i] for i in kept), tuple(cookies[i] for i in kept))
+    made.skipped = refused
+    return made
+
+
+# Errors of BPF_LINK_CREATE/perf_event_open for one uprobe target the kernel cannot probe:
+# ENOTSUPP from arch_uprobe_analyze_insn (x86: an instruction it cannot single-step or
+# emulate), EINVAL (arm64 refuses such instructions with it; an offset past the file's end).
+_PER_TARGET = (_ENOTSUPP, errno.EINVAL)
+MAX_REFUSED = 16  # refused targets looked for before giving up (each look is one BPF_LINK_CREATE)
+
+
+def _find_refused(create: Callable[[list[int]], FD], count: int, first: KernelError) -> list[tuple[int, KernelError]]:
+    """Which of targets 0..count-1 the kernel refuses, after ``first`` refused them all at once:
+    halving, depth first (a part that links is closed at once; one target that fails is
+    refused), at most MAX_REFUSED. A failure that is not per-target propagates."""
+    found: list[tuple[int, KernelError]] = []
+
+    def search(part: list[int], exc: KernelError | None) -> None:
+        if len(found) >= MAX_REFUSED:
+            return
+        if exc is None:
+            try:
+                create(part).close()
+                return
+            except KernelError as err:
+                if err.errno not in _PER_TARGET:
+                    raise
+                exc = err
+        if len(part) == 1:
+            found.append((part[0], exc))
+            return
+        mid = len(part) // 2
+        search(part[:mid], None)
+        search(part[mid:], None)
+
+    search(list(range(count)), first)
+    return found
+
+
+def _link_refused(create: Callable[[list[int]], FD], count: int) -> bool:
+    """Whether the first two targets each fail alone with EINVAL: then the link itself is
+    refused (a program of the wrong attach type, a bad flag), not one target."""
+    for i in range(min(count, 2)):
+        try:
+            create([i]).close()
+            return False
+        except KernelError as exc:
+            if exc.errno != errno.EINVAL:
+                return False
+    return True
+
+
+def _refusal(path: str, name: str, offset: int, exc: KernelError) -> str:
+    """"pthread_spin_lock (file offset 0x8ff70, ENOTSUPP: instruction f0 ff 0f 75...: ...)"."""
+    from .uprobe import instruction_refused
+
+    why = "ENOTSUPP" if exc.errno == _ENOTSUPP else errno.errorcode.get(exc.errno, str(exc.errno))
+    if exc.errno == _ENOTSUPP:
+        why += f": {instruction_refused(path, offset)}"
+    return f"{name} (file offset {offset:#x}, {why})"
+
+
+def _less_refused(description: str, matched: int, kept: int) -> str:
+    """"... (5 functions)" -> "... (4 of 5 functions, 1 refused)" when some were left out."""
+    if kept == matched:
+        return description
+    return description.replace(f"({matched} functions)", f"({kept} of {matched} functions, {matched - kept} refused)")
+
+
+def _warn_skipped(what: str, total: int, refused: Mapping[str, str]) -> None:
+    import warnings
+
+    warnings.warn(f"bpfkit: {what}: skipped {len(refused)} of {total} functions the kernel refused: "
+                  + "; ".join(refused.values()), RuntimeWarning, stacklevel=4)
 
 
 # --------------------------------------------------------------------------- kprobes
@@ -518,6 +608,7 @@ def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: An
     else:
         shown = f"{len(offsets or ())} offsets"
     what = f"{kind} {exe.path}:{shown}"
+    pattern = isinstance(symbols, str) and _is_pattern(symbols)  # refused matches are skipped
     try:
         mode = MultiMode.of(mode)
         _check_kprobe_type(prog, kind)
@@ -552,17 +643,50 @@ def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: An
         if session or _use_multi(mode, "uprobe_multi", "BPF_TRACE_UPROBE_MULTI", "uprobe_multi links came in Linux 6.6"):
             want = AttachType.TRACE_UPROBE_SESSION if session else AttachType.TRACE_UPROBE_MULTI
             run, copy = _fit(prog, want, f"a {kind} link")
-            try:
-                fd = _bpf.link_create_uprobe_multi(
-                    _prog_fd(run), exe.path, offs, ref_ctr_offsets=refs if any(refs) else None,
-                    cookies=values if any(values) else None,
+
+            def create(sel: list[int]) -> FD:
+                return _bpf.link_create_uprobe_multi(
+                    _prog_fd(run), exe.path, [offs[i] for i in sel],
+                    ref_ctr_offsets=[refs[i] for i in sel] if any(refs) else None,
+                    cookies=[values[i] for i in sel] if any(values) else None,
                     flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid=pid or 0, attach_type=want)
+
+            kept = list(range(len(names)))
+            refused: dict[str, str] = {}
+            failure: BPFKitError | None = None  # targets named and refused: raised as is
+            try:
+                try:
+                    fd = create(kept)
+                except KernelError as exc:
+                    if exc.errno not in _PER_TARGET or (exc.errno == errno.EINVAL and _link_refused(create, len(names))):
+                        raise
+                    # The kernel refuses the whole link for one target it cannot probe and
+                    # says neither which nor why: find them (halving), name them, and leave
+                    # them out of a pattern as bpftrace does (a list of names fails).
+                    found = _find_refused(create, len(names), exc)
+                    if not found or (exc.errno == errno.EINVAL and len(found) == len(names)):
+                        raise
+                    refused = {names[i]: _refusal(exe.path, names[i], offs[i], err) for i, err in found}
+                    listing = "; ".join(refused.values())
+                    if len(found) >= MAX_REFUSED:
+                        listing += f" (and perhaps more: stopped looking after {MAX_REFUSED})"
+                    if not pattern or len(found) == len(names) or len(found) >= MAX_REFUSED:
+                        failure = exc.wrap(f"the kernel refused {len(found)} of the {len(names)} targets: {listing}")
+                    else:
+                        kept = [i for i in kept if names[i] not in refused]
+                        fd = create(kept)
             except KernelError as exc:
                 raise _classify_uprobe_multi(exc, exe.path, pid, want) from None
             finally:
                 if copy is not None:
                     copy.close()
-            lk = UprobeMultiLink(fd, None, description, tuple(names), tuple(values))
+            if failure is not None:
+                raise failure
+            lk = UprobeMultiLink(fd, None, _less_refused(description, len(names), len(kept)),
+                                 tuple(names[i] for i in kept), tuple(values[i] for i in kept))
+            lk.skipped = refused
+            if refused:
+                _warn_skipped(what, len(names), refused)
             if progress is not None:
                 progress(len(names), len(names))
             return lk
@@ -579,7 +703,14 @@ def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: An
             return exe.uprobe(t.name if sym else None, run, **kw)
 
         try:
-            return _fallback(targets, one, progress, max_perf_targets, description, tuple(names), tuple(values))
+            def refusal(t: _Target, exc: KernelError) -> str:
+                return _refusal(exe.path, t.name, t.offset, exc)
+
+            group = _fallback(targets, one, progress, max_perf_targets, description, tuple(names), tuple(values),
+                              refusal if pattern else None)
+            if group.skipped:
+                _warn_skipped(what, len(names), group.skipped)
+            return group
         finally:
             if copy is not None:
                 copy.close()

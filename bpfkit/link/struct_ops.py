@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any
+from typing import Any, NoReturn, TypeGuard, overload
 
 from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
-from .._kernel.consts import AttachType, LinkType, MapFlag
+from .._kernel.consts import AttachType, LinkType, MapFlag, MapType
 from .._protocols import MapLike, ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from .base import RawLink, register_info_decoder, register_link_class
@@ -85,14 +85,22 @@ class StructOpsLink(RawLink):
 
     kind = "struct_ops"
 
-    # The one link whose update takes a map, not a program (BPF_LINK_UPDATE of a struct_ops
-    # link swaps the registered map): not a substitute for RawLink.update, hence the ignore.
-    def update(self, prog: MapLike, old: MapLike | None = None) -> None:  # type: ignore[override]
+    # The one link whose update takes a map (BPF_LINK_UPDATE of a struct_ops link swaps the
+    # registered map, new_map_fd): typed so, it still fits the Link protocol, whose update takes
+    # a program: that form exists only to raise UsageError.
+    @overload
+    def update(self, prog: MapLike, old: MapLike | None = None) -> None: ...
+
+    @overload
+    def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> NoReturn: ...
+
+    def update(self, prog: MapLike | ProgramArg, old: MapLike | ProgramArg | None = None) -> None:
         """Swap in another struct_ops map of the same type (``prog`` is the new Map; ``old``,
         when given, must be the one registered now: BPF_F_REPLACE). The new map is made ready
         first. Both maps must have been created for links (``.struct_ops.link``)."""
         self._check_open("update")
-        new_map = prog
+        new_map = _struct_ops_map(prog)
+        old = None if old is None else _struct_ops_map(old)
         _register_value(new_map, allow_busy=True)
         try:
             if old is not None:
@@ -106,6 +114,17 @@ class StructOpsLink(RawLink):
     def detach(self) -> None:
         """Unregister while the link fd lives on (6.10; EOPNOTSUPP before)."""
         super().detach()
+
+
+def _is_map(m: object) -> TypeGuard[MapLike]:
+    return isinstance(getattr(m, "type", None), MapType)
+
+
+def _struct_ops_map(m: MapLike | ProgramArg) -> MapLike:
+    if not _is_map(m):
+        raise UsageError(f"update struct_ops link: {getattr(m, 'name', m)!r} is not a map: a struct_ops link "
+                         "swaps struct_ops maps (BPF_LINK_UPDATE with new_map_fd), not programs")
+    return m
 
 
 register_link_class(LinkType.STRUCT_OPS, StructOpsLink)

@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import errno
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .._kernel import bpf as _bpf
@@ -295,14 +296,22 @@ class TcxLink(NetLinkUpdate, RawLink):
 register_link_class(LinkType.TCX, TcxLink)
 
 
-def _attach_tcx(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
-                expected_revision: int) -> TcxLink:
+def mprog_link_args(anchor: Anchor | None, expected_revision: int) -> tuple[int, Callable[[Any], None]]:
+    """BPF_LINK_CREATE flags and the union filler placing a program on a multi-program hook:
+    link_create.tcx, whose layout netkit's and cgroup's (6.16) members share (relative_fd or
+    relative_id, then expected_revision)."""
     flags, relative = anchor.resolve() if anchor is not None else (0, 0)
 
     def fill(attr: Any) -> None:
         attr.link_create.tcx.relative_fd = relative
         attr.link_create.tcx.expected_revision = expected_revision
 
+    return flags, fill
+
+
+def _attach_tcx(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
+                expected_revision: int) -> TcxLink:
+    flags, fill = mprog_link_args(anchor, expected_revision)
     try:
         fd = target.netns.run(_bpf.link_create, prog_fd, target.ifindex, int(direction.attach_type), flags, fill)
     except BPFKitError as exc:
@@ -465,13 +474,6 @@ class ClsBpfLink(NetlinkAttachment):
                     raise _fail(exc, self.program, self.target, self.direction, "cls_bpf", "detach")
         finally:
             _release_clsact(self.target, self._clsact_key)
-
-    def detach(self) -> None:
-        """Delete the filter now (if still ours); close() is still needed to free fds."""
-        self._check_open("detach")
-        if self._attached:
-            self._attached = False
-            self._remove()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("attached" if self._attached else "detached")

@@ -98,7 +98,8 @@ class Executable:
             return NotFoundError(
                 f"{bound.full_name!r} in {self.path} is an indirect function (STT_GNU_IFUNC): its symbol "
                 "points at the resolver that picks an implementation at load time; attach to "
-                "the implementation instead" + _other_versions(entries, bound)
+                "the implementation instead" + _ifunc_choice(self.path, self.image, bound)
+                + _other_versions(entries, bound)
             )
         if bound is not None:
             return NotFoundError(f"{symbol!r} in {self.path} is not a function")
@@ -215,10 +216,51 @@ def _classify(exc: KernelError, path: str, offset: int) -> BPFKitError:
     if exc.errno == errno.ENOENT:
         return NotFoundError(f"{path} not found by the kernel")
     if exc.errno == _ENOTSUPP:
-        return exc.wrap(f"the kernel cannot probe {path} at {offset:#x} (a trap instruction?)")
+        return exc.wrap(f"the kernel cannot probe {path} at {offset:#x} ({instruction_refused(path, offset)})")
     if exc.errno == errno.EINVAL:
         return exc.wrap(f"the kernel refused offset {offset:#x} in {path} (past the end of the file, or a bad ref_ctr_offset?)")
     return exc
+
+
+def instruction_refused(path: str, offset: int) -> str:
+    """Why the kernel's uprobe code gives ENOTSUPP for ``offset``: it cannot single-step or
+    emulate the instruction there (arch_uprobe_analyze_insn; on x86 a lock or segment prefix,
+    int3, syscall ...), with its first bytes read from the file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            head = f.read(4)
+    except OSError:
+        head = b""
+    shown = f"instruction {head.hex(' ')}...: " if head else ""
+    return f"{shown}uprobes cannot single-step or emulate it (on x86: a lock or segment prefix, int3, syscall ...)"
+
+
+def _ifunc_choice(path: str, image: BinaryImage, bound: ElfSymbol) -> str:
+    """" (here the dynamic linker chose __memmove_avx_unaligned_erms at 0x16d800: ...)": what
+    the IFUNC's resolver picked in this process, when ``path`` is loaded here (the choice
+    depends on the CPU, so other processes on this machine normally get the same)."""
+    if bound.hidden:
+        return ""  # dlsym finds the default version only
+    import ctypes
+
+    try:
+        handle = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # only if already loaded
+        address = ctypes.cast(getattr(handle, bound.name), ctypes.c_void_p).value
+        with open("/proc/self/maps") as maps:
+            base = next(int(f[0].split("-")[0], 16) for f in (line.split() for line in maps)
+                        if len(f) >= 6 and int(f[2], 16) == 0 and os.path.realpath(f[5]) == path)
+    except (OSError, AttributeError, StopIteration, ValueError):
+        return ""
+    if address is None:
+        return ""
+    vaddr = address - base + min((seg.vaddr for seg in image.segments), default=0)
+    if image.file_offset(vaddr) is None:
+        return ""
+    named = image.symbol_at(vaddr)
+    what = f"{named[0].name} at {vaddr:#x}" if named and named[1] == 0 else f"the code at {vaddr:#x}"
+    return (f" (in this process the dynamic linker chose {what}: attach there, e.g. "
+            f"uprobe:{path}:{named[0].name if named and named[1] == 0 else hex(vaddr)})")
 
 
 def _other_versions(entries: list[ElfSymbol], bound: ElfSymbol) -> str:

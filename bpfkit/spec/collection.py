@@ -114,7 +114,10 @@ class VariableSpec:
         array, an enum member name, a dict for a struct: bpfkit.btf.values)."""
         codec = self.codec
         if codec is not None and not isinstance(new, (int, bytes, bytearray, memoryview)):
-            new = codec.encode(new)
+            try:
+                new = codec.encode(new)
+            except UsageError as exc:
+                raise exc.wrap(f"cannot set variable {self.name!r}")
         if isinstance(new, bool):
             new = int(new)
         if isinstance(new, int):
