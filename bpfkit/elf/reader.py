@@ -528,6 +528,13 @@ class SymbolTable:
     def from_bytes(cls, data: bytes | memoryview, path: str = "") -> SymbolTable:
         return cls(ElfImage(data, path))
 
+    def add_symbols(self, symbols: Sequence[Symbol]) -> None:
+        """Merge symbols read from elsewhere for this same file (a separate debug file, the
+        MiniDebugInfo of .gnu_debugdata): same addresses, more names."""
+        self.symbols.extend(symbols)
+        self._functions = None
+        self._by_addr = None
+
     # ----------------------------------------------------------------- names
     def lookup(self, name: str) -> list[Symbol]:
         """Every entry of ``name`` (any version); ``name@VER`` / ``name@@VER`` only that version."""

@@ -1,0 +1,99 @@
+"""The stack tests' workload: a C program with a known call chain, built in the test.
+
+``main -> a -> b -> c -> spin`` (gcc -g -O0 -fno-omit-frame-pointer -fno-inline, each function
+noinline, so every frame is there and the frame-pointer unwinder the kernel uses for user
+stacks walks them), in four copies:
+
+* ``workload``: with its .symtab;
+* ``stripped``: ``objcopy --strip-all`` (only .dynsym is left, which names none of a, b, c, spin),
+  its debug file (``objcopy --only-keep-debug``) placed by build id under ``debug/.build-id/``;
+* ``mini``: stripped, with the debug file xz-compressed into a ``.gnu_debugdata`` section
+  (MiniDebugInfo, as Fedora ships);
+* ``bare``: stripped, no debug file anywhere.
+
+``workload spin SECONDS`` spins in the chain; ``workload getppid SECONDS`` calls getppid(2) in a
+loop (the kernel-stack test looks for its kernel function). Both stop by SIGALRM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import lzma
+import shutil
+import subprocess
+from pathlib import Path
+
+SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile unsigned long sink;
+
+__attribute__((noinline)) void spin(void) { for (unsigned long i = 0; i < 2000000; i++) sink += i; }
+__attribute__((noinline)) void c(void) { spin(); }
+__attribute__((noinline)) void b(void) { c(); }
+__attribute__((noinline)) void a(void) { b(); }
+
+int main(int argc, char **argv)
+{
+	unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 10;
+	alarm(seconds);  /* SIGALRM ends the process */
+	if (argc > 1 && !strcmp(argv[1], "getppid"))
+		for (;;)
+			getppid();
+	for (;;)
+		a();
+	return 0;
+}
+"""
+
+CHAIN = ["spin", "c", "b", "a", "main"]  # innermost first
+
+
+@dataclasses.dataclass
+class Workload:
+    dir: Path
+    workload: Path
+    stripped: Path
+    mini: Path
+    bare: Path
+    debug_root: Path
+    build_id: str
+
+
+def _build_id(path: Path) -> str:
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if "Build ID:" in line:
+            return line.split("Build ID:", 1)[1].strip()
+    raise AssertionError(f"{path} has no GNU build id (readelf -n):\n{out}")
+
+
+def build(dest: Path) -> Workload:
+    """Compile and lay out the copies in ``dest`` (skips the caller's test when gcc is absent)."""
+    import pytest
+
+    for tool in ("gcc", "objcopy", "readelf"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed: the stack workload is built with gcc and binutils")
+    src = dest / "workload.c"
+    src.write_text(SOURCE)
+    exe = dest / "workload"
+    subprocess.run(["gcc", "-g", "-O0", "-fno-omit-frame-pointer", "-fno-inline", "-Wl,--build-id=sha1",
+                    "-o", str(exe), str(src)], check=True)
+    debug = dest / "workload.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(debug)], check=True)
+    stripped = dest / "stripped"
+    subprocess.run(["objcopy", "--strip-all", str(exe), str(stripped)], check=True)
+    bid = _build_id(exe)
+    root = dest / "debug"
+    (root / ".build-id" / bid[:2]).mkdir(parents=True)
+    shutil.copy(debug, root / ".build-id" / bid[:2] / f"{bid[2:]}.debug")
+    bare = dest / "bare"
+    shutil.copy(stripped, bare)
+    xz = dest / "debugdata.xz"
+    xz.write_bytes(lzma.compress(debug.read_bytes(), format=lzma.FORMAT_XZ))
+    mini = dest / "mini"
+    subprocess.run(["objcopy", "--add-section", f".gnu_debugdata={xz}", str(stripped), str(mini)], check=True)
+    return Workload(dest, exe, stripped, mini, bare, root, bid)
