@@ -132,3 +132,64 @@ def test_bpf_program_symbol(bpf_obj: Any) -> None:
         assert addr is not None, name
         found = ksyms.lookup(addr + 8)
         assert found is not None and found.name == name and found.module == "bpf" and found.offset == 8
+
+
+@pytest.mark.parametrize("suffix", [".folded", ".svg"])
+def test_cli_attach_stacks_output(bpf_obj: Any, workload: Workload, tmp_path: Path, suffix: str) -> None:
+    """``bpfkit attach OBJ profile:hz:99 --stacks counts --stack-map stacks --output FILE``,
+    stopped by SIGINT after SECONDS, writes the workload's stacks (the program samples every
+    process here: target_tgid stays 0)."""
+    import os
+    import signal
+    import sys
+
+    out = tmp_path / f"profile{suffix}"
+    proc = subprocess.Popen([str(workload.workload), "spin", "30"])
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    cli = subprocess.Popen([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("stacks")), "profile:hz:99",
+                            "--stacks", "counts", "--stack-map", "stacks", "--output", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert cli.stdout is not None
+        for line in cli.stdout:
+            if "attached; Ctrl-C" in line:
+                break
+        time.sleep(SECONDS)
+        cli.send_signal(signal.SIGINT)
+        rest = cli.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+        proc.wait()
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0, rest
+    assert f"wrote {out} ({'folded' if suffix == '.folded' else 'svg'}):" in rest
+    text = out.read_text()
+    if suffix == ".folded":
+        mine = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith("workload;")}
+        total = sum(mine.values())
+        good = sum(n for s, n in mine.items() if s.split(";")[-5:] == CHAIN[::-1])
+        assert total >= 20 and good >= 0.9 * total, mine
+    else:
+        assert 'data-n="spin"' in text and 'data-n="workload"' in text
+
+
+def test_cli_stacks_errors(bpf_obj: Any, tmp_path: Path) -> None:
+    import sys
+
+    obj = str(bpf_obj("stacks"))
+
+    def run(*args: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", obj, "profile:hz:99", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0
+        return p.stderr.strip()
+
+    assert run("--stacks", "counts", "--stack-map", "build_ids", "--output", "p.svg") == (
+        f"bpfkit: error: --stack-map build_ids: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in {obj} "
+        "(those are: stacks; build-id stack maps hold (build id, offset) pairs)")
+    assert run("--stacks", "nope", "--output", "p.svg") == (
+        f"bpfkit: error: --stacks nope: no map 'nope' in {obj} (it has: stacks, counts, build_ids, records, .rodata)")
+    assert run("--stacks", "counts", "--output", "p.png").startswith("bpfkit: error: --output p.png: unknown format")
+    assert run("--stacks", "counts") == "bpfkit: error: --stacks MAP and --output FILE go together"

@@ -47,6 +47,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
+    # Profiles: stack maps read into counted stacks, symbolized, written as folded stacks,
+    # pprof, speedscope JSON, SVG flame graphs (docs/stacks.md).
+    ("profile", ("bpfkit.profile",)),
     # The command line; and the package's own lazy front door.
     ("cli", ("bpfkit.cli",)),
     ("top", ("bpfkit",)),

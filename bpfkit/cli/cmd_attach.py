@@ -5,6 +5,7 @@
     bpfkit attach prog.bpf.o uprobe:/bin/bash:readline --mode ioctl
     bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
     bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
+    bpfkit attach profile.bpf.o profile:hz:99 --stacks counts --output profile.svg   # a flame graph on exit
 
 SIGTERM is turned into the same clean exit as Ctrl-C: links are closed and tracefs probes
 removed before the process ends.
@@ -16,6 +17,7 @@ import argparse
 import functools
 import signal
 import sys
+import time
 from typing import Any
 
 from . import argtypes
@@ -56,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_map_size_argument(parser)
     add_set_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
+    parser.add_argument("--stacks", metavar="MAP",
+                        help="on exit, write the stacks counted in MAP (key: struct with pid, user_stack_id, "
+                             "kernel_stack_id, comm; value: a count or a time; docs/stacks.md) to --output")
+    parser.add_argument("--stack-map", metavar="MAP",
+                        help="the BPF_MAP_TYPE_STACK_TRACE map the ids index (default: the object's only one)")
+    parser.add_argument("--output", "-o", metavar="FILE",
+                        help="--stacks output, by suffix: .svg (flame graph), .pprof/.pb.gz (pprof), .folded, "
+                             ".speedscope.json")
 
 
 def _describe(lk: Any) -> str:
@@ -257,6 +267,54 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
     return EventStream(maps, json_lines=args.json)
 
 
+def _check_stacks_args(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    if bool(args.stacks) != bool(args.output):
+        raise UsageError("--stacks MAP and --output FILE go together" if args.stacks or args.output
+                         else "--stack-map needs --stacks")
+    if args.stack_map and not args.stacks:
+        raise UsageError("--stack-map needs --stacks")
+    if args.stacks:
+        from ..profile import format_for
+
+        format_for(args.output)  # an unknown suffix is refused before anything is loaded
+        if args.pin:
+            raise UsageError("--stacks writes a profile when bpfkit attach exits: not with --pin")
+
+
+def _stack_maps(args: argparse.Namespace, spec: Any) -> tuple[str, str]:
+    """(counts map, stack-trace map) named in the object, checked before loading."""
+    from ..errors import UsageError
+    from ..spec.consts import MapFlag, MapType
+
+    if args.stacks not in spec.maps:
+        raise UsageError(f"--stacks {args.stacks}: no map {args.stacks!r} in {args.object} "
+                         f"(it has: {', '.join(spec.maps) or 'none'})")
+    # Build-id stack maps hold (build id, offset) pairs, not addresses: not what --stacks names.
+    traces = [n for n, m in spec.maps.items() if m.type == MapType.STACK_TRACE and not m.flags & MapFlag.STACK_BUILD_ID]
+    if args.stack_map:
+        if args.stack_map not in traces:
+            raise UsageError(f"--stack-map {args.stack_map}: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in "
+                             f"{args.object} (those are: {', '.join(traces) or 'none'}; build-id stack maps hold "
+                             "(build id, offset) pairs)")
+        return args.stacks, args.stack_map
+    if len(traces) != 1:
+        raise UsageError(f"--stacks {args.stacks}: {args.object} has {len(traces)} BPF_MAP_TYPE_STACK_TRACE maps "
+                         f"({', '.join(traces) or 'none'}): name the one its stack ids index with --stack-map")
+    return args.stacks, traces[0]
+
+
+def _write_stacks(args: argparse.Namespace, coll: Any, maps: tuple[str, str], seconds: float, say: Any) -> None:
+    from ..profile import from_maps, write_profile
+
+    prof = from_maps(coll.maps[maps[0]], coll.maps[maps[1]])
+    prof.name = f"bpfkit attach {args.object}"
+    prof.duration_ns = int(seconds * 1e9)
+    fmt = write_profile(prof, args.output)
+    say(f"wrote {args.output} ({fmt}): {len(prof.stacks)} stacks, total {prof.total}")
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
 
@@ -281,7 +339,9 @@ def run(args: argparse.Namespace) -> int:
             from .._kernel.bpffs import check_pin_dir
 
             pin_dir = check_pin_dir(args.pin, "--pin")
+        _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
+        stack_maps = _stack_maps(args, spec) if args.stacks else None
         apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
@@ -292,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
         with bpfkit.Collection(spec) as coll:
             attached: dict[str, Any] = {}
             stream = pipe = None
+            started = time.monotonic()
             try:
                 if args.spec:
                     skipped: dict[str, str] = {}
@@ -315,6 +376,7 @@ def run(args: argparse.Namespace) -> int:
 
                     pipe = TracePipe()
                 with StopSignals() as stop:  # installed before the line that says we are ready
+                    started = time.monotonic()  # the profile's duration: from here
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
                     if stream is not None:
                         stream.run(stop)
@@ -338,6 +400,8 @@ def run(args: argparse.Namespace) -> int:
                         errors.append(exc)
                 if errors:
                     raise errors[0]
+            if stack_maps is not None:  # the processes sampled are read while the maps are still open
+                _write_stacks(args, coll, stack_maps, time.monotonic() - started, say)
         say("detached")
         return 0
     finally:
