@@ -31,7 +31,7 @@ def profile(bpf_obj: Any, binary: Path, mode: str, out: Path, *extra: str) -> st
     proc = subprocess.Popen([str(binary), mode, "30"])
     try:
         run = subprocess.run([sys.executable, str(PROFILE), "--pid", str(proc.pid), "--duration", "2",
-                              "--output", str(out), *extra], capture_output=True, text=True, timeout=120,
+                              "--output", str(out), *extra], capture_output=True, text=True, timeout=120, check=False,
                              env=dict(os.environ, PYTHONPATH=str(REPO)))
     finally:
         proc.kill()

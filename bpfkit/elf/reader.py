@@ -574,6 +574,14 @@ class SymbolTable:
         """See :func:`offset_to_vaddr`."""
         return offset_to_vaddr(self.segments, offset)
 
+    def functions_by_address(self) -> tuple[list[int], list[Symbol]]:
+        """(addresses, symbols), sorted: one function (STT_FUNC or IFUNC) per address, the one
+        :meth:`symbol_at` names there."""
+        if self._by_addr is None:
+            self.symbol_at(0)
+        assert self._by_addr is not None
+        return self._by_addr
+
     def symbol_at(self, vaddr: int) -> tuple[Symbol, int] | None:
         """The function (STT_FUNC or IFUNC) holding ``vaddr`` and the offset into it. At an
         address several names share, a sized one, then the default version, wins."""

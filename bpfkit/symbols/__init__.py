@@ -17,13 +17,14 @@ import collections
 import dataclasses
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import BPFKitError
 from .elf import DEFAULT_DEBUG_ROOT, FileSymbols
 from .kernel import KALLSYMS, KernelSymbol, KernelSymbols
-from .process import Mapping, PerfMap, find_mapping, parse_maps
+from .process import Mapping, PerfMap, parse_maps
 from .stacks import BuildIdFrame, decode_build_id_stack, decode_stack
 
 __all__ = [
@@ -62,6 +63,14 @@ class _Proc:
     maps: list[Mapping]
     perf_map: PerfMap | None
     read_at: float
+    files: dict[int, FileSymbols | None] = dataclasses.field(default_factory=dict)  # by mapping start
+    starts: list[int] = dataclasses.field(default_factory=list)
+
+    def find(self, addr: int) -> Mapping | None:
+        i = bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.maps[i].end:
+            return self.maps[i]
+        return None
 
 
 class Symbolizer:
@@ -89,10 +98,12 @@ class Symbolizer:
         return self._kernel
 
     def kernel_frame(self, addr: int) -> Frame:
-        found = self.kernel.lookup(addr)
-        if found is None:
+        k = self.kernel
+        i = k.index(addr)
+        if i < 0:
             return Frame(addr, None, addr, "[kernel]")
-        return Frame(addr, found.name, found.offset, f"[{found.module}]" if found.module else "[kernel]")
+        name, module = k.entry(i)
+        return Frame(addr, name, addr - k.address_at(i), f"[{module}]" if module else "[kernel]")
 
     def kernel_stack(self, addrs: Iterable[int]) -> list[Frame]:
         return [self.kernel_frame(a) for a in addrs]
@@ -135,7 +146,9 @@ class Symbolizer:
                 text = f.read().decode(errors="replace")
         except OSError:
             return proc  # gone: keep what was known
-        proc = self._procs[pid] = _Proc(parse_maps(text), PerfMap.read(pid, self.perf_map_dir), time.monotonic())
+        maps = parse_maps(text)
+        proc = self._procs[pid] = _Proc(maps, PerfMap.read(pid, self.perf_map_dir), time.monotonic(),
+                                        starts=[m.start for m in maps])
         return proc
 
     def process_maps(self, pid: int, refresh: bool = False) -> list[Mapping]:
@@ -151,33 +164,47 @@ class Symbolizer:
 
     def user_frame(self, pid: int, addr: int) -> Frame:
         """``addr`` in process ``pid``: through its mapping's file, else its perf map."""
-        proc = self._proc(pid)
-        m = find_mapping(proc.maps, addr) if proc is not None else None
+        proc = self._procs.get(pid) or self._proc(pid)
+        m = proc.find(addr) if proc is not None else None
         if m is None and proc is not None and time.monotonic() - proc.read_at > self.REREAD_AFTER:
             proc = self._proc(pid, fresh=True)
-            m = find_mapping(proc.maps, addr) if proc is not None else None
+            m = proc.find(addr) if proc is not None else None
         if m is None:
             found = proc.perf_map.lookup(addr) if proc is not None and proc.perf_map is not None else None
             return Frame(addr, found[0], found[1], "[perf-map]") if found else Frame(addr, None, addr, "")
-        return self.mapping_frame(m, addr, pid)
+        assert proc is not None
+        files = proc.files
+        if m.start in files:
+            syms = files[m.start]
+        else:
+            syms = files[m.start] = self.mapping_symbols(m, pid)
+        return _frame(syms, m, addr)
 
-    def mapping_frame(self, m: Mapping, addr: int, pid: int | None = None) -> Frame:
-        """``addr`` inside mapping ``m`` (of process ``pid``, whose mount namespace is used
-        while it lives: /proc/PID/root/<path>)."""
-        offset = m.file_offset(addr)
+    def mapping_symbols(self, m: Mapping, pid: int | None = None) -> FileSymbols | None:
+        """The symbols of mapping ``m``'s file (of process ``pid``, whose mount namespace is
+        used while it lives: /proc/PID/root/<path>); None for [vdso] and unreadable files."""
         if not m.path.startswith("/"):
-            return Frame(addr, None, offset, m.path)
+            return None
         path = m.path
         if pid is not None and os.path.exists(f"/proc/{pid}/root{m.path}"):
             path = f"/proc/{pid}/root{m.path}"
-        syms = self.file(path, m.path)
-        found = syms.lookup(offset) if syms is not None else None
-        if found is None:
-            return Frame(addr, None, offset, m.path)
-        return Frame(addr, found[0], found[1], m.path)
+        return self.file(path, m.path)
+
+    def mapping_frame(self, m: Mapping, addr: int, pid: int | None = None) -> Frame:
+        """``addr`` inside mapping ``m`` (one the caller knows, such as the process tracker's
+        for a process that has exited)."""
+        return _frame(self.mapping_symbols(m, pid), m, addr)
 
     def user_stack(self, pid: int, addrs: Iterable[int]) -> list[Frame]:
         return [self.user_frame(pid, a) for a in addrs]
+
+
+def _frame(syms: FileSymbols | None, m: Mapping, addr: int) -> Frame:
+    offset = m.file_offset(addr)
+    found = syms.lookup(offset) if syms is not None else None
+    if found is None:
+        return Frame(addr, None, offset, m.path)
+    return Frame(addr, found[0], found[1], m.path)
 
 
 _DEFAULT: Symbolizer | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import lzma
 import os
+from bisect import bisect_right
 
 from ..elf.reader import SHT_DYNSYM, SHT_NOTE, SHT_SYMTAB, ElfImage, SymbolTable, read_binary
 from ..errors import BPFKitError
@@ -89,8 +90,33 @@ class FileSymbols:
         return cls(table, bid, sources)
 
     def lookup(self, offset: int) -> tuple[str, int] | None:
-        """File offset (as /proc/PID/maps and uprobes count) -> (function, offset into it)."""
-        return self.table.symbolize(offset)
+        """File offset (as /proc/PID/maps and uprobes count) -> (function, offset into it).
+        The functions are indexed by file offset on first use (the PT_LOAD rule applied once
+        per symbol, not per lookup)."""
+        index = self._index
+        if index is None:
+            index = self._index = self._by_offset()
+        starts, ends, names = index
+        i = bisect_right(starts, offset) - 1
+        if i < 0 or offset >= ends[i]:
+            return None
+        return names[i], offset - starts[i]
+
+    _index: tuple[list[int], list[int], list[str]] | None = None
+
+    def _by_offset(self) -> tuple[list[int], list[int], list[str]]:
+        rows = []
+        addrs, syms = self.table.functions_by_address()
+        for vaddr, sym in zip(addrs, syms):
+            off = self.table.file_offset(vaddr)
+            if off is not None:
+                rows.append((off, sym.size, sym.name))
+        rows.sort()
+        starts = [r[0] for r in rows]
+        # An unsized symbol reaches the next one (as symbol_at takes it); a sized one its end.
+        ends = [r[0] + r[1] if r[1] else (starts[i + 1] if i + 1 < len(rows) else 1 << 64)
+                for i, r in enumerate(rows)]
+        return starts, ends, [r[2] for r in rows]
 
 
 def _symbols_of(path: str, bid: str | None) -> SymbolTable | None:

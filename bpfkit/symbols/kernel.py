@@ -12,10 +12,9 @@ address is 0 raises :class:`~bpfkit.errors.KernelPermissionError` saying so.
 
 from __future__ import annotations
 
-import bisect
 import errno
-import re
-from array import array
+import os
+from bisect import bisect_right
 from typing import NamedTuple
 
 from ..errors import KernelPermissionError, NotFoundError, kernel_error
@@ -24,8 +23,7 @@ __all__ = ["KernelSymbols", "KernelSymbol", "KALLSYMS"]
 
 KALLSYMS = "/proc/kallsyms"
 KPTR_RESTRICT = "/proc/sys/kernel/kptr_restrict"
-# "ffffffff81000000 T _stext" or "ffffffffc0a01000 t foo\t[module]"; text types only.
-_LINE = re.compile(rb"^([0-9a-f]+) [tTwW] (\S+)(?:\t\[(\S+)\])?$", re.M)
+_READ_SIZE = 8 << 20
 
 
 class KernelSymbol(NamedTuple):
@@ -42,53 +40,102 @@ class KernelSymbols:
     or None (below the first symbol); ``address(name)`` -> the address of a name."""
 
     def __init__(self, text: bytes, source: str = KALLSYMS) -> None:
-        found = _LINE.findall(text)
-        if found and not any(int(a, 16) for a, _, _ in found):
+        # "ADDRESS TYPE NAME[\t[MODULE]]", the address zero-padded to the word size in lower-case
+        # hex: so the lines sort as their addresses do, and a lookup bisects the lines
+        # themselves (the name and module are cut out of the one it lands on). Nothing is
+        # converted per symbol at load, which benchmarks/bench_symbolize.py measures against bcc.
+        lines = text.decode("utf-8", "replace").split("\n")
+        width = lines[0].find(" ") if lines else -1
+        keep = [ln for ln in lines if len(ln) > width + 3 and ln[width + 1] in "tTwW"] if width > 0 else []
+        keep.sort()  # vmlinux's come sorted; modules' and BPF programs' follow (timsort: runs)
+        if keep and keep[-1].startswith("0" * width):  # the highest address is 0: all are
             raise KernelPermissionError(
                 f"read {source}", errno.EPERM, "CAP_SYSLOG",
                 detail=f"every address reads as 0 (kernel.kptr_restrict={_kptr_restrict()})",
                 hint="kernel symbols need CAP_SYSLOG with kernel.kptr_restrict=1, or kernel.kptr_restrict=0 "
                      "(2 hides them from everyone): kernel stacks cannot be symbolized")
-        modules: dict[bytes, int] = {b"": 0}
-        rows = sorted((int(a, 16), name, modules.setdefault(mod, len(modules))) for a, name, mod in found)
-        self.addresses = array("Q", [r[0] for r in rows])
-        self._names = [r[1] for r in rows]
-        self._mods = array("H", [r[2] for r in rows])
-        self.modules = [m.decode(errors="replace") for m in modules]
+        self._lines = keep
+        self._width = width
+        self._fmt = f"0{width}x"
+        self._skip = width + 3  # the name starts after "ADDRESS T "
         self.source = source
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def index(self, addr: int) -> int:
+        """The index of the symbol at or below ``addr`` (-1: none). Of several names at one
+        address (aliases: __x64_sys_getppid and __do_sys_getppid), a global one (T, W) wins
+        over a local one, as perf's choose_best_symbol has it."""
+        lines = self._lines
+        i = bisect_right(lines, format(addr, self._fmt) + "~") - 1  # "~" sorts after " T name"
+        w = self._width
+        if i > 0 and lines[i][w + 1] in "tw" and lines[i - 1].startswith(lines[i][:w]):
+            prefix = lines[i][:w]
+            j = i
+            while j > 0 and lines[j - 1].startswith(prefix):
+                j -= 1
+            for k in range(j, i):
+                if lines[k][w + 1] in "TW":
+                    return k
+        return i
+
+    def address_at(self, i: int) -> int:
+        return int(self._lines[i][:self._width], 16)
+
+    @property
+    def addresses(self) -> list[int]:
+        """Every symbol's address, sorted (computed on each call)."""
+        return [int(ln[:self._width], 16) for ln in self._lines]
+
+    def entry(self, i: int) -> tuple[str, str]:
+        """(name, module) of the ``i``-th symbol by address (module '' for vmlinux)."""
+        rest = self._lines[i][self._skip:]
+        tab = rest.find("\t")
+        return (rest, "") if tab < 0 else (rest[:tab], rest[tab + 2:-1])  # "name\t[module]"
+
+    @property
+    def modules(self) -> list[str]:
+        """The modules that have symbols ('' first: vmlinux), in order of appearance."""
+        return list(dict.fromkeys(["", *(self.entry(i)[1] for i, ln in enumerate(self._lines) if "\t" in ln)]))
 
     @classmethod
     def load(cls, path: str = KALLSYMS) -> KernelSymbols:
         try:
-            with open(path, "rb") as f:
-                text = f.read()
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                # Large reads: /proc/kallsyms has no size to read up to (st_size 0), and the
+                # default buffered read asks for it a few KiB at a time (measured: 8 MiB reads
+                # take ~60 ms against ~90 ms).
+                parts = []
+                while chunk := os.read(fd, _READ_SIZE):
+                    parts.append(chunk)
+            finally:
+                os.close(fd)
+            text = b"".join(parts)
         except FileNotFoundError:
             raise NotFoundError(f"kernel symbols: {path} does not exist") from None
         except OSError as exc:
             raise kernel_error(f"read {path}", exc.errno or 0) from None
         return cls(text, path)
 
-    def __len__(self) -> int:
-        return len(self.addresses)
-
     def lookup(self, addr: int) -> KernelSymbol | None:
-        i = bisect.bisect_right(self.addresses, addr) - 1
+        i = self.index(addr)
         if i < 0:
             return None
-        return KernelSymbol(self._names[i].decode(errors="replace"), addr - self.addresses[i],
-                            self.modules[self._mods[i]])
+        name, module = self.entry(i)
+        return KernelSymbol(name, addr - self.address_at(i), module)
 
     def name(self, addr: int) -> str | None:
         """Just the name at ``addr`` (the fast path of folded stacks)."""
-        i = bisect.bisect_right(self.addresses, addr) - 1
-        return self._names[i].decode(errors="replace") if i >= 0 else None
+        i = self.index(addr)
+        return self.entry(i)[0] if i >= 0 else None
 
     def address(self, name: str) -> int | None:
         """The (first) address of text symbol ``name``, or None."""
-        want = name.encode()
-        for i, n in enumerate(self._names):
-            if n == want:
-                return self.addresses[i]
+        for i, line in enumerate(self._lines):
+            if name in line and self.entry(i)[0] == name:
+                return self.address_at(i)
         return None
 
 
