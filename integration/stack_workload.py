@@ -11,8 +11,10 @@ stacks walks them), in four copies:
   (MiniDebugInfo, as Fedora ships);
 * ``bare``: stripped, no debug file anywhere.
 
-``workload spin SECONDS`` spins in the chain; ``workload getppid SECONDS`` calls getppid(2) in a
-loop (the kernel-stack test looks for its kernel function). Both stop by SIGALRM.
+``workload spin SECONDS`` spins in the chain; ``workload sleep SECONDS`` sleeps 10 ms at a time
+in it (nanosleep(2) called from spin itself on x86-64; the off-CPU test); ``workload getppid
+SECONDS`` calls getppid(2) in a loop (the kernel-stack test looks for its kernel function).
+All stop by SIGALRM.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ SOURCE = r"""
 #include <unistd.h>
 
 volatile unsigned long sink;
+int sleeping;
 
-__attribute__((noinline)) void spin(void) { for (unsigned long i = 0; i < 2000000; i++) sink += i; }
+__attribute__((noinline)) void spin(void)
+{
+	if (sleeping) {
+#if defined(__x86_64__)
+		/* nanosleep(2) made here, not in libc (built without frame pointers: the unwinder
+		   would skip this frame), so the off-CPU stack ends in spin */
+		struct { long s, ns; } ts = { 0, 10000000 };
+		long ret;
+		__asm__ volatile ("syscall" : "=a"(ret) : "a"(35), "D"(&ts), "S"(0) : "rcx", "r11", "memory");
+#else
+		usleep(10000);
+#endif
+		return;
+	}
+	for (unsigned long i = 0; i < 2000000; i++) sink += i;
+}
 __attribute__((noinline)) void c(void) { spin(); }
 __attribute__((noinline)) void b(void) { c(); }
 __attribute__((noinline)) void a(void) { b(); }
@@ -42,6 +60,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "getppid"))
 		for (;;)
 			getppid();
+	sleeping = argc > 1 && !strcmp(argv[1], "sleep");
 	for (;;)
 		a();
 	return 0;

@@ -1,8 +1,10 @@
-"""examples/profile on the C workload of integration/stack_workload.py: 2 s at 99 Hz on every
+"""examples/profile and examples/offcputime on the C workload of integration/stack_workload.py: 2 s at 99 Hz on every
 CPU, limited to the workload's pid. At least 90% of its samples must end (in user space) in
 spin with c, b, a, main below it in order, for the copy with symbols and for the stripped
 copy whose debug file is found by build id (--debug-root). And kernel frames: a workload
-calling getppid(2) in a loop shows the syscall's kernel function in the kernel part."""
+calling getppid(2) in a loop shows the syscall's kernel function in the kernel part.
+examples/offcputime on the workload sleeping 10 ms at a time inside spin: at least 90% of
+its time off CPU under main;a;b;c;spin, the kernel part through schedule."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from integration.stack_workload import CHAIN, Workload, build
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = REPO / "examples" / "profile" / "profile.py"
+OFFCPUTIME = REPO / "examples" / "offcputime" / "offcputime.py"
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +29,11 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     return build(tmp_path_factory.mktemp("profile"))
 
 
-def profile(bpf_obj: Any, binary: Path, mode: str, out: Path, *extra: str) -> str:
+def profile(bpf_obj: Any, binary: Path, mode: str, out: Path, *extra: str, tool: Path = PROFILE) -> str:
     bpf_obj("stacks")  # builds bpf/ (examples included) once
     proc = subprocess.Popen([str(binary), mode, "30"])
     try:
-        run = subprocess.run([sys.executable, str(PROFILE), "--pid", str(proc.pid), "--duration", "2",
+        run = subprocess.run([sys.executable, str(tool), "--pid", str(proc.pid), "--duration", "2",
                               "--output", str(out), *extra], capture_output=True, text=True, timeout=120, check=False,
                              env=dict(os.environ, PYTHONPATH=str(REPO)))
     finally:
@@ -85,3 +88,22 @@ def test_profile_outputs(bpf_obj: Any, workload: Workload, tmp_path: Path) -> No
     assert "spin" in err.splitlines()[-5:][0] or "spin" in err
     prof = from_pprof(out.read_bytes())
     assert prof.top(1)[0][0] == "spin" and prof.period == 1_000_000_000 // 99
+
+
+def test_offcputime(bpf_obj: Any, workload: Workload, tmp_path: Path) -> None:
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the workload calls nanosleep(2) from spin with x86-64 inline assembly")
+    out = tmp_path / "off.folded"
+    err = profile(bpf_obj, workload.workload, "sleep", out, tool=OFFCPUTIME)
+    assert "microseconds" in err
+    prof = from_folded(out.read_text())
+    total = prof.total
+    good = sum(n for stack, n in prof.stacks.items()
+               if [f for f in stack if not f.endswith(KERNEL_SUFFIX)][-5:] == CHAIN[::-1])
+    assert total >= 1_000_000, f"only {total} us off CPU in 2 s of 10 ms sleeps"  # ~2 s
+    assert good >= 0.9 * total, prof.stacks.most_common(3)
+    kernel = [f for stack in prof.stacks for f in stack if f.endswith(KERNEL_SUFFIX)]
+    if kernel:  # the sleeping part: nanosleep's path into the scheduler
+        assert any(f.startswith("schedule") or f.startswith("__schedule") for f in kernel), kernel[:10]

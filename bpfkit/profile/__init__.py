@@ -5,8 +5,8 @@ Parca, Pyroscope), speedscope JSON, and a self-contained interactive SVG flame g
 from __future__ import annotations
 
 from .collect import LOST_STACK, from_maps, stack_key_fields
-from .formats import FORMATS, format_for, from_folded, to_folded, to_speedscope, write_profile
+from .formats import FORMATS, format_for, from_folded, save, to_folded, to_speedscope, write_profile
 from .model import KERNEL_SUFFIX, Profile
 
 __all__ = ["Profile", "from_maps", "stack_key_fields", "write_profile", "format_for", "to_folded", "from_folded",
-           "to_speedscope", "FORMATS", "KERNEL_SUFFIX", "LOST_STACK"]
+           "to_speedscope", "save", "FORMATS", "KERNEL_SUFFIX", "LOST_STACK"]

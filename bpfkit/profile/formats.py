@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from typing import TextIO
 
 from ..errors import UsageError
 from .model import Profile
 
-__all__ = ["to_folded", "from_folded", "to_speedscope", "write_profile", "format_for", "FORMATS"]
+__all__ = ["to_folded", "from_folded", "to_speedscope", "write_profile", "format_for", "FORMATS", "save"]
 
 # Output file suffix -> format (longest first: ".speedscope.json" before ".json").
 FORMATS = {".speedscope.json": "speedscope", ".folded": "folded", ".txt": "folded", ".pprof": "pprof",
@@ -91,3 +93,18 @@ def write_profile(profile: Profile, path: str, fmt: str | None = None, *, title:
         f.write(data)
     os.replace(tmp, path)
     return fmt
+
+
+def save(profile: Profile, output: str, *, top: int = 5, title: str | None = None,
+         stream: TextIO | None = None) -> None:
+    """What the example tools do at the end: write ``profile`` to ``output`` ('-': folded
+    stacks on stdout), then say so on ``stream`` (stderr) with the ``top`` leaf functions."""
+    out = stream or sys.stderr
+    if output == "-":
+        sys.stdout.write(to_folded(profile))
+    else:
+        fmt = write_profile(profile, output, title=title)
+        print(f"wrote {output} ({fmt}): total {profile.total} {profile.unit if profile.unit != 'count' else 'samples'}, "
+              f"{len(profile.stacks)} stacks", file=out)
+    for name, value in profile.top(top):
+        print(f"{value:10d} {100 * value / max(profile.total, 1):5.1f}% {name}", file=out)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 import bpfkit  # noqa: E402
 from bpfkit import link  # noqa: E402
-from bpfkit.profile import format_for, from_maps, write_profile  # noqa: E402
+from bpfkit.profile import format_for, from_maps, save  # noqa: E402
 from bpfkit.symbols import Symbolizer  # noqa: E402
 from bpfkit.symbols.elf import DEFAULT_DEBUG_ROOT  # noqa: E402
 
@@ -66,15 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     prof.name = f"profile {'pid ' + str(args.pid) if args.pid else 'all'} {args.freq} Hz"
     prof.period = 1_000_000_000 // args.freq  # cpu-clock: one sample per period of CPU time, in ns
     prof.duration_ns = int(elapsed * 1e9)
-    if args.output == "-":
-        from bpfkit.profile import to_folded
-
-        sys.stdout.write(to_folded(prof))
-    else:
-        fmt = write_profile(prof, args.output, title=prof.name)
-        print(f"wrote {args.output} ({fmt}): {prof.total} samples, {len(prof.stacks)} stacks", file=sys.stderr)
-    for name, count in prof.top(args.top):
-        print(f"{count:8d} {100 * count / max(prof.total, 1):5.1f}% {name}", file=sys.stderr)
+    save(prof, args.output, top=args.top, title=prof.name)
     return 0
 
 
