@@ -12,7 +12,8 @@ stacks walks them), in four copies:
 * ``bare``: stripped, no debug file anywhere.
 
 ``workload spin SECONDS`` spins in the chain; ``workload sleep SECONDS`` sleeps 10 ms at a time
-in it (nanosleep(2) called from spin itself on x86-64; the off-CPU test); ``workload getppid
+in it (nanosleep(2) called from spin itself on x86-64; the off-CPU test); ``workload mix SECONDS`` spins
+in five functions w1..w5 with 16:8:4:2:1 of the time; ``workload getppid
 SECONDS`` calls getppid(2) in a loop (the kernel-stack test looks for its kernel function).
 All stop by SIGALRM.
 """
@@ -49,6 +50,9 @@ __attribute__((noinline)) void spin(void)
 	}
 	for (unsigned long i = 0; i < 2000000; i++) sink += i;
 }
+/* "mix": five leaves with 16:8:4:2:1 of the time (the comparison with perf) */
+#define LEAF(name, n) __attribute__((noinline)) void name(void) { for (unsigned long i = 0; i < (n); i++) sink += i; }
+LEAF(w1, 1600000) LEAF(w2, 800000) LEAF(w3, 400000) LEAF(w4, 200000) LEAF(w5, 100000)
 __attribute__((noinline)) void c(void) { spin(); }
 __attribute__((noinline)) void b(void) { c(); }
 __attribute__((noinline)) void a(void) { b(); }
@@ -61,6 +65,10 @@ int main(int argc, char **argv)
 		for (;;)
 			getppid();
 	sleeping = argc > 1 && !strcmp(argv[1], "sleep");
+	if (argc > 1 && !strcmp(argv[1], "mix"))
+		for (;;) {
+			w1(); w2(); w3(); w4(); w5();
+		}
 	for (;;)
 		a();
 	return 0;
