@@ -1,34 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 // Stack tests (bpfkit.symbols, typed stack-trace maps): a SEC("perf_event") program sampling
 // one process (target_tgid; 0: every process). Per sample it counts (pid, user stack id,
-// kernel stack id, comm) in `counts` -- the convention `bpfkit attach --stacks` reads, as bcc's
-// profile keys its counts -- records the user stack by build id in `build_ids`, and copies the
-// user stack with bpf_get_stack into a ring-buffer record.
+// kernel stack id, comm) in `counts` (include/stack_counts.h: the convention `bpfkit attach
+// --stacks` reads, as bcc's profile keys its counts), records the user stack by build id in
+// `build_ids`, and copies the user stack with bpf_get_stack into a ring-buffer record.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-#define MAX_DEPTH 64
-
-struct stack_key {
-	__u32 pid;
-	__s32 user_stack_id;
-	__s32 kernel_stack_id;
-	char comm[16];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 10240);
-	__type(key, struct stack_key);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 10240);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MAX_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
+#define STACK_MAX_DEPTH 64
+#include "stack_counts.h"
+#define MAX_DEPTH STACK_MAX_DEPTH
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -57,22 +38,11 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct stack_key key = {};
 	struct ustack_record *rec;
-	__u64 one = 1, *value;
 
 	if (target_tgid && tgid != target_tgid)
 		return 0;
-	key.pid = tgid;
-	key.user_stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	key.kernel_stack_id = bpf_get_stackid(ctx, &stacks, 0);
-	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	value = bpf_map_lookup_elem(&counts, &key);
-	if (value)
-		__sync_fetch_and_add(value, 1);
-	else if (bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST)) {
-		value = bpf_map_lookup_elem(&counts, &key);
-		if (value)
-			__sync_fetch_and_add(value, 1);
-	}
+	stack_key_current(ctx, &key, tgid);
+	stack_count(&key, 1);
 	bpf_get_stackid(ctx, &build_ids, BPF_F_USER_STACK);
 	rec = bpf_ringbuf_reserve(&records, sizeof(*rec), 0);
 	if (rec) {

@@ -190,6 +190,6 @@ def test_cli_stacks_errors(bpf_obj: Any, tmp_path: Path) -> None:
         f"bpfkit: error: --stack-map build_ids: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in {obj} "
         "(those are: stacks; build-id stack maps hold (build id, offset) pairs)")
     assert run("--stacks", "nope", "--output", "p.svg") == (
-        f"bpfkit: error: --stacks nope: no map 'nope' in {obj} (it has: stacks, counts, build_ids, records, .rodata)")
+        f"bpfkit: error: --stacks nope: no map 'nope' in {obj} (it has: build_ids, records, counts, stacks, .rodata)")
     assert run("--stacks", "counts", "--output", "p.png").startswith("bpfkit: error: --output p.png: unknown format")
     assert run("--stacks", "counts") == "bpfkit: error: --stacks MAP and --output FILE go together"

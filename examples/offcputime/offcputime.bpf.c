@@ -2,39 +2,17 @@
 // examples/offcputime: time spent off CPU, by stack (bcc's and libbpf-tools' offcputime).
 // At sched_switch (a raw tracepoint: it runs in the task leaving the CPU, before the switch)
 // the leaving task's stacks and the time are kept by thread id; when that thread is switched
-// in again, the time it was off is added to counts[stack key]. The key is the convention
-// bpfkit.profile reads (docs/stacks.md); the values are microseconds.
+// in again, the time it was off is added to counts[stack key] (bpf/include/stack_counts.h: the
+// convention bpfkit.profile reads, docs/stacks.md); the values are microseconds.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
-
-#define MAX_DEPTH 127
-
-struct stack_key {
-	__u32 pid;
-	__s32 user_stack_id;
-	__s32 kernel_stack_id;
-	char comm[16];
-};
+#include "stack_counts.h"
 
 struct start {
 	__u64 ts;
 	struct stack_key key;
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct stack_key);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MAX_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -54,15 +32,12 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	__u32 prev_tid = BPF_CORE_READ(prev, pid), prev_tgid = BPF_CORE_READ(prev, tgid);
 	__u32 next_tid = BPF_CORE_READ(next, pid);
-	__u64 now = bpf_ktime_get_ns(), zero = 0, delta, *value;
+	__u64 now = bpf_ktime_get_ns(), delta;
 	struct start s = {}, *st;
 
 	if (prev_tid && (!target_tgid || prev_tgid == target_tgid)) {
 		s.ts = now;
-		s.key.pid = prev_tgid;
-		s.key.user_stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		s.key.kernel_stack_id = bpf_get_stackid(ctx, &stacks, 0);
-		bpf_get_current_comm(s.key.comm, sizeof(s.key.comm));  /* current is prev */
+		stack_key_current(ctx, &s.key, prev_tgid);  /* current is prev */
 		bpf_map_update_elem(&starts, &prev_tid, &s, BPF_ANY);
 	}
 	st = bpf_map_lookup_elem(&starts, &next_tid);
@@ -73,13 +48,7 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 	bpf_map_delete_elem(&starts, &next_tid);
 	if (delta < min_us)
 		return 0;
-	value = bpf_map_lookup_elem(&counts, &s.key);
-	if (!value) {
-		bpf_map_update_elem(&counts, &s.key, &zero, BPF_NOEXIST);
-		value = bpf_map_lookup_elem(&counts, &s.key);
-	}
-	if (value)
-		__sync_fetch_and_add(value, delta);
+	stack_count(&s.key, delta);
 	return 0;
 }
 
