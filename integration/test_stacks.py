@@ -193,3 +193,30 @@ def test_cli_stacks_errors(bpf_obj: Any, tmp_path: Path) -> None:
         f"bpfkit: error: --stacks nope: no map 'nope' in {obj} (it has: build_ids, records, counts, stacks, .rodata)")
     assert run("--stacks", "counts", "--output", "p.png").startswith("bpfkit: error: --output p.png: unknown format")
     assert run("--stacks", "counts") == "bpfkit: error: --stacks MAP and --output FILE go together"
+
+
+def test_exited_process_named_through_tracker(bpf_obj: Any, workload: Workload) -> None:
+    """A process that exits before the maps are read: its user stacks are still named, from
+    the mappings the process tracker kept (bpfkit.events.ProcessTracker)."""
+    import bpfkit
+    from bpfkit import link
+    from bpfkit.events import ProcessTracker
+    from bpfkit.profile import from_maps
+
+    with ProcessTracker() as tracker:
+        proc = subprocess.Popen([str(workload.workload), "spin", "2"])  # SIGALRM after 2 s
+        spec = bpfkit.load_spec(str(bpf_obj("stacks")))
+        spec.variables["target_tgid"].value = proc.pid
+        with bpfkit.Collection(spec) as coll:
+            with link.perf_event_sample(coll.programs["on_sample"], "cpu-clock", freq=99):
+                proc.wait(timeout=30)
+            tracker.sync()
+            assert not Path(f"/proc/{proc.pid}").exists()
+            sym = Symbolizer()
+            gone = from_maps(coll.maps["counts"], coll.maps["stacks"], symbolizer=sym, kernel=False)
+            kept = from_maps(coll.maps["counts"], coll.maps["stacks"], symbolizer=sym, kernel=False,
+                             tracker=tracker)
+    assert all("spin" not in s for s in gone.stacks), gone.stacks  # /proc/PID/maps is gone
+    total = kept.total
+    good = sum(n for s, n in kept.stacks.items() if list(s[-5:]) == CHAIN[::-1])
+    assert total >= 20 and good >= 0.9 * total, kept.stacks.most_common(3)

@@ -67,12 +67,27 @@ def _frames(frames: list[Frame], kernel: bool) -> list[str]:
 
 
 def from_maps(counts: Any, stacks: Any, *, symbolizer: Symbolizer | None = None, pid: int | None = None,
-              profile: Profile | None = None, kernel: bool = True, user: bool = True) -> Profile:
+              profile: Profile | None = None, kernel: bool = True, user: bool = True,
+              tracker: Any = None) -> Profile:
     """Read ``counts`` (stack key -> value) and ``stacks`` (the stack-trace map) into a
     :class:`Profile` (a new one, or added to ``profile``). ``pid``: only that process.
-    Processes must still be running for their user stacks to be named (their mappings are read
-    from /proc/PID/maps; see Symbolizer.process_maps)."""
+
+    User stacks are named through each process's mappings: read from /proc/PID/maps (so the
+    process must still run; see Symbolizer.process_maps), or, given ``tracker`` (a
+    bpfkit.events.ProcessTracker opened before the sampling), from the mappings its sideband
+    records kept, which outlive the process."""
     sym = symbolizer or default_symbolizer()
+
+    def user_frames(tgid: int, addrs: list[int]) -> list[Frame]:
+        proc = tracker.process(tgid) if tracker is not None else None
+        if proc is None:
+            return sym.user_stack(tgid, addrs)
+        out = []
+        for a in addrs:
+            m = proc.find(a)
+            out.append(sym.mapping_frame(m, a, tgid if proc.alive else None) if m is not None else Frame(a, None))
+        return out
+
     prof = profile if profile is not None else Profile()
     cache: dict[int, list[int]] = {}
 
@@ -84,6 +99,8 @@ def from_maps(counts: Any, stacks: Any, *, symbolizer: Symbolizer | None = None,
             cache[stack_id] = ([] if raw is None else raw if isinstance(raw, list) else decode_stack(raw))
         return cache[stack_id]
 
+    if tracker is not None:
+        tracker.sync()  # apply the records up to now
     for key, value in counts.items():
         tgid, uid, kid, comm = stack_key_fields(key)
         if pid is not None and tgid != pid:
@@ -92,7 +109,7 @@ def from_maps(counts: Any, stacks: Any, *, symbolizer: Symbolizer | None = None,
         ustack = ips(uid) if user else []
         kstack = ips(kid) if kernel else []
         if ustack:
-            stack += _frames(sym.user_stack(tgid, ustack), False)
+            stack += _frames(user_frames(tgid, ustack), False)
         if kstack:
             stack += _frames(sym.kernel_stack(kstack), True)
         if not ustack and not kstack:
