@@ -30,6 +30,7 @@ from ._kernel.rlimit import bump_memlock
 from .btf.types import Datasec
 from .btf.values import Record, ValueCodec, value_codec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
+from .spec.consts import MapFlag
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
 )
@@ -48,6 +49,7 @@ from .spec.maps import (
 from .spec.maps import (
     zero_size_hint as zero_size_hint,
 )
+from .symbols.stacks import decode_build_id_stack, decode_stack
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -166,6 +168,8 @@ class Map(PinnableObject, Generic[K, V]):
         self.flags = spec.flags
         self.key_format = spec.key_format
         self.value_format = spec.value_format
+        if spec.type == MapType.STACK_TRACE and self.key_format is None and spec.key_size == 4:
+            self.key_format = "<I"  # stack ids (bpf_get_stackid's return value)
         self.pinned_path: str | None = None
         self._percpu = spec.type in PERCPU_TYPES
         self._ncpus = num_possible_cpus() if self._percpu else 1
@@ -352,6 +356,8 @@ class Map(PinnableObject, Generic[K, V]):
                 return vc.decode(raw, offset)
             return [vc.decode(raw, offset + i * slot) for i in range(self._ncpus)]
         if not self._percpu:
+            if self.type == MapType.STACK_TRACE and self.value_format is None:
+                return self._decode_stack(raw, offset)
             return self._decode(bytes(raw[offset:offset + size]), self.value_format)
         return [self._decode(bytes(raw[offset + i * slot:offset + i * slot + size]), self.value_format)
                 for i in range(self._ncpus)]
@@ -372,6 +378,15 @@ class Map(PinnableObject, Generic[K, V]):
             return vc.decode_many(raw, count)
         flat, n = vc.decode_many(raw, count * self._ncpus, self._slot), self._ncpus
         return [flat[i:i + n] for i in range(0, count * n, n)]
+
+    def _decode_stack(self, raw: bytes | memoryview, offset: int) -> Any:
+        """A stack-trace map's value: the instruction pointers, innermost first, trailing zeros
+        dropped; with BPF_F_STACK_BUILD_ID, (build id hex, file offset) pairs
+        (bpfkit.symbols.stacks)."""
+        value = memoryview(raw)[offset:offset + self.value_size]
+        if self.flags & MapFlag.STACK_BUILD_ID:
+            return decode_build_id_stack(value)
+        return decode_stack(value)
 
     @property
     def _value_buf_size(self) -> int:

@@ -6,6 +6,7 @@
     bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
     bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
     bpfkit attach prog.bpf.o -p handle_exec -p 'on_switch_btf|on_switch_raw'  # only these load
+    bpfkit attach profile.bpf.o profile:hz:99 --stacks counts --output profile.svg   # a flame graph on exit
 
 Programs named by -p/--program are the only ones loaded (libbpf's autoload); ``-p 'a|b'``
 loads the first of a, b the kernel accepts (a tp_btf program, else its raw_tp twin).
@@ -20,6 +21,7 @@ import argparse
 import functools
 import signal
 import sys
+import time
 from typing import Any
 
 from . import argtypes
@@ -74,6 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "OpenTelemetry log records to this OTLP/HTTP endpoint (http://HOST:4318); needs bpfkit[otlp]")
     parser.add_argument("--metrics-config", metavar="FILE",
                         help="YAML: which maps, metric names, help, counter/gauge, labels and their decoders (docs/metrics.md)")
+    parser.add_argument("--stacks", metavar="MAP",
+                        help="on exit, write the stacks counted in MAP (key: struct with pid, user_stack_id, "
+                             "kernel_stack_id, comm; value: a count or a time; docs/stacks.md) to --output")
+    parser.add_argument("--stack-map", metavar="MAP",
+                        help="the BPF_MAP_TYPE_STACK_TRACE map the ids index (default: the object's only one)")
+    parser.add_argument("--output", "-o", metavar="FILE",
+                        help="--stacks output, by suffix: .svg (flame graph), .pprof/.pb.gz (pprof), .folded, "
+                             ".speedscope.json")
 
 
 def _describe(lk: Any) -> str:
@@ -392,6 +402,54 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
     return server
 
 
+def _check_stacks_args(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    if bool(args.stacks) != bool(args.output):
+        raise UsageError("--stacks MAP and --output FILE go together" if args.stacks or args.output
+                         else "--stack-map needs --stacks")
+    if args.stack_map and not args.stacks:
+        raise UsageError("--stack-map needs --stacks")
+    if args.stacks:
+        from ..profile import format_for
+
+        format_for(args.output)  # an unknown suffix is refused before anything is loaded
+        if args.pin:
+            raise UsageError("--stacks writes a profile when bpfkit attach exits: not with --pin")
+
+
+def _stack_maps(args: argparse.Namespace, spec: Any) -> tuple[str, str]:
+    """(counts map, stack-trace map) named in the object, checked before loading."""
+    from ..errors import UsageError
+    from ..spec.consts import MapFlag, MapType
+
+    if args.stacks not in spec.maps:
+        raise UsageError(f"--stacks {args.stacks}: no map {args.stacks!r} in {args.object} "
+                         f"(it has: {', '.join(spec.maps) or 'none'})")
+    # Build-id stack maps hold (build id, offset) pairs, not addresses: not what --stacks names.
+    traces = [n for n, m in spec.maps.items() if m.type == MapType.STACK_TRACE and not m.flags & MapFlag.STACK_BUILD_ID]
+    if args.stack_map:
+        if args.stack_map not in traces:
+            raise UsageError(f"--stack-map {args.stack_map}: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in "
+                             f"{args.object} (those are: {', '.join(traces) or 'none'}; build-id stack maps hold "
+                             "(build id, offset) pairs)")
+        return args.stacks, args.stack_map
+    if len(traces) != 1:
+        raise UsageError(f"--stacks {args.stacks}: {args.object} has {len(traces)} BPF_MAP_TYPE_STACK_TRACE maps "
+                         f"({', '.join(traces) or 'none'}): name the one its stack ids index with --stack-map")
+    return args.stacks, traces[0]
+
+
+def _write_stacks(args: argparse.Namespace, coll: Any, maps: tuple[str, str], seconds: float, say: Any) -> None:
+    from ..profile import from_maps, write_profile
+
+    prof = from_maps(coll.maps[maps[0]], coll.maps[maps[1]])
+    prof.name = f"bpfkit attach {args.object}"
+    prof.duration_ns = int(seconds * 1e9)
+    fmt = write_profile(prof, args.output)
+    say(f"wrote {args.output} ({fmt}): {len(prof.stacks)} stacks, total {prof.total}")
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
 
@@ -417,7 +475,9 @@ def run(args: argparse.Namespace) -> int:
 
             pin_dir = check_pin_dir(args.pin, "--pin")
         args.metrics_config_loaded = _metrics_config(args)  # judged before anything is loaded
+        _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
+        stack_maps = _stack_maps(args, spec) if args.stacks else None
         apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
@@ -434,6 +494,7 @@ def run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             attached: dict[str, Any] = {}
             stream = pipe = server = otlp = None
+            started = time.monotonic()
             try:
                 if args.spec and args.cgroup:
                     raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
@@ -463,6 +524,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.metrics:
                     server = _metrics_server(args, coll, say)
                 with StopSignals() as stop:  # installed before the line that says we are ready
+                    started = time.monotonic()  # the profile's duration: from here
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
                     if stream is not None:
                         stream.run(stop)
@@ -487,6 +549,8 @@ def run(args: argparse.Namespace) -> int:
                         errors.append(exc)
                 if errors:
                     raise errors[0]
+            if stack_maps is not None:  # the processes sampled are read while the maps are still open
+                _write_stacks(args, coll, stack_maps, time.monotonic() - started, say)
         say("detached")
         return 0
     finally:
