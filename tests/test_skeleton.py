@@ -111,7 +111,7 @@ def test_committed_example_skeletons_are_current(name: str) -> None:
 
 
 def test_examples_pass_mypy_strict() -> None:
-    proc = mypy(*sorted((REPO / "examples").glob("*/*.py")))
+    proc = mypy(REPO / "examples")  # the directory: examples/stacktool.py, which two examples import, too
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
