@@ -9,14 +9,51 @@
 # the entry point mounts tracefs and bpffs inside when they are absent. --pid=host: BPF
 # helpers such as bpf_get_current_pid_tgid() report pids of the initial pid namespace, and the
 # tests compare them with os.getpid(); in a private pid namespace every pid filter misses.
-FROM debian:bookworm-slim
+# Two targets. The last one, `test` (the default), is the integration-test image described
+# above. `production` is what a fleet runs (deploy/kubernetes/, docs/fleet.md): Python and bpfkit
+# with the metrics and otlp extras, nothing else (no compiler, no headers, no tests):
+#
+#   podman build --network host --target production -t bpfkit:prod .
+#   podman run --rm --privileged --pid=host bpfkit:prod features
+
+# A wheel of bpfkit (with its bytecode), built where pip and the source are.
+FROM debian:bookworm-slim AS wheel
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+ARG PIP_CERT=""
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY bpfkit ./bpfkit
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+ && python3 -m venv /opt/bpfkit \
+ && /opt/bpfkit/bin/pip install -q --no-compile wheel \
+ && /opt/bpfkit/bin/pip wheel -q --no-deps -w /wheels . \
+ && /opt/bpfkit/bin/pip install -q "$(ls /wheels/bpfkit-*.whl)[metrics,otlp]" \
+ && /opt/bpfkit/bin/python -m compileall -q /opt/bpfkit/lib
+
+FROM debian:bookworm-slim AS production
+# python3: the interpreter; mount: bpfkit mounts tracefs/bpffs where the host has not.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 mount \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
+COPY --from=wheel /opt/bpfkit /opt/bpfkit
+ENV PATH=/opt/bpfkit/bin:$PATH PYTHONUNBUFFERED=1
+# The metrics port (docs/fleet.md); objects and configs come from volumes (the DaemonSet's
+# ConfigMaps) or an image built FROM this one.
+EXPOSE 9435
+ENTRYPOINT ["bpfkit"]
+CMD ["features"]
+
+FROM debian:bookworm-slim AS test
 
 # BPFKIT_SKIP_VM: the image runs the host suite only (other kernels need qemu: scripts/test-matrix.sh).
 ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 BPFKIT_SKIP_VM=1
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
-      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod \
+      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus \
  && rm -rf /var/lib/apt/lists/*
 
 # A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):

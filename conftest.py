@@ -97,3 +97,18 @@ def bpf_object(name: str) -> Path:
 def bpf_obj():
     """``bpf_obj("minimal")`` -> Path of the compiled object."""
     return bpf_object
+
+
+def start_attached(cmd: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start a ``bpfkit attach`` command (stdout and stderr merged) and read its lines until it
+    says it is attached (``... Ctrl-C or SIGTERM to detach``); fails with its output if it
+    ends first. The caller stops it (SIGTERM) and reads the rest."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "Ctrl-C or SIGTERM" in line:
+            return proc, seen
+    proc.wait()
+    pytest.fail(f"{' '.join(cmd[:4])} ... exited {proc.returncode} before attaching:\n{''.join(seen)[-3000:]}")

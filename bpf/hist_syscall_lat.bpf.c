@@ -8,6 +8,7 @@
 // usecs; slots as libbpf-tools' log2l (slot 0 holds 0..1).
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "log2.h"
 
 #define MAX_SLOTS 26
 #define LIN_SLOTS 20
@@ -58,25 +59,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lin_hist SEC(".maps");
-
-static __always_inline __u32 log2_u32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
-static __always_inline __u32 log2l(__u64 v)
-{
-	__u32 hi = v >> 32;
-
-	return hi ? log2_u32(hi) + 32 : log2_u32(v);
-}
 
 static __always_inline bool mine(long nr)
 {

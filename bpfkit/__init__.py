@@ -42,6 +42,7 @@ _LAZY = {
     "CollectionSpec": "bpfkit.spec.collection",
     "VariableSpec": "bpfkit.spec.collection",
     "Collection": "bpfkit.collection",
+    "open": "bpfkit.skeleton",  # bpfkit.open(OBJ): the object as a skeleton, names made at run time
     # The spec layer's names come from it directly: bpfkit.load_spec() imports no kernel module.
     "MapType": "bpfkit.spec.consts",
     "ProgType": "bpfkit.spec.consts",
@@ -63,6 +64,7 @@ __all__ = [
     "ProgramSpec",
     "VariableSpec",
     "load_spec",
+    "open",
     "errors",
     "__version__",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, overload
 
 from ._kernel import bpf as _bpf
@@ -28,8 +28,9 @@ from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
 from ._kernel.rlimit import bump_memlock
 from .btf.types import Datasec
-from .btf.values import ValueCodec, value_codec
+from .btf.values import Record, ValueCodec, value_codec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
+from .spec.consts import MapFlag
 from .spec.maps import (  # the spec names, re-exported: bpfkit.maps.MapSpec
     PERCPU_TYPES as PERCPU_TYPES,
 )
@@ -48,6 +49,7 @@ from .spec.maps import (
 from .spec.maps import (
     zero_size_hint as zero_size_hint,
 )
+from .symbols.stacks import decode_build_id_stack, decode_stack
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -166,12 +168,15 @@ class Map(PinnableObject, Generic[K, V]):
         self.flags = spec.flags
         self.key_format = spec.key_format
         self.value_format = spec.value_format
+        if spec.type == MapType.STACK_TRACE and self.key_format is None and spec.key_size == 4:
+            self.key_format = "<I"  # stack ids (bpf_get_stackid's return value)
         self.pinned_path: str | None = None
         self._percpu = spec.type in PERCPU_TYPES
         self._ncpus = num_possible_cpus() if self._percpu else 1
         self._slot = (spec.value_size + 7) & ~7 if self._percpu else spec.value_size
         self._kernel_btf_id = kernel_btf_id
         self._typed: tuple[ValueCodec | None, ValueCodec | None] | None = None  # (key, value), on first use
+        self._records: dict[str, type[Record]] | None = None  # struct name -> class to decode into
         self._batch_ok = True
 
     # ------------------------------------------------------------------ other constructors
@@ -234,6 +239,12 @@ class Map(PinnableObject, Generic[K, V]):
     def value_codec(self) -> ValueCodec | None:
         return self._codecs()[1]
 
+    def use_records(self, records: Mapping[str, type[Record]]) -> None:
+        """Decode the structs named in ``records`` into those Record subclasses (a generated
+        skeleton's classes: bpfkit.skeleton) instead of classes made from BTF."""
+        self._records = dict(records)
+        self._typed = None
+
     def _codecs(self) -> tuple[ValueCodec | None, ValueCodec | None]:
         typed = self._typed
         if typed is None:
@@ -268,7 +279,7 @@ class Map(PinnableObject, Generic[K, V]):
             try:
                 if isinstance(btf.resolve(type_id), Datasec):
                     return None  # a data section: its variables are the typed view
-                codec = value_codec(btf, type_id, name=what)
+                codec = value_codec(btf, type_id, name=what, records=self._records)
             except BPFKitError:
                 return None  # a type bpfkit cannot lay out: bytes
             return codec if codec.size == size else None
@@ -345,6 +356,8 @@ class Map(PinnableObject, Generic[K, V]):
                 return vc.decode(raw, offset)
             return [vc.decode(raw, offset + i * slot) for i in range(self._ncpus)]
         if not self._percpu:
+            if self.type == MapType.STACK_TRACE and self.value_format is None:
+                return self._decode_stack(raw, offset)
             return self._decode(bytes(raw[offset:offset + size]), self.value_format)
         return [self._decode(bytes(raw[offset + i * slot:offset + i * slot + size]), self.value_format)
                 for i in range(self._ncpus)]
@@ -365,6 +378,15 @@ class Map(PinnableObject, Generic[K, V]):
             return vc.decode_many(raw, count)
         flat, n = vc.decode_many(raw, count * self._ncpus, self._slot), self._ncpus
         return [flat[i:i + n] for i in range(0, count * n, n)]
+
+    def _decode_stack(self, raw: bytes | memoryview, offset: int) -> Any:
+        """A stack-trace map's value: the instruction pointers, innermost first, trailing zeros
+        dropped; with BPF_F_STACK_BUILD_ID, (build id hex, file offset) pairs
+        (bpfkit.symbols.stacks)."""
+        value = memoryview(raw)[offset:offset + self.value_size]
+        if self.flags & MapFlag.STACK_BUILD_ID:
+            return decode_build_id_stack(value)
+        return decode_stack(value)
 
     @property
     def _value_buf_size(self) -> int:
@@ -593,7 +615,42 @@ class Map(PinnableObject, Generic[K, V]):
         (NotSupportedError for map types or kernels without it: :meth:`items` falls back)."""
         return self._batch(batch_size, fallback=False)
 
+    def raw_batches(self, batch_size: int = 256) -> Iterator[tuple[bytes, bytes, int]]:
+        """Every entry undecoded, a batch at a time: ``(keys, values, count)``, keys
+        ``key_size`` bytes apart, values ``value_stride`` apart (per-CPU: one 8-byte aligned slot
+        per possible CPU, as the kernel copies them). BPF_MAP_LOOKUP_BATCH where the map type
+        and kernel (5.6+) have it, else one lookup per key in batches of the same size."""
+        self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "items", "cannot be listed")
+        if self._batch_ok:
+            yield from self._raw_batches(batch_size, fallback=True)
+            return
+        yield from self._raw_batches_by_key(batch_size)
+
+    @property
+    def value_stride(self) -> int:
+        """Bytes between two values in :meth:`raw_batches` (per-CPU: every CPU's slot)."""
+        return self._value_buf_size
+
+    def _raw_batches_by_key(self, batch_size: int) -> Iterator[tuple[bytes, bytes, int]]:
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for raw in self._raw_keys():
+            value = self._lookup_raw(raw)
+            if value is None:  # deleted meanwhile
+                continue
+            keys.append(raw)
+            values.append(value)
+            if len(keys) == batch_size:
+                yield b"".join(keys), b"".join(values), len(keys)
+                keys, values = [], []
+        if keys:
+            yield b"".join(keys), b"".join(values), len(keys)
+
     def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
+        for kraw, vraw, count in self._raw_batches(batch_size, fallback):
+            yield from zip(self._decode_keys(kraw, count), self._decode_values(vraw, count))
+
+    def _raw_batches(self, batch_size: int, fallback: bool) -> Iterator[tuple[bytes, bytes, int]]:
         ksize, vsize = self.key_size, self._value_buf_size
         keys = self._buf(ksize * batch_size)
         values = self._buf(vsize * batch_size)
@@ -609,7 +666,7 @@ class Map(PinnableObject, Generic[K, V]):
                 if first and exc.errno in _NO_BATCH:
                     if fallback:
                         self._batch_ok = False
-                        yield from self._items_by_key()
+                        yield from self._raw_batches_by_key(batch_size)
                         return
                     raise NotSupportedError(f"batch lookup in {self.type.kernel_name} map {self.name!r}",
                                             f"BPF_MAP_LOOKUP_BATCH gave {errno_name(exc.errno)}", "5.6") from None
@@ -621,8 +678,8 @@ class Map(PinnableObject, Generic[K, V]):
                 values = self._buf(vsize * batch_size)
                 continue
             first = False
-            yield from zip(self._decode_keys(ffi.buffer(keys, ksize * count)[:], count),
-                           self._decode_values(ffi.buffer(values, vsize * count)[:], count))
+            if count:
+                yield ffi.buffer(keys, ksize * count)[:], ffi.buffer(values, vsize * count)[:], count
             if done:
                 return
             in_batch = out_batch

@@ -33,7 +33,7 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
 
 
 def count(coll: bpfkit.Collection, slot: int) -> int:
-    return int.from_bytes(coll.maps["counts"][slot], "little")
+    return int(coll.maps["counts"][slot])  # typed through BTF: a __u64
 
 
 def _fd64(s: socket.socket) -> bytes:

@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 # ca-certificates: pip reaches the package index over TLS; mount: mount(8) for tracefs/bpffs.
 # kmod: depmod, which the VM runner (and tests/test_vm_kernels.py) runs on unpacked kernels
 # (minbase Debian has none: the fresh-machine run of 75253b9 failed two tests on it).
+# prometheus: integration/test_metrics_prometheus.py runs a real server (as a plain process on
+# 127.0.0.1; where systemd runs, the package also starts its own service on :9090).
 APT_PACKAGES=(python3 python3-venv ca-certificates mount clang-19 llvm-19 libbpf-dev bpftool gcc make
-              libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 kmod)
+              libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 kmod prometheus)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

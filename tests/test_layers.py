@@ -31,19 +31,30 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy")),
     # The spec layer: object files, BTF, section names, instructions, CO-RE against a given
     # BTF, and the spec dataclasses. No syscalls; aya-obj's role.
-    ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm")),
+    ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm", "bpfkit.skelgen")),
     # The kernel ABI: syscalls, struct layouts, /sys, tracefs (bpf(2), perf_event_open(2));
     # and the protocols that type kernel objects at the layers' boundaries (an fd, a type, a name).
     ("abi", ("bpfkit._kernel", "bpfkit._protocols")),
+    # Addresses -> symbols: /proc/kallsyms, /proc/PID/maps, binaries and their debug files
+    # (through the spec layer's ELF reader); stack-trace values decoded. Files only, no bpf(2):
+    # below the objects, so Map decodes stack-trace maps with it and the tracker resolves with it.
+    ("symbols", ("bpfkit.symbols",)),
     # Kernel objects made from specs (each owns an fd), fitting a spec to the running kernel,
     # the running kernel's BTF, feature probes.
     ("objects", ("bpfkit.maps", "bpfkit.program", "bpfkit.collection", "bpfkit.kernelfit",
                  "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel",
                  "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
-    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.probelist")),
+    # Skeletons: an object's programs, maps and variables as attributes, attached like attach_all.
+    ("links", ("bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.attach", "bpfkit.probelist", "bpfkit.skeleton")),
     # Reading what programs send, and user events.
     ("events", ("bpfkit.events", "bpfkit.user_events")),
+    # Maps and events shipped to monitoring systems (Prometheus, OpenTelemetry): a library layer
+    # above the objects and readers it serves, below the command line.
+    ("metrics", ("bpfkit.metrics",)),
+    # Profiles: stack maps read into counted stacks, symbolized, written as folded stacks,
+    # pprof, speedscope JSON, SVG flame graphs (docs/stacks.md).
+    ("profile", ("bpfkit.profile",)),
     # The command line; and the package's own lazy front door.
     ("cli", ("bpfkit.cli",)),
     ("top", ("bpfkit",)),

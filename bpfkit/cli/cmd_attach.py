@@ -6,6 +6,7 @@
     bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
     bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
     bpfkit attach prog.bpf.o -p handle_exec -p 'on_switch_btf|on_switch_raw'  # only these load
+    bpfkit attach profile.bpf.o profile:hz:99 --stacks counts --output profile.svg   # a flame graph on exit
 
 Programs named by -p/--program are the only ones loaded (libbpf's autoload); ``-p 'a|b'``
 loads the first of a, b the kernel accepts (a tp_btf program, else its raw_tp twin).
@@ -20,6 +21,7 @@ import argparse
 import functools
 import signal
 import sys
+import time
 from typing import Any
 
 from . import argtypes
@@ -66,6 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_map_size_argument(parser)
     add_set_argument(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
+    parser.add_argument("--metrics", metavar="ADDR",
+                        help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
+                             "while attached (127.0.0.1:9435, or :9435 for every interface); needs bpfkit[metrics]")
+    parser.add_argument("--otlp", metavar="ENDPOINT",
+                        help="send the records of the --events maps (default: every ringbuf and perf_event_array map) as "
+                             "OpenTelemetry log records to this OTLP/HTTP endpoint (http://HOST:4318); needs bpfkit[otlp]")
+    parser.add_argument("--metrics-config", metavar="FILE",
+                        help="YAML: which maps, metric names, help, counter/gauge, labels and their decoders (docs/metrics.md)")
+    parser.add_argument("--stacks", metavar="MAP",
+                        help="on exit, write the stacks counted in MAP (key: struct with pid, user_stack_id, "
+                             "kernel_stack_id, comm; value: a count or a time; docs/stacks.md) to --output")
+    parser.add_argument("--stack-map", metavar="MAP",
+                        help="the BPF_MAP_TYPE_STACK_TRACE map the ids index (default: the object's only one)")
+    parser.add_argument("--output", "-o", metavar="FILE",
+                        help="--stacks output, by suffix: .svg (flame graph), .pprof/.pb.gz (pprof), .folded, "
+                             ".speedscope.json")
 
 
 def _describe(lk: Any) -> str:
@@ -312,6 +330,126 @@ def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
     return EventStream(maps, json_lines=args.json)
 
 
+def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tuple[Any, Any]:
+    """The --events maps (or every ringbuf and perf_event_array map) read into OpenTelemetry
+    log records, decoded through the BTF struct --event-type names."""
+    from ..errors import UsageError
+    from .cmd_events import EventStream
+
+    try:
+        from ..metrics.otlp import OtlpEvents, event_codec, otlp_exporter
+    except ImportError as exc:
+        raise UsageError(f"--otlp needs the OpenTelemetry SDK ({exc.name} is missing): pip install 'bpfkit[otlp]'") from None
+    from ..metrics.plan import object_name
+
+    names = args.events or [n for n, m in coll.maps.items() if m.type.name in ("RINGBUF", "PERF_EVENT_ARRAY")]
+    if not names:
+        raise UsageError(f"--otlp: {args.object} has no ringbuf or perf_event_array map to read records from")
+    for name in names:
+        if name not in coll.maps:
+            raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
+    codec = event_codec(spec.btf, args.event_type)
+    otlp = OtlpEvents(otlp_exporter(args.otlp), object_name=object_name(args.object))
+    try:
+        stream = EventStream([(coll.maps[n], None) for n in names],
+                             make_sink=lambda m, _fmt: otlp.sink(m.name, codec, m.type.name == "PERF_EVENT_ARRAY"))
+    except BaseException:
+        otlp.close()
+        raise
+    say(f"sending records of {', '.join(names)} ({codec.type_name}) as OpenTelemetry logs to {args.otlp}")
+    return stream, otlp
+
+
+def _metrics_config(args: argparse.Namespace) -> Any:
+    from ..errors import UsageError
+
+    if not args.metrics_config:
+        return None
+    if not args.metrics:
+        raise UsageError("--metrics-config needs --metrics ADDR (where to serve the metrics)")
+    try:
+        from ..metrics.config import load_config
+    except ImportError as exc:
+        raise UsageError(f"--metrics-config needs PyYAML ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
+    return load_config(args.metrics_config)
+
+
+def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
+    """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR."""
+    from ..errors import UsageError
+    from ..metrics.plan import object_name, plan_collection
+
+    try:
+        from ..metrics.collector import MapCollector
+        from ..metrics.server import MetricsServer
+    except ImportError as exc:
+        raise UsageError(f"--metrics needs the prometheus_client package ({exc.name} is missing): "
+                         "pip install 'bpfkit[metrics]'") from None
+    if args.metrics_config_loaded is not None:
+        from ..metrics.config import apply_config
+
+        plans = apply_config(args.metrics_config_loaded, coll.maps, object_name(args.object))
+    else:
+        plans = plan_collection(coll.maps, object_name(args.object))
+    if not plans:
+        raise UsageError(f"--metrics {args.metrics}: no map of {args.object} can be served (metrics come from "
+                         "hash and array maps, per-CPU or not, with BTF-typed keys and numeric values)")
+    for plan in plans:
+        for why in plan.skipped:
+            print(f"bpfkit: note: metrics: map {plan.map.name}: field {why} not served", file=sys.stderr)
+    server = MetricsServer(args.metrics, [MapCollector(plans)])
+    say(f"serving {len(plans)} map(s) as metrics on {server.url}: {', '.join(p.map.name for p in plans)}")
+    return server
+
+
+def _check_stacks_args(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    if bool(args.stacks) != bool(args.output):
+        raise UsageError("--stacks MAP and --output FILE go together" if args.stacks or args.output
+                         else "--stack-map needs --stacks")
+    if args.stack_map and not args.stacks:
+        raise UsageError("--stack-map needs --stacks")
+    if args.stacks:
+        from ..profile import format_for
+
+        format_for(args.output)  # an unknown suffix is refused before anything is loaded
+        if args.pin:
+            raise UsageError("--stacks writes a profile when bpfkit attach exits: not with --pin")
+
+
+def _stack_maps(args: argparse.Namespace, spec: Any) -> tuple[str, str]:
+    """(counts map, stack-trace map) named in the object, checked before loading."""
+    from ..errors import UsageError
+    from ..spec.consts import MapFlag, MapType
+
+    if args.stacks not in spec.maps:
+        raise UsageError(f"--stacks {args.stacks}: no map {args.stacks!r} in {args.object} "
+                         f"(it has: {', '.join(spec.maps) or 'none'})")
+    # Build-id stack maps hold (build id, offset) pairs, not addresses: not what --stacks names.
+    traces = [n for n, m in spec.maps.items() if m.type == MapType.STACK_TRACE and not m.flags & MapFlag.STACK_BUILD_ID]
+    if args.stack_map:
+        if args.stack_map not in traces:
+            raise UsageError(f"--stack-map {args.stack_map}: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in "
+                             f"{args.object} (those are: {', '.join(traces) or 'none'}; build-id stack maps hold "
+                             "(build id, offset) pairs)")
+        return args.stacks, args.stack_map
+    if len(traces) != 1:
+        raise UsageError(f"--stacks {args.stacks}: {args.object} has {len(traces)} BPF_MAP_TYPE_STACK_TRACE maps "
+                         f"({', '.join(traces) or 'none'}): name the one its stack ids index with --stack-map")
+    return args.stacks, traces[0]
+
+
+def _write_stacks(args: argparse.Namespace, coll: Any, maps: tuple[str, str], seconds: float, say: Any) -> None:
+    from ..profile import from_maps, write_profile
+
+    prof = from_maps(coll.maps[maps[0]], coll.maps[maps[1]])
+    prof.name = f"bpfkit attach {args.object}"
+    prof.duration_ns = int(seconds * 1e9)
+    fmt = write_profile(prof, args.output)
+    say(f"wrote {args.output} ({fmt}): {len(prof.stacks)} stacks, total {prof.total}")
+
+
 def run(args: argparse.Namespace) -> int:
     import bpfkit
 
@@ -336,7 +474,10 @@ def run(args: argparse.Namespace) -> int:
             from .._kernel.bpffs import check_pin_dir
 
             pin_dir = check_pin_dir(args.pin, "--pin")
+        args.metrics_config_loaded = _metrics_config(args)  # judged before anything is loaded
+        _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
+        stack_maps = _stack_maps(args, spec) if args.stacks else None
         apply_sets(spec, args.set)
         apply_map_sizes(spec, args.map_size)
         if pin_dir:
@@ -352,7 +493,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"bpfkit: note: did not load program {name} (an alternative loaded instead): {why}",
                       file=sys.stderr)
             attached: dict[str, Any] = {}
-            stream = pipe = None
+            stream = pipe = server = otlp = None
+            started = time.monotonic()
             try:
                 if args.spec and args.cgroup:
                     raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
@@ -371,13 +513,18 @@ def run(args: argparse.Namespace) -> int:
                     _pin_all(pin_dir, coll, attached, say)
                     say(f"{len(attached)} link(s) pinned under {pin_dir}; remove the pins to detach")
                     return 0
-                if args.events:
+                if args.otlp:
+                    stream, otlp = _otlp_stream(args, spec, coll, say)
+                elif args.events:
                     stream = _event_stream(args, spec, coll)
                 if args.trace_pipe:
                     from .cmd_events import TracePipe
 
                     pipe = TracePipe()
+                if args.metrics:
+                    server = _metrics_server(args, coll, say)
                 with StopSignals() as stop:  # installed before the line that says we are ready
+                    started = time.monotonic()  # the profile's duration: from here
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
                     if stream is not None:
                         stream.run(stop)
@@ -389,7 +536,8 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 errors = []
-                for closer in ([pipe.close] if pipe else []) + ([stream.close] if stream else []):
+                closers = [c.close for c in (server, pipe, stream, otlp) if c is not None]  # otlp last: flushes
+                for closer in closers:
                     try:
                         closer()
                     except Exception as exc:
@@ -401,6 +549,8 @@ def run(args: argparse.Namespace) -> int:
                         errors.append(exc)
                 if errors:
                     raise errors[0]
+            if stack_maps is not None:  # the processes sampled are read while the maps are still open
+                _write_stacks(args, coll, stack_maps, time.monotonic() - started, say)
         say("detached")
         return 0
     finally:

@@ -43,18 +43,21 @@ class EventStream:
 
     ``run(stop)`` polls until ``stop`` is set (or ``count`` records were printed)."""
 
-    def __init__(self, maps: list[tuple[Any, Any]], *, json_lines: bool = False, count: int = 0) -> None:
+    def __init__(self, maps: list[tuple[Any, Any]], *, json_lines: bool = False, count: int = 0,
+                 make_sink: Callable[[Any, Any], Any] | None = None) -> None:
+        """``maps``: (map, RecordFormat or None) pairs; ``make_sink(map, fmt)``: what takes each
+        record (``sink(data, cpu)``, ``sink.lost(cpu, n)``, ``sink.count``) instead of a printer."""
         from ..errors import UsageError
         from ..events import PerfBuffer, RingBuffer
         from .output import RecordPrinter
 
         self.readers: list[Any] = []
-        self.printers: list[RecordPrinter] = []
+        self.printers: list[Any] = []
         self.count = count
         ring: Any = None
         try:
             for m, fmt in maps:
-                printer = RecordPrinter(m.name, fmt, json_lines=json_lines)
+                printer = make_sink(m, fmt) if make_sink is not None else RecordPrinter(m.name, fmt, json_lines=json_lines)
                 self.printers.append(printer)
                 tname = getattr(m.type, "name", str(m.type))
                 if tname == "RINGBUF":

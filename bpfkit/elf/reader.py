@@ -528,6 +528,13 @@ class SymbolTable:
     def from_bytes(cls, data: bytes | memoryview, path: str = "") -> SymbolTable:
         return cls(ElfImage(data, path))
 
+    def add_symbols(self, symbols: Sequence[Symbol]) -> None:
+        """Merge symbols read from elsewhere for this same file (a separate debug file, the
+        MiniDebugInfo of .gnu_debugdata): same addresses, more names."""
+        self.symbols.extend(symbols)
+        self._functions = None
+        self._by_addr = None
+
     # ----------------------------------------------------------------- names
     def lookup(self, name: str) -> list[Symbol]:
         """Every entry of ``name`` (any version); ``name@VER`` / ``name@@VER`` only that version."""
@@ -566,6 +573,14 @@ class SymbolTable:
     def vaddr(self, offset: int) -> int | None:
         """See :func:`offset_to_vaddr`."""
         return offset_to_vaddr(self.segments, offset)
+
+    def functions_by_address(self) -> tuple[list[int], list[Symbol]]:
+        """(addresses, symbols), sorted: one function (STT_FUNC or IFUNC) per address, the one
+        :meth:`symbol_at` names there."""
+        if self._by_addr is None:
+            self.symbol_at(0)
+        assert self._by_addr is not None
+        return self._by_addr
 
     def symbol_at(self, vaddr: int) -> tuple[Symbol, int] | None:
         """The function (STT_FUNC or IFUNC) holding ``vaddr`` and the offset into it. At an

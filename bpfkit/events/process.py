@@ -32,7 +32,6 @@ address space; fork copies the parent's (a new thread shares it).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import heapq
 import os
@@ -43,8 +42,9 @@ from typing import Any
 from .._kernel import ring as _ring
 from .._kernel.consts import PerfAttrFlag, PerfSample
 from .._kernel.cpus import online_cpus
-from ..elf.reader import SymbolTable, read_binary
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ..symbols import Symbolizer, default_symbolizer
+from ..symbols.process import PROT_EXEC, Mapping, find_mapping, parse_maps
 from .perf import PerfRing
 from .records import (
     MISC_MMAP_DATA,
@@ -63,33 +63,11 @@ from .records import (
 
 __all__ = ["ProcessTracker", "Process", "Mapping", "Resolution", "Symbolizer"]
 
-PROT_EXEC = 4
 SAMPLE_TYPE = PerfSample.TID | PerfSample.TIME | PerfSample.CPU
 TRACK_FLAGS = (
     PerfAttrFlag.MMAP | PerfAttrFlag.MMAP2 | PerfAttrFlag.COMM | PerfAttrFlag.COMM_EXEC
     | PerfAttrFlag.TASK | PerfAttrFlag.SAMPLE_ID_ALL
 )
-
-
-@dataclasses.dataclass(slots=True)
-class Mapping:
-    """One executable mapping: [start, end) of ``path`` from file offset ``pgoff``."""
-
-    start: int
-    end: int
-    pgoff: int
-    path: str
-    maj: int = 0
-    min: int = 0
-    ino: int = 0
-    prot: int = PROT_EXEC
-    time: int = 0
-
-    def contains(self, addr: int) -> bool:
-        return self.start <= addr < self.end
-
-    def file_offset(self, addr: int) -> int:
-        return addr - self.start + self.pgoff
 
 
 @dataclasses.dataclass
@@ -117,10 +95,7 @@ class Process:
 
     def find(self, addr: int) -> Mapping | None:
         """The mapping containing ``addr``."""
-        i = bisect.bisect_right(self.maps, addr, key=lambda m: m.start) - 1
-        if i >= 0 and self.maps[i].contains(addr):
-            return self.maps[i]
-        return None
+        return find_mapping(self.maps, addr)
 
     def add_mapping(self, new: Mapping) -> None:
         """Insert ``new``; older mappings it overlaps are cut back or dropped (mmap over an
@@ -162,36 +137,6 @@ class Resolution:
         return where
 
 
-# ------------------------------------------------------------------------- symbolization
-class Symbolizer:
-    """File offset -> function symbol, with parsed files cached by (path, device, inode).
-
-    Files are read by bpfkit's one ELF reader (bpfkit.elf.reader.SymbolTable: .dynsym and
-    .symtab, the PT_LOAD rule uprobes use, the default symbol version at a shared address),
-    bounded and regular files only (bpfkit._files)."""
-
-    def __init__(self, max_files: int = 128) -> None:
-        self._cache: dict[tuple[str, int, int], SymbolTable | None] = {}
-        self._max = max_files
-
-    def symbols(self, path: str, key: tuple[str, int, int] | None = None) -> SymbolTable | None:
-        key = key or (path, 0, 0)
-        if key in self._cache:
-            return self._cache[key]
-        try:
-            syms: SymbolTable | None = SymbolTable.from_bytes(read_binary(path), path)
-        except BPFKitError:  # not an ELF file, unreadable, gone, malformed: no symbols
-            syms = None
-        if len(self._cache) >= self._max:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[key] = syms
-        return syms
-
-    def lookup(self, path: str, offset: int, key: tuple[str, int, int] | None = None) -> tuple[str, int] | None:
-        syms = self.symbols(path, key)
-        return syms.symbolize(offset) if syms is not None else None
-
-
 # ------------------------------------------------------------------------------- /proc
 def _read(path: str) -> str | None:
     try:
@@ -199,23 +144,6 @@ def _read(path: str) -> str | None:
             return f.read().decode(errors="replace")
     except OSError:
         return None
-
-
-def parse_maps(text: str) -> list[Mapping]:
-    """Executable, file-backed (or [vdso]) mappings from /proc/PID/maps text."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5 or "x" not in parts[1]:
-            continue
-        path = parts[5].strip() if len(parts) > 5 else ""
-        if not path or (path.startswith("[") and path != "[vdso]"):
-            continue
-        lo, hi = parts[0].split("-")
-        maj, mn = parts[3].split(":")
-        out.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path.removesuffix(" (deleted)"),
-                           int(maj, 16), int(mn, 16), int(parts[4]), PROT_EXEC | 1))
-    return out
 
 
 def snapshot_records(pid: int, cpu: int = -1) -> list[Record]:
@@ -305,7 +233,7 @@ class ProcessTracker:
         self.lost = 0
         self.on_record = on_record
         self.keep_exited = keep_exited
-        self.symbolizer = Symbolizer()
+        self.symbolizer: Symbolizer = default_symbolizer()
         self.sideband_ioctl = False
         self.sideband_reason = ""
         self._decoder = Decoder(SAMPLE_TYPE, sample_id_all=True)
@@ -556,7 +484,8 @@ class ProcessTracker:
         path = m.path
         if m.path.startswith("/") and proc.alive and os.path.exists(f"/proc/{pid}/root{m.path}"):
             path = f"/proc/{pid}/root{m.path}"  # the process's own mount namespace
-        found = self.symbolizer.lookup(path, offset, (m.path, (m.maj << 20) | m.min, m.ino)) if m.path.startswith("/") else None
+        syms = self.symbolizer.file(path, m.path) if m.path.startswith("/") else None
+        found = syms.lookup(offset) if syms is not None else None
         name, sym_off = found if found else (None, 0)
         return Resolution(pid, addr, m.path, offset, m, name, sym_off)
 

@@ -1,0 +1,181 @@
+"""Label decoders of metrics configs (docs/metrics.md), as ebpf_exporter's: each turns a key
+field's value (an int, or the bytes of an array) into the label's text.
+
+    ksym        a kernel address -> the symbol containing it (/proc/kallsyms; "0x..." if none)
+    syscall     a syscall number -> its name (x86_64; the number elsewhere)
+    cgroup      a cgroup v2 id (bpf_get_current_cgroup_id()) -> its path under the cgroup2 mount
+    ipv4        a __be32 (or 4 bytes) -> dotted quad
+    ipv6        16 bytes -> RFC 5952 text
+    errno       an errno, negative or not -> its name (ENOENT)
+    static_map  a table of value -> text (``static_map: {1: read, 2: write}``)
+    string      bytes -> the text up to the first NUL
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import platform
+import socket
+import struct
+import time
+from collections.abc import Callable, Mapping
+
+from ..errors import errno_name
+
+__all__ = ["DECODERS", "make_decoder"]
+
+Decoder = Callable[[object], object]
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return int(value)
+    return None
+
+
+def _as_bytes(value: object) -> bytes | None:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, str):  # a byte array the codec took for text (printable up to a NUL)
+        return value.encode()
+    if isinstance(value, list) and all(isinstance(v, int) and 0 <= v < 256 for v in value):
+        return bytes(value)
+    return None
+
+
+class _Kallsyms:
+    """Sorted (address, name) of /proc/kallsyms, read on first use."""
+
+    def __init__(self) -> None:
+        self.addrs: list[int] = []
+        self.names: list[str] = []
+
+    def load(self) -> None:
+        pairs = []
+        with open("/proc/kallsyms", "rb") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in b"tTwW":  # text symbols: where code addresses point
+                    pairs.append((int(parts[0], 16), parts[2].decode(errors="replace")))
+        pairs.sort()
+        self.addrs = [a for a, _ in pairs]
+        self.names = [n for _, n in pairs]
+
+    def __call__(self, value: object) -> object:
+        addr = _as_int(value)
+        if addr is None:
+            return value
+        if not self.addrs:
+            self.load()
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0 or self.addrs[i] == 0:  # kptr_restrict hides addresses: every symbol reads 0
+            return f"0x{addr:x}"
+        return self.names[i]
+
+
+def _syscall(value: object) -> object:
+    nr = _as_int(value)
+    if nr is None:
+        return value
+    if platform.machine() == "x86_64":
+        from .syscalls import X86_64
+
+        return X86_64.get(nr, str(nr))
+    return str(nr)
+
+
+class _Cgroups:
+    """cgroup v2 ids -> paths: the id is the cgroup directory's inode number (kernfs), found
+    by walking the cgroup2 mount; walked again (at most once a second) for an unknown id."""
+
+    def __init__(self) -> None:
+        self.paths: dict[int, str] = {}
+        self.walked = 0.0
+
+    @staticmethod
+    def mount() -> str | None:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return parts[1]
+        return None
+
+    def walk(self) -> None:
+        self.walked = time.monotonic()
+        root = self.mount()
+        if root is None:
+            return
+        for path, _dirs, _files in os.walk(root):
+            try:
+                self.paths[os.stat(path).st_ino] = "/" + os.path.relpath(path, root).removeprefix(".")
+            except OSError:
+                continue
+
+    def __call__(self, value: object) -> object:
+        cid = _as_int(value)
+        if cid is None:
+            return value
+        if cid not in self.paths and time.monotonic() - self.walked > 1.0:
+            self.walk()
+        return self.paths.get(cid, str(cid)).replace("//", "/")
+
+
+def _ipv4(value: object) -> object:
+    n = _as_int(value)
+    raw = struct.pack("=I", n & 0xFFFFFFFF) if n is not None else _as_bytes(value)  # __be32: bytes in memory order
+    if raw is None or len(raw) != 4:
+        return value
+    return socket.inet_ntop(socket.AF_INET, raw)
+
+
+def _ipv6(value: object) -> object:
+    raw = _as_bytes(value)
+    if raw is None:
+        return value
+    raw = raw.ljust(16, b"\0")  # a NUL-ended text form lost its zero tail
+    return socket.inet_ntop(socket.AF_INET6, raw[:16]) if len(raw) == 16 else value
+
+
+def _errno(value: object) -> object:
+    n = _as_int(value)
+    return value if n is None else errno_name(abs(n))
+
+
+def _string(value: object) -> object:
+    raw = _as_bytes(value)
+    return value if raw is None else raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def _static_map(table: Mapping[object, object], enum_names: Mapping[int, str]) -> Decoder:
+    by_text = {str(k): str(v) for k, v in table.items()}
+
+    def decode(value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = int(value)  # IntEnum members too
+            found = by_text.get(str(number))
+            if found is None and number in enum_names:
+                found = by_text.get(enum_names[number])  # an enum's member name as the table's key
+            return value if found is None else found
+        return by_text.get(str(value), value)
+
+    return decode
+
+
+DECODERS = ("ksym", "syscall", "cgroup", "ipv4", "ipv6", "errno", "static_map", "string")
+
+
+def make_decoder(name: str, table: Mapping[object, object] | None = None, enum_names: Mapping[int, str] | None = None) -> Decoder:
+    """The decoder ``name`` (one of :data:`DECODERS`); ``static_map`` takes ``table``, whose
+    keys may be numbers or, for an enum field (``enum_names``: value -> member), member names."""
+    if name == "ksym":
+        return _Kallsyms()
+    if name == "cgroup":
+        return _Cgroups()
+    if name == "static_map":
+        return _static_map(table or {}, enum_names or {})
+    simple: dict[str, Decoder] = {"syscall": _syscall, "ipv4": _ipv4, "ipv6": _ipv6, "errno": _errno, "string": _string}
+    return simple[name]

@@ -1,0 +1,297 @@
+"""What a map becomes as Prometheus metrics, decided once from its BTF key and value types.
+
+A :class:`MapMetrics` names the metric families of one map and how each sample is read from a
+decoded (key, value) pair: the labels (one per key field, or ``key`` for a scalar key), the
+value fields (one family per numeric leaf of the value, or the value itself when it is an
+integer) and, for histogram-shaped maps, a :class:`HistPlan`. :func:`plan_map` makes the
+automatic plan; a metrics config (:mod:`bpfkit.metrics.config`) edits it.
+
+Histogram shapes (the ones bpfkit.hist recognises from data, here from types):
+
+* a value struct with a ``slots`` array of integers (libbpf-tools' ``struct hist``): one
+  histogram per key;
+* a key struct with an integer ``slot`` or ``bucket`` field and an integer value (bcc's
+  secondary-key histograms): one histogram per the key's other fields;
+* an integer key and an integer value in a map named ``*hist``, ``*dist``, ``*slots``, ...
+  (bcc's ``BPF_HISTOGRAM``, an array indexed by slot): one histogram.
+
+Log2 unless the map's name says ``lin``, as bpfkit.hist decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import operator
+import re
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+from ..btf.spec import BTF
+from ..btf.types import Array, Enum, Float, Int, IntEncoding, Struct, Union
+from ..hist import _HIST_NAME  # the map names bpfkit.hist takes for slot-keyed histograms
+from ..maps import PERCPU_TYPES, Map
+from ..spec.consts import MapType
+
+__all__ = ["Label", "Field", "HistPlan", "MapMetrics", "plan_map", "plan_collection", "object_name", "metric_name", "SERVED_TYPES"]
+
+# Maps whose elements are counters or gauges: hashes and arrays, per-CPU or not.
+SERVED_TYPES = frozenset({MapType.HASH, MapType.ARRAY, MapType.PERCPU_HASH, MapType.PERCPU_ARRAY,
+                          MapType.LRU_HASH, MapType.LRU_PERCPU_HASH})
+SLOT_FIELDS = ("slot", "bucket")
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+Getter = Callable[[object], object]
+Kind = Literal["gauge", "counter"]
+
+
+def metric_name(*parts: str) -> str:
+    """Parts joined with ``_``, each reduced to [a-zA-Z0-9_] (Prometheus' metric name syntax)."""
+    name = "_".join(_NOT_NAME.sub("_", p) for p in parts if p)
+    return "_" + name if name[:1].isdigit() else name
+
+
+def label_text(value: object) -> str:
+    """A label value as text: enum members by name, bools true/false, bytes as hex, lists
+    comma-joined, everything else str()."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, list):
+        return ",".join(label_text(v) for v in value)
+    return str(value)
+
+
+@dataclasses.dataclass
+class Label:
+    """One label: its name, how to read it from the decoded key, how to write it as text."""
+
+    name: str
+    get: Getter
+    text: Callable[[object], str] = label_text
+    path: str = ""  # the key field ("" for a scalar key)
+    offset: int = -1  # where the field lies in the raw key, and its struct format ("": none)
+    fmt: str = ""
+    raw: bool = False  # text takes a char array's bytes as they are (decoders), not as text
+
+
+@dataclasses.dataclass
+class Field:
+    """One metric family read from the decoded value."""
+
+    name: str        # the full metric name
+    get: Getter
+    help: str
+    kind: Kind = "gauge"
+    path: str = ""   # the value field ("" for a scalar value)
+    offset: int = -1  # where the field lies in the raw value, and its struct format ("": none)
+    fmt: str = ""
+
+
+@dataclasses.dataclass
+class HistPlan:
+    """A histogram family: where the slot counts come from and how slots map to bounds.
+
+    ``source``: "value_slots" (``get`` reads the slots list from the value), "key_slot"
+    (``slot`` reads the slot index from the key; the value is the count), "slot_key" (the
+    key is the slot index, the value the count). Bucket ``i`` of a log2 histogram holds
+    values up to ``2**(i+1) - 1`` (slot 0: 0 and 1; as libbpf-tools' log2l), shifted by
+    ``first_slot``; of a linear one, up to ``base + (i+1)*step - 1``."""
+
+    name: str
+    help: str
+    source: Literal["value_slots", "key_slot", "slot_key"]
+    get: Getter | None = None
+    slot: Getter | None = None
+    kind: Literal["log2", "linear"] = "log2"
+    slots: int = 0            # buckets known from the type (a slots array, an array map); 0: as seen
+    first_slot: int = 0
+    base: int = 0
+    step: int = 1
+    multiplier: float = 1.0   # scales every bound (usecs counted, seconds served)
+    slot_path: str = ""       # key_slot: the key field holding the slot
+
+    def upper(self, i: int) -> float:
+        """The inclusive upper bound (Prometheus' ``le``) of slot ``i``."""
+        if self.kind == "linear":
+            return (self.base + (i + 1) * self.step - 1) * self.multiplier
+        j = i - self.first_slot
+        return (1.0 if j <= 0 else float((1 << (j + 1)) - 1)) * self.multiplier
+
+    def lower(self, i: int) -> float:
+        if self.kind == "linear":
+            return (self.base + i * self.step) * self.multiplier
+        j = i - self.first_slot
+        return (0.0 if j <= 0 else float(1 << j)) * self.multiplier
+
+
+@dataclasses.dataclass
+class MapMetrics:
+    """The metric families of one map."""
+
+    map: Map
+    base: str                       # bpfkit_<object>_<map>
+    labels: list[Label]
+    fields: list[Field]
+    hist: HistPlan | None = None
+    percpu: bool = False
+    skipped: list[str] = dataclasses.field(default_factory=list)  # value fields not served, and why
+    summed: bool = False  # labels from some key fields only: entries with the same labels are added up
+
+
+_INT_FMT = {(1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q",
+            (1, True): "b", (2, True): "h", (4, True): "i", (8, True): "q"}
+
+
+@dataclasses.dataclass
+class _Leaf:
+    path: str        # dotted, as attrgetter takes it
+    kind: str        # int, enum, bool, float, text, slots, array, other
+    type_id: int
+    offset: int = -1  # bytes from the start of the key/value; -1: not at a whole byte (a bitfield)
+    fmt: str = ""     # its struct format ("" where it has none: bitfields, unions, odd sizes)
+
+
+def _leaves(btf: BTF, type_id: int, path: str = "", depth: int = 0, offset: int = 0) -> list[_Leaf]:
+    """The named leaves of a key or value type, nested structs flattened (anonymous members
+    under their parent, as bpfkit.btf.values decodes them)."""
+    t = btf.resolve(type_id)
+    if isinstance(t, Struct) and not isinstance(t, Union) and depth < 8:
+        out: list[_Leaf] = []
+        for m in t.members:
+            sub = path if not m.name else (f"{path}.{m.name}" if path else m.name)
+            if not m.name and not isinstance(btf.resolve(m.type), Struct):
+                continue
+            if m.bitfield_size or m.bit_offset % 8:
+                bt = btf.resolve(m.type)
+                out.append(_Leaf(sub, "enum" if isinstance(bt, Enum) else "int", m.type))
+                continue
+            out.extend(_leaves(btf, m.type, sub, depth + 1, offset + m.bit_offset // 8))
+        return out
+    if isinstance(t, Int):
+        bits = t.bit_offset or (t.bits and t.bits != t.size * 8)
+        fmt = "" if bits else ("?" if t.encoding & IntEncoding.BOOL and t.size == 1 else _INT_FMT.get((t.size, t.signed), ""))
+        return [_Leaf(path, "bool" if t.encoding & IntEncoding.BOOL else "int", type_id, offset, fmt)]
+    if isinstance(t, Enum):
+        return [_Leaf(path, "enum", type_id, offset, _INT_FMT.get((t.size, t.signed), ""))]
+    if isinstance(t, Float):
+        return [_Leaf(path, "float", type_id, offset, {4: "f", 8: "d"}.get(t.size, ""))]
+    if isinstance(t, Array):
+        elem = btf.resolve(t.type)
+        if isinstance(elem, Int) and elem.size == 1 and (elem.encoding & IntEncoding.CHAR or "char" in elem.name):
+            return [_Leaf(path, "text", type_id, offset, f"{t.nelems}s")]
+        if isinstance(elem, (Int, Enum)):
+            return [_Leaf(path, "slots" if path.rsplit(".", 1)[-1] == "slots" else "array", type_id, offset)]
+    return [_Leaf(path, "other", type_id, offset)]
+
+
+def _default_text(btf: BTF, leaf: _Leaf) -> Callable[[object], str]:
+    """Enums by member name (an unnamed value as its number), the rest as :func:`label_text`."""
+    t = btf.resolve(leaf.type_id)
+    if leaf.kind == "enum" and isinstance(t, Enum):
+        names = {v.value: v.name for v in t.values}
+
+        def enum_text(value: object) -> str:
+            return names.get(value, str(int(value))) if isinstance(value, int) else label_text(value)
+        return enum_text
+    return label_text
+
+
+def _getter(path: str) -> Getter:
+    return operator.attrgetter(path) if path else _identity
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+def plan_map(m: Map, object_name: str, *, prefix: str = "bpfkit") -> MapMetrics | None:
+    """The automatic plan for ``m`` (None: not a BTF-typed hash or array, or nothing numeric).
+
+    Labels: each key leaf (``a.b`` -> label ``a_b``) or ``key`` for a scalar key. Families:
+    ``<prefix>_<object>_<map>_<field>`` per numeric value leaf (ints, enums as their number,
+    bools as 0/1, floats), ``<prefix>_<object>_<map>`` for an integer value."""
+    if m.type not in SERVED_TYPES:
+        return None
+    kc, vc = m.key_codec, m.value_codec
+    if kc is None or vc is None:
+        return None  # no BTF for the key or value (or a data section: .rodata, .bss)
+    btf = vc.btf
+    base = metric_name(prefix, object_name, m.name)
+    keys = _leaves(btf, kc.type_id)
+    values = _leaves(btf, vc.type_id)
+    percpu = m.type in PERCPU_TYPES
+    hist = _hist_plan(m, base, keys, values, btf)
+    slot_path = hist and hist.source == "key_slot" and next(k.path for k in keys if k.path.rsplit(".", 1)[-1] in SLOT_FIELDS)
+    labels = [Label(metric_name(k.path.replace(".", "_")) if k.path else "key", _getter(k.path),
+                    _default_text(btf, k), path=k.path, offset=k.offset, fmt=k.fmt)
+              for k in keys if k.path != slot_path]
+    if hist is not None and hist.source == "slot_key":
+        labels = []
+    fields: list[Field] = []
+    skipped: list[str] = []
+    if hist is None or hist.source == "value_slots":
+        for leaf in values:
+            shown = leaf.path or "value"
+            if leaf.kind in ("int", "enum", "bool", "float"):
+                name = metric_name(base, leaf.path.replace(".", "_")) if leaf.path else base
+                fields.append(Field(name, _getter(leaf.path), f"map {m.name} ({m.type.kernel_name}) {shown}",
+                                    path=leaf.path, offset=leaf.offset, fmt=leaf.fmt))
+            elif leaf.kind != "slots" or hist is None:
+                skipped.append(f"{shown} ({btf.type_name(leaf.type_id)}: not a number)")
+    if not fields and hist is None:
+        return None
+    _unique_labels(labels, hist)
+    return MapMetrics(m, base, labels, fields, hist, percpu, skipped)
+
+
+def _unique_labels(labels: list[Label], hist: HistPlan | None) -> None:
+    """Prometheus reserves ``le`` in histograms and ``__*`` names; rename, keeping them unique."""
+    seen: set[str] = set()
+    for label in labels:
+        name = label.name.lstrip("_") or "key"
+        if hist is not None and name == "le":
+            name = "le_"
+        while name in seen:
+            name += "_"
+        seen.add(name)
+        label.name = name
+
+
+def _hist_plan(m: Map, base: str, keys: list[_Leaf], values: list[_Leaf], btf: BTF) -> HistPlan | None:
+    kind: Literal["log2", "linear"] = "linear" if "lin" in m.name.lower() else "log2"
+    help_text = f"map {m.name} ({m.type.kernel_name}) as a {kind} histogram"
+    slots = [v for v in values if v.kind == "slots"]
+    if slots:
+        arr = btf.resolve(slots[0].type_id)
+        n = arr.nelems if isinstance(arr, Array) else 0
+        return HistPlan(metric_name(base, slots[0].path.replace(".", "_")) if len(values) > 1 else base, help_text,
+                        "value_slots", get=_getter(slots[0].path), kind=kind, slots=n)
+    int_value = len(values) == 1 and not values[0].path and values[0].kind == "int"
+    if not int_value:
+        return None
+    slot_keys = [k for k in keys if k.path and k.path.rsplit(".", 1)[-1] in SLOT_FIELDS and k.kind == "int"]
+    if slot_keys:
+        return HistPlan(base, help_text, "key_slot", slot=_getter(slot_keys[0].path), kind=kind, slot_path=slot_keys[0].path)
+    if len(keys) == 1 and not keys[0].path and keys[0].kind == "int" and _HIST_NAME.search(m.name):
+        n = m.max_entries if m.type in (MapType.ARRAY, MapType.PERCPU_ARRAY) else 0
+        return HistPlan(base, help_text, "slot_key", kind=kind, slots=n)
+    return None
+
+
+def object_name(path: str) -> str:
+    """The object's name in metric names: its file name without ``.bpf.o`` / ``.o``."""
+    name = path.rsplit("/", 1)[-1]
+    for suffix in (".bpf.o", ".o"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def plan_collection(maps: Mapping[str, Map], obj: str, *, prefix: str = "bpfkit") -> list[MapMetrics]:
+    """The automatic plans of every map that has one (see :func:`plan_map`), in name order."""
+    plans = (plan_map(m, obj, prefix=prefix) for _, m in sorted(maps.items()))
+    return [p for p in plans if p is not None]

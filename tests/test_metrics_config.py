@@ -1,0 +1,128 @@
+"""Metrics configs (bpfkit.metrics.config): the YAML shape, and every mistake reported with the
+file and the line it is on; the label decoders on known inputs (kallsyms and cgroup ids read
+from this machine)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pytest
+
+pytest.importorskip("yaml", reason="needs PyYAML (the metrics extra)")
+
+from bpfkit.errors import NotFoundError, UsageError  # noqa: E402
+from bpfkit.metrics.config import load_config, parse_config  # noqa: E402
+from bpfkit.metrics.decoders import make_decoder  # noqa: E402
+
+GOOD = """\
+prefix: myapp
+only_listed: true
+maps:
+  calls:
+    name: myapp_calls
+    help: Syscalls by process
+    type: counter
+    labels:
+      - field: kind
+        name: call
+        decoders:
+          - name: static_map
+            static_map: {1: getppid, 2: getpgid}
+  totals:
+    values:
+      - field: events
+        type: counter
+  pgid_hist:
+    histogram:
+      bucket_type: exp2
+      bucket_multiplier: 0.5
+"""
+
+
+def test_good_config_parses() -> None:
+    c = parse_config(GOOD, "m.yaml")
+    assert c.prefix == "myapp" and c.only_listed
+    calls = c.maps["calls"]
+    assert (calls.name, calls.type, calls.line) == ("myapp_calls", "counter", 4)
+    assert calls.labels is not None and calls.labels[0].name == "call"
+    assert calls.labels[0].decoders == [("static_map", {"1": "getppid", "2": "getpgid"})]
+    assert c.maps["totals"].values is not None and c.maps["totals"].values[0].type == "counter"
+    h = c.maps["pgid_hist"].histogram
+    assert h is not None and (h.bucket_type, h.bucket_multiplier) == ("exp2", 0.5)
+    assert parse_config("", "empty.yaml").maps == {}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("maps:\n  calls:\n    nmae: x\n",
+     "m.yaml:3: maps.calls: unknown key 'nmae' (known: name, help, type, labels, values, histogram)"),
+    ("maps:\n  calls:\n    type: count\n",
+     "m.yaml:3: maps.calls.type: 'count' is not one of counter, gauge"),
+    ("maps:\n  calls:\n    labels:\n      - field: kind\n        decoders:\n          - name: ksyms\n",
+     "m.yaml:6: maps.calls.labels[0].decoders[0]: unknown decoder 'ksyms' (known: ksym, syscall, cgroup, ipv4, ipv6, errno, "
+     "static_map, string)"),
+    ("maps:\n  calls:\n    labels:\n      - name: x\n",
+     "m.yaml:4: maps.calls.labels[0]: needs field: (the key field the label comes from)"),
+    ("maps:\n  calls:\n    labels:\n      - field: kind\n        decoders:\n          - name: static_map\n",
+     "m.yaml:6: maps.calls.labels[0].decoders[0]: static_map needs a table (static_map: {1: read, 2: write})"),
+    ("maps:\n  calls:\n    name: 9bad\n", "m.yaml:3: maps.calls.name: '9bad' is not a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
+    ("maps:\n  calls:\n    labels:\n      - field: kind\n        name: bad-name\n",
+     "m.yaml:5: maps.calls.labels[0].name: 'bad-name' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+    ("maps:\n  calls:\n    labels: kind\n", "m.yaml:3: maps.calls.labels: expected a list (- item lines), got str 'kind'"),
+    ("maps:\n  h:\n    histogram:\n      step: 0\n", "m.yaml:4: maps.h.histogram.step: must be 1 or more, not 0"),
+    ("maps:\n  h:\n    histogram:\n      bucket_min: x\n",
+     "m.yaml:4: maps.h.histogram.bucket_min: expected an integer, got str 'x'"),
+    ("maps:\n  calls: {}\n  calls: {}\n", "m.yaml:3: 'calls' given twice (first on line 2)"),
+    ("maps:\n  calls:\n    help: [unclosed\n", "m.yaml:4: not valid YAML:"),
+    ("prefix: ok\nonly_listed: maybe\n", "m.yaml:2: only_listed: expected true or false, got str 'maybe'"),
+    ("- a\n- b\n", "m.yaml:1: expected a mapping (key: value lines), got a list"),
+    ("mpas: {}\n", "m.yaml:1: unknown key 'mpas' (known: prefix, only_listed, maps)"),
+])
+def test_bad_configs_name_the_line(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_config(text, "m.yaml")
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_load_config_file(tmp_path: os.PathLike[str]) -> None:
+    path = os.path.join(tmp_path, "m.yaml")
+    with open(path, "w") as f:
+        f.write(GOOD)
+    assert load_config(path).maps["calls"].name == "myapp_calls"
+    with pytest.raises(NotFoundError, match="metrics config .*nope.yaml: no such file"):
+        load_config(os.path.join(tmp_path, "nope.yaml"))
+
+
+def test_decoders() -> None:
+    assert make_decoder("syscall")(110) == ("getppid" if os.uname().machine == "x86_64" else "110")
+    assert make_decoder("errno")(-2) == "ENOENT" and make_decoder("errno")(13) == "EACCES"
+    be = struct.unpack("=I", socket.inet_aton("10.1.2.3"))[0]  # a __be32 as the program stored it
+    assert make_decoder("ipv4")(be) == "10.1.2.3"
+    assert make_decoder("ipv4")(bytes([192, 168, 0, 1])) == "192.168.0.1"
+    assert make_decoder("ipv6")(socket.inet_pton(socket.AF_INET6, "fe80::1")) == "fe80::1"
+    assert make_decoder("string")(b"bash\0junk") == "bash"
+    assert make_decoder("static_map", {"1": "read", "2": "write"})(2) == "write"
+    assert make_decoder("static_map", {"1": "read"})(3) == 3  # unknown: the value as it is
+
+
+def test_ksym_decoder() -> None:
+    with open("/proc/kallsyms") as f:
+        rows = [line.split() for line in f]
+    text = [(int(a, 16), n) for a, t, n, *_ in rows if t in "tT"]
+    if not text or text[0][0] == 0:
+        pytest.skip("kptr_restrict hides kernel addresses from this process")
+    addr, name = next((a, n) for a, n in text if n == "schedule")
+    assert make_decoder("ksym")(addr) == "schedule"
+    assert make_decoder("ksym")(addr + 1) == "schedule"  # inside the function
+
+
+def test_cgroup_decoder() -> None:
+    with open("/proc/mounts") as f:
+        mount = next((p[1] for p in (line.split() for line in f) if p[2] == "cgroup2"), None)
+    if mount is None:
+        pytest.skip("no cgroup2 mount")
+    with open("/proc/self/cgroup") as f:
+        mine = next(line.strip().split(":", 2)[2] for line in f if line.startswith("0::"))
+    cgid = os.stat(mount + mine).st_ino  # what bpf_get_current_cgroup_id() returns for this process
+    assert make_decoder("cgroup")(cgid) == mine
