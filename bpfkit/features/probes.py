@@ -742,6 +742,20 @@ def probe_sockmap_link() -> Outcome:
     return _btf_enum_probe("bpf_link_type", "BPF_LINK_TYPE_SOCKMAP", "sockmap links")
 
 
+@_register("netkit_link", "links", "6.7", "netkit links: sched_cls programs on netkit devices (BPF_NETKIT_PRIMARY/PEER)",
+           "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) on lo: ENXIO (not a netkit device) = known, EINVAL = not")
+def probe_netkit_link() -> Outcome:
+    # 6.7: 35dfaad7188c ("netkit, bpf: Add bpf programmable net device"). netkit_link_attach
+    # looks the ifindex up and refuses a device that is not netkit with ENXIO; before 6.7, or
+    # without CONFIG_NETKIT (its stub), the attach type is EINVAL. lo is ifindex 1 everywhere.
+    return _link_probe(
+        lambda prog: _bpf.link_create(prog, 1, int(AttachType.NETKIT_PRIMARY)),
+        {errno.ENXIO: (True, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) on lo gave ENXIO: the kernel has netkit"),
+         errno.EINVAL: (False, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) gave EINVAL: no netkit (CONFIG_NETKIT, Linux 6.7+)")},
+        (False, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) accepted lo; cannot tell"),
+        prog_types=(ProgType.SCHED_CLS,))
+
+
 def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:
     """Whether vmlinux BTF has one of ``names`` as a function (kfuncs are BTF functions;
     ``nargs``: and its prototype takes that many arguments)."""
