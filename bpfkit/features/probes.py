@@ -724,6 +724,22 @@ def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
     return False, f"vmlinux BTF's enum {enum} lacks {value}"
 
 
+def _btf_member_probe(struct: str, member: str, what: str) -> Outcome:
+    """Whether the kernel's own BTF has ``member`` in ``struct``: a field that came with the
+    feature (where no attach can tell without a real target)."""
+    from ..btf.types import Kind
+
+    try:
+        found = _vmlinux().find(struct, Kind.STRUCT)
+    except (OSError, BPFKitError) as exc:
+        return False, f"no vmlinux BTF to read struct {struct} from: {exc}"
+    if not found:
+        return False, f"vmlinux BTF has no struct {struct}"
+    if any(m.name == member for t in found for m in getattr(t, "members", ())):
+        return True, f"vmlinux BTF's struct {struct} has {member}: the kernel has {what}"
+    return False, f"vmlinux BTF's struct {struct} lacks {member}: no {what}"
+
+
 @_register("fsession", "links", "7.0", "fsession: one fentry/fexit program on entry and return of a kernel function (BPF_TRACE_FSESSION)",
            "vmlinux BTF's enum bpf_attach_type names BPF_TRACE_FSESSION (attaching needs BPF trampolines)")
 def probe_fsession() -> Outcome:
@@ -767,15 +783,12 @@ def probe_cgroup_link() -> Outcome:
 
 
 @_register("cgroup_mprog", "links", "6.16", "ordered cgroup programs: BPF_F_BEFORE/AFTER and expected_revision on cgroup hooks",
-           "BPF_LINK_CREATE(BPF_CGROUP_INET_EGRESS, BPF_F_AFTER) on fd -1: EBADF = known, EINVAL = flag refused")
+           "vmlinux BTF: struct cgroup_bpf has the per-hook 'revisions' that ordered attach keeps")
 def probe_cgroup_mprog() -> Outcome:
-    # 6.16: cgroup hooks joined bpf_mprog's relative placement (libbpf's UAPI sync of June
-    # 2025); before, any flag but ALLOW_MULTI/OVERRIDE/REPLACE is EINVAL ahead of the fd look-up.
-    from .._kernel.consts import BPF_F_AFTER
-
-    return _attach_type_link_probe(ProgType.CGROUP_SKB, AttachType.CGROUP_INET_EGRESS, "6.16", errno.EBADF,
-                                   "the kernel took BPF_F_AFTER and looked for the cgroup", flags=BPF_F_AFTER,
-                                   what="BPF_CGROUP_INET_EGRESS, BPF_F_AFTER")
+    # 6.16: cgroup hooks joined bpf_mprog's relative placement, and struct cgroup_bpf got
+    # revisions[] for expected_revision. Not an attach with BPF_F_AFTER at fd -1: Debian's
+    # 6.12 answers that with EBADF (it looks for the cgroup) though it cannot order programs.
+    return _btf_member_probe("cgroup_bpf", "revisions", "ordered cgroup attach (revisions per hook)")
 
 
 @_register("netns_link", "links", "5.8", "network namespace links: flow_dissector programs through BPF_LINK_TYPE_NETNS",
