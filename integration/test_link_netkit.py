@@ -11,6 +11,7 @@ peer's for b -> a.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -132,6 +133,13 @@ def test_primary_counts_its_own_transmits(pair: NetkitPair, coll) -> None:
         q = link.netkit_query("nkp", netns=pair.a)
         assert q.prog_ids == [coll.programs["count_primary"].id] and q.programs[0].link_id == info.id
         assert pair.send("a", 3) == 3 and counter(coll, 0) == 3
+        # `bpfkit link show` run inside a (where the ifindex is nkp) names it as bpftool does.
+        shown = subprocess.run(["nsenter", f"--net=/run/netns/{pair.a}", sys.executable, "-m", "bpfkit.cli", "link",
+                                "show", str(info.id), "--json"], capture_output=True, text=True, timeout=60, check=False)
+        assert shown.returncode == 0, shown.stderr
+        row = json.loads(shown.stdout)
+        assert row["type"] == "netkit" and row["target"] == f"nkp({lk.ifindex}) primary"
+        assert row["detail"]["ifindex"] == lk.ifindex
         assert pair.send("b", 2) == 2 and counter(coll, 0) == 3  # the peer's transmits: not the primary's
     assert link.netkit_query("nkp", netns=pair.a).prog_ids == []
     assert pair.send("a", 1) == 1 and counter(coll, 0) == 3
