@@ -19,6 +19,7 @@
     lk = link.attach_socket_filter(sock, prog)                   # SO_ATTACH_BPF (also attach_reuseport)
     lk = link.attach_sockmap(coll.maps["socks"], verdict)         # sk_skb/sk_msg: sockmap link, else PROG_ATTACH
     lk = link.attach_netfilter(prog, "ipv4", "local_out", priority=100)  # SEC("netfilter"), 6.4+
+    lk = link.attach_netkit(prog, "nk0", peer=True)              # netkit device pair, 6.7+
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -92,6 +93,8 @@ from .multi import (
 )
 from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
 from .netfilter import have_netfilter_link as have_netfilter_link
+from .netkit import NetkitInfo, NetkitLink, NetkitQuery, NetkitRole, attach_netkit, netkit_query
+from .netkit import have_netkit_link as have_netkit_link
 from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 from .perf_event import have_perf_link as have_perf_link
@@ -212,6 +215,13 @@ __all__ = [
     "NetfilterHook",
     "NetfilterLink",
     "NetfilterInfo",
+    # netkit
+    "attach_netkit",
+    "netkit_query",
+    "NetkitRole",
+    "NetkitLink",
+    "NetkitInfo",
+    "NetkitQuery",
     # sockets
     "attach_socket_filter",
     "attach_reuseport",
