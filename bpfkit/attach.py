@@ -11,7 +11,7 @@ Probe specs (bpftrace's grammar, :mod:`bpfkit.probespec`), every kind:
     kprobe.session:FN   uprobe.session:BIN:FN          (entry and return: one session link)
     tracepoint:GROUP:NAME   rawtracepoint:NAME   fentry:FN   fexit:FN   usdt:BIN:[PROV:]NAME
     profile:UNIT:N  interval:UNIT:N  software:EVENT[:N]  hardware:EVENT[:N]   (perf_event sampling)
-    xdp:IFACE   tc:IFACE:ingress|egress
+    xdp:IFACE   tc:IFACE:ingress|egress   netkit:IFACE[:primary|peer]
 
 Sections that name their target, as libbpf reads them:
 
@@ -78,7 +78,7 @@ ProgramsArg = Union["Collection", Mapping[str, "Program"], Iterable["Program"]]
 # attach_all's progress: (programs attached so far + 1, how many to attach, the one now).
 AllProgress = Callable[[int, int, str], None]
 
-NETWORK_KINDS = frozenset({"xdp", "tc"})
+NETWORK_KINDS = frozenset({"xdp", "tc", "netkit"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +107,7 @@ class AttachOptions:
     xdp_mode: XdpMode | str | None = XdpMode.AUTO  # xdp only: auto, generic, driver, offload
     netns: object = None  # xdp/tc: the network namespace (name, path or fd) of the interface
     cgroup: str | int | None = None  # cgroup programs: the cgroup v2 directory (a path or an fd)
+    netkit: str | int | None = None  # netkit/primary|peer programs: the netkit pair's primary device
 
 
 # ------------------------------------------------------------------------ shared pieces
@@ -272,12 +273,17 @@ def _probe_sampling(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link
 
 
 def _probe_network(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    from .link.netkit import attach_netkit
     from .link.tc import tc
 
     if spec.kind == "xdp":
         return xdp(spec.iface, prog, mode=o.net_mode, xdp_mode=o.xdp_mode, netns=o.netns)
     if XdpMode.of(o.xdp_mode) != XdpMode.AUTO:
         raise UsageError(f"xdp_mode= applies to xdp specs, not {spec}")
+    if spec.kind == "netkit":
+        if NetAttachMode.of(o.net_mode) == NetAttachMode.NETLINK:
+            raise UsageError(f"{spec}: netkit programs attach only through links (no netlink mode)")
+        return attach_netkit(prog, spec.iface, spec.direction == "peer", netns=o.netns)
     return tc(spec.iface, prog, spec.direction, mode=o.net_mode, netns=o.netns)
 
 
@@ -301,6 +307,7 @@ _PROBE_KINDS: dict[str, ProbeAttacher] = {
     "hardware": _probe_sampling,
     "xdp": _probe_network,
     "tc": _probe_network,
+    "netkit": _probe_network,
 }
 
 
@@ -349,7 +356,8 @@ def attach_network(
     passed on to :func:`bpfkit.link.xdp` / :func:`bpfkit.link.tc`."""
     parsed = parse_probe(spec) if isinstance(spec, str) else spec
     if parsed.kind not in NETWORK_KINDS:
-        raise UsageError(f"{parsed} is not a network attach point: expected xdp:IFACE or tc:IFACE:ingress|egress")
+        raise UsageError(f"{parsed} is not a network attach point: expected xdp:IFACE, tc:IFACE:ingress|egress "
+                         "or netkit:IFACE[:primary|peer]")
     return _probe_network(parsed, prog, AttachOptions(net_mode=mode, xdp_mode=xdp_mode, netns=netns))
 
 
@@ -505,6 +513,25 @@ def _section_cgroup(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -
 _NEEDS_CGROUP = "a section names the hook, not the cgroup: pass cgroup= (bpfkit attach --cgroup PATH)"
 
 
+def _section_netkit(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``netkit/primary`` and ``netkit/peer`` (libbpf): on the device the caller names."""
+    from .link.netkit import attach_netkit
+
+    if o.netkit is None:
+        raise NotSupportedError(f"auto-attach of netkit program {getattr(prog, 'name', '')!r}", _NEEDS_NETKIT)
+    if target.target not in ("primary", "peer"):
+        raise ParseError(f"section netkit/{target.target}: expected netkit/primary or netkit/peer")
+    return attach_netkit(prog, o.netkit, target.target == "peer", netns=o.netns)
+
+
+_NEEDS_NETKIT = ("a section names the device of the pair, not the pair: pass netkit= (the primary's name; "
+                 "bpfkit attach --netkit IFACE)")
+
+
+def _is_netkit_section(section: str) -> bool:
+    return _prefix(section) == "netkit"
+
+
 def _is_cgroup_program(prog: object) -> bool:
     from .link.cgroup import CGROUP_PROG_TYPES
 
@@ -544,6 +571,7 @@ _SECTION_KINDS: dict[str, tuple[str, SectionAttacher]] = {
     "cgroup": ("cgroup", _section_cgroup),
     "cgroup_skb": ("cgroup", _section_cgroup),
     "sockops": ("cgroup", _section_cgroup),
+    "netkit": ("netkit", _section_netkit),
 }
 
 
@@ -616,15 +644,17 @@ def attach_section(
     pid: int | None = None,
     cookie: int = 0,
     cgroup: str | int | None = None,
+    netkit: str | int | None = None,
 ) -> Link:
     """Attach ``prog`` where its section (or ``section``) says. ``pid`` filters uprobes, USDT
     and task iterators; ``mode`` and ``cookie`` as for :func:`attach_probe`; ``cgroup`` (a
-    cgroup v2 path or fd) is where cgroup programs (``cgroup/connect4``, ``sockops``...) go.
+    cgroup v2 path or fd) is where cgroup programs (``cgroup/connect4``, ``sockops``...) go;
+    ``netkit`` (the primary device of a netkit pair) where netkit/primary and netkit/peer go.
 
     NotSupportedError when the section names no target or a kind not attached here.
     """
     sec = section if section is not None else _section_of(prog)
-    return _attach_at_section(prog, sec, AttachOptions(mode, pid, cookie, cgroup=cgroup))
+    return _attach_at_section(prog, sec, AttachOptions(mode, pid, cookie, cgroup=cgroup, netkit=netkit))
 
 
 def skip_reason(section: str) -> str | None:
@@ -651,12 +681,13 @@ def auto_attach(
     pid: int | None = None,
     cookie: int = 0,
     cgroup: str | int | None = None,
+    netkit: str | int | None = None,
 ) -> Link | str:
     """Attach program ``name`` where its section says (see :func:`skip_reason` first); a str is
     the reason a section without a target was passed over. Errors name the program."""
     section = _section_of(prog)
     try:
-        return _attach_at_section(prog, section, AttachOptions(mode, pid, cookie, cgroup=cgroup))
+        return _attach_at_section(prog, section, AttachOptions(mode, pid, cookie, cgroup=cgroup, netkit=netkit))
     except NotSupportedError as exc:
         target = parse_section(section)
         if target is None or target.target:
@@ -731,6 +762,7 @@ def attach_all(
     programs: Iterable[str] | None = None,
     progress: AllProgress | None = None,
     cgroup: str | int | None = None,
+    netkit: str | int | None = None,
 ) -> AttachedLinks:
     """Attach every program of ``collection`` (a Collection, a name -> Program mapping or
     Programs) whose section names a target, and register its struct_ops maps. ``programs``
@@ -738,6 +770,8 @@ def attach_all(
     before each program is attached. ``mode``, ``pid`` and ``cookie`` as for :func:`attach_probe`.
     ``cgroup`` (a cgroup v2 path or fd): where every cgroup program goes (cgroup_skb,
     cgroup_sock, cgroup_sock_addr, sock_ops, sockopt, sysctl, device); without it they are skipped.
+    ``netkit`` (a netkit pair's primary device, name or ifindex): where netkit/primary and
+    netkit/peer programs go; without it they are skipped.
 
     All-or-nothing: when one attach fails, the links made so far are closed and the error
     (naming the program) propagates.
@@ -758,6 +792,8 @@ def attach_all(
         reason = skip_reason(_section_of(prog))
         if reason is None and cgroup is None and _is_cgroup_program(prog):
             reason = f"a cgroup program: {_NEEDS_CGROUP}"
+        elif reason is None and netkit is None and _is_netkit_section(_section_of(prog)):
+            reason = f"a netkit program: {_NEEDS_NETKIT}"
         if reason:
             result.skipped[name] = reason
         else:
@@ -766,7 +802,7 @@ def attach_all(
         for i, (name, prog) in enumerate(todo, 1):
             if progress is not None:
                 progress(i, len(todo), name)
-            made = auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie, cgroup=cgroup)
+            made = auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie, cgroup=cgroup, netkit=netkit)
             if isinstance(made, str):
                 result.skipped[name] = made
             else:

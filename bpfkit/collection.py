@@ -624,12 +624,13 @@ class Collection:
 
     # ----------------------------------------------------------------------- lifecycle
     def attach_all(self, *, mode: AttachMode | str = "auto", pid: int | None = None, cookie: int = 0,
-                   programs: Iterable[str] | None = None, cgroup: str | int | None = None) -> AttachedLinks:
+                   programs: Iterable[str] | None = None, cgroup: str | int | None = None,
+                   netkit: str | int | None = None) -> AttachedLinks:
         """Attach every program whose section names a target (cgroup programs to ``cgroup``)
         and register the struct_ops maps: :func:`bpfkit.attach.attach_all` on this collection."""
         from .attach import attach_all
 
-        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs, cgroup=cgroup)
+        return attach_all(self, mode=mode, pid=pid, cookie=cookie, programs=programs, cgroup=cgroup, netkit=netkit)
 
     def close(self) -> None:
         """Close every program and map this collection made (pins stay)."""

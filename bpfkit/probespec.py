@@ -23,6 +23,7 @@ Grammar (bpftrace's, with its short aliases):
     interval:UNIT:N     (UNIT hz, s, ms, us)                 (one CPU)
     software:EVENT[:COUNT]  hardware:EVENT[:COUNT]    s, h
     xdp:IFACE  tc:IFACE:ingress|egress                (network attach points)
+    netkit:IFACE[:primary|peer]                       (a netkit pair, by its primary)
 
 Function and tracepoint names may hold ``*`` and ``?`` wildcards; :attr:`ProbeSpec.is_wildcard`
 tells, and the attach layer expands them against the kernel's or the binary's symbols.
@@ -52,7 +53,7 @@ ALIASES = {
     "s": "software",
     "h": "hardware",
 }
-KINDS = frozenset(ALIASES.values()) | {"xdp", "tc", "interval", "kprobe.session", "uprobe.session"}  # no short aliases
+KINDS = frozenset(ALIASES.values()) | {"xdp", "tc", "netkit", "interval", "kprobe.session", "uprobe.session"}  # no short aliases
 
 SOFTWARE_EVENTS = SOFTWARE_EVENT_NAMES  # name -> PERF_COUNT_SW_* (bpfkit._kernel.consts)
 HARDWARE_EVENTS = HARDWARE_EVENT_NAMES  # name -> PERF_COUNT_HW_*
@@ -76,7 +77,8 @@ class ProbeSpec:
     kprobe/kretprobe: function, offset, module; uprobe/uretprobe: binary, function or address,
     offset; usdt: binary, provider, function (the probe name); tracepoint: category, function
     (the event name); rawtracepoint/fentry/fexit: function, module; profile/interval: unit, count;
-    software/hardware: event, config, count; xdp: iface; tc: iface, direction.
+    software/hardware: event, config, count; xdp: iface; tc: iface, direction; netkit: iface,
+    direction (``primary`` or ``peer``, default primary).
     """
 
     kind: str
@@ -276,6 +278,14 @@ def _tc(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     return ProbeSpec(kind, text, iface=iface, direction=args[1])
 
 
+def _netkit(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
+    _arity(text, args, starts, 1, 2, "netkit:INTERFACE[:primary|peer]")
+    iface = _check(_IFACE, text, args[0], starts[0], "interface name")
+    if len(args) == 2 and args[1] not in ("primary", "peer"):
+        raise _fail(text, starts[1], "device must be primary or peer")
+    return ProbeSpec(kind, text, iface=iface, direction=args[1] if len(args) == 2 else "primary")
+
+
 _PARSERS = {
     "kprobe": _kprobe,
     "kretprobe": _kprobe,
@@ -294,4 +304,5 @@ _PARSERS = {
     "hardware": _counter,
     "xdp": _xdp,
     "tc": _tc,
+    "netkit": _netkit,
 }

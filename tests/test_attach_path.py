@@ -29,7 +29,7 @@ def test_public_attach_names_are_the_attach_module(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(attach, "attach_all", lambda coll, **kw: seen.append((coll, kw)))  # a mock: who is called
     me = object()
     Collection.attach_all(me, pid=5, programs=["a"])  # type: ignore[arg-type]
-    assert seen == [(me, dict(mode="auto", pid=5, cookie=0, programs=["a"], cgroup=None))]
+    assert seen == [(me, dict(mode="auto", pid=5, cookie=0, programs=["a"], cgroup=None, netkit=None))]
 
 
 def test_every_probe_kind_has_an_attacher() -> None:

@@ -51,6 +51,9 @@ __all__ = [
     "tc_filters",
     "bpf_filter_add",
     "filter_del",
+    "NetkitMode",
+    "NetkitPolicy",
+    "netkit_add",
 ]
 
 T = TypeVar("T")
@@ -393,3 +396,80 @@ def filter_del(ifindex: int, parent: int, priority: int, handle: int, kind: str 
     """Delete one filter, named by hook, priority, protocol and handle."""
     _call("RTM_DELTFILTER", detail, lambda ipr: ipr.tc(
         "del-filter", kind, ifindex, handle, parent=parent, prio=priority, protocol=protocol))
+
+
+# ---------------------------------------------------------------------------------- netkit
+class NetkitMode(enum.IntEnum):
+    """enum netkit_mode (include/uapi/linux/if_link.h): L3 (the kernel's default) has no
+    link-layer addresses and no ARP; L2 is an Ethernet device."""
+
+    L2 = 0
+    L3 = 1
+
+
+class NetkitPolicy(enum.IntEnum):
+    """What a netkit device does with a packet when no program is attached (enum
+    netkit_action): forward it to the peer, or drop it (``blackhole``)."""
+
+    FORWARD = 0  # NETKIT_PASS
+    BLACKHOLE = 2  # NETKIT_DROP
+
+
+# rtnetlink numbers (include/uapi/linux/rtnetlink.h, if_link.h); pyroute2 0.9 has no netkit kind.
+_RTM_NEWLINK = 16
+_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_EXCL, _NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+_NLMSG_ERROR = 2
+_IFLA_IFNAME, _IFLA_LINKINFO, _IFLA_NET_NS_FD = 3, 18, 28
+_IFLA_INFO_KIND, _IFLA_INFO_DATA = 1, 2
+_IFLA_NETKIT_PEER_INFO, _IFLA_NETKIT_POLICY, _IFLA_NETKIT_PEER_POLICY, _IFLA_NETKIT_MODE = 1, 3, 4, 5
+_NLA_F_NESTED = 0x8000
+_IFINFOMSG = b"\0" * 16  # struct ifinfomsg: AF_UNSPEC, no type/index/flags
+
+
+def _nla(kind: int, payload: bytes) -> bytes:
+    import struct
+
+    head = struct.pack("=HH", 4 + len(payload), kind)
+    return head + payload + b"\0" * (-len(payload) % 4)
+
+
+def _nla_u32(kind: int, value: int) -> bytes:
+    return _nla(kind, int(value).to_bytes(4, "little"))
+
+
+def _nla_str(kind: int, text: str) -> bytes:
+    return _nla(kind, text.encode() + b"\0")
+
+
+def netkit_add(name: str, peer: str, *, mode: NetkitMode = NetkitMode.L3,
+               policy: NetkitPolicy = NetkitPolicy.FORWARD, peer_policy: NetkitPolicy = NetkitPolicy.FORWARD,
+               peer_netns: Netns | None = None) -> None:
+    """Create a netkit pair (6.7, CONFIG_NETKIT) in the calling thread's namespace: primary
+    ``name`` and its peer ``peer``, the peer made in ``peer_netns`` when given (IFLA_NET_NS_FD in
+    IFLA_NETKIT_PEER_INFO). Like ``ip link add NAME type netkit MODE POLICY peer POLICY name
+    PEER``, by hand: one RTM_NEWLINK on a NETLINK_ROUTE socket."""
+    import struct
+
+    peer_attrs = _nla_str(_IFLA_IFNAME, peer)
+    if peer_netns is not None:
+        peer_attrs += _nla_u32(_IFLA_NET_NS_FD, peer_netns.fd.raw)
+    data = (_nla(_IFLA_NETKIT_PEER_INFO, _IFINFOMSG + peer_attrs) + _nla_u32(_IFLA_NETKIT_POLICY, policy)
+            + _nla_u32(_IFLA_NETKIT_PEER_POLICY, peer_policy) + _nla_u32(_IFLA_NETKIT_MODE, mode))
+    info = _nla_str(_IFLA_INFO_KIND, "netkit") + _nla(_IFLA_INFO_DATA | _NLA_F_NESTED, data)
+    body = _IFINFOMSG + _nla_str(_IFLA_IFNAME, name) + _nla(_IFLA_LINKINFO | _NLA_F_NESTED, info)
+    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_EXCL | _NLM_F_CREATE
+    msg = struct.pack("=IHHII", 16 + len(body), _RTM_NEWLINK, flags, 1, 0) + body
+    op = f"create netkit pair {name}/{peer}"
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE) as sock:
+            sock.send(msg)
+            reply = sock.recv(65536)
+    except OSError as exc:
+        raise KernelError(op, exc.errno or errno.EIO) from None
+    # The ack: nlmsghdr, then struct nlmsgerr whose first field is -errno (0: done).
+    if len(reply) < 20 or struct.unpack_from("=H", reply, 4)[0] != _NLMSG_ERROR:
+        raise KernelError(op, errno.EPROTO, "unexpected rtnetlink reply")
+    err = -struct.unpack_from("=i", reply, 16)[0]
+    if err:
+        hint = "the kernel has no netkit devices (CONFIG_NETKIT, Linux 6.7+)" if err == errno.EOPNOTSUPP else ""
+        raise kernel_error(op, err, hint)

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="OBJ", help="compiled BPF object (.bpf.o)")
     parser.add_argument("spec", metavar="SPEC", nargs="*", default=[],
                         help="where to attach, in bpftrace's grammar (tracepoint:syscalls:sys_enter_openat, kprobe:FN, "
-                             "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress); several allowed; "
+                             "uprobe:/path:FN, uprobe:libc:str*, xdp:IFACE, tc:IFACE:ingress, netkit:IFACE:peer); several allowed; "
                              "default: from the programs' section names")
     parser.add_argument("--program", "-p", metavar="NAME[|ALT...]", action="append", default=[],
                         help="load and attach only this program, the others are not loaded (repeatable; needed with "
@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cgroup", metavar="PATH",
                         help="attach every cgroup program of the object (cgroup/connect4, cgroup_skb/egress, sockops, "
                              "cgroup/sysctl, cgroup/dev, ...) to this cgroup v2 directory")
+    parser.add_argument("--netkit", metavar="IFACE",
+                        help="attach every netkit/primary and netkit/peer program of the object to the netkit pair "
+                             "whose primary device is IFACE (Linux 6.7+)")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
     parser.add_argument("--events", metavar="MAP", action="append", default=[],
                         help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
@@ -243,7 +246,7 @@ def _attach_sections(args: argparse.Namespace, coll: Any, attached: dict[str, An
     progress = _Progress()
     try:
         made = attach.attach_all(coll, mode=args.mode, pid=args.pid, cookie=args.cookie,
-                                 programs=wanted, progress=progress, cgroup=args.cgroup)
+                                 programs=wanted, progress=progress, cgroup=args.cgroup, netkit=args.netkit)
     finally:
         progress.done()
     attached.update(made.links)
@@ -498,6 +501,9 @@ def run(args: argparse.Namespace) -> int:
             try:
                 if args.spec and args.cgroup:
                     raise UsageError("--cgroup attaches the object's cgroup programs by section: drop SPEC")
+                if args.spec and args.netkit:
+                    raise UsageError("--netkit attaches the object's netkit programs by section: drop SPEC "
+                                     "(or give netkit:IFACE[:peer] as the SPEC)")
                 if args.spec:
                     skipped: dict[str, str] = {}
                     _attach_specs(args, coll, attached)

@@ -62,6 +62,18 @@ def _cgroup_target(detail: Any) -> str:
     return f"cgroup {where} {detail.hook}"
 
 
+def _ifname(ifindex: int) -> str:
+    """``nk0(5)`` as bpftool prints an interface, when this namespace has ifindex ``ifindex``
+    (the kernel reports the index in the link's namespace, which may not be this one); else
+    ``ifindex 5``."""
+    import socket
+
+    try:
+        return f"{socket.if_indextoname(ifindex)}({ifindex})"
+    except OSError:
+        return f"ifindex {ifindex}"
+
+
 def _target(detail: Any) -> str:
     """A short text of where the link is attached, from its typed info."""
     if detail is None:
@@ -75,6 +87,10 @@ def _target(detail: Any) -> str:
         return f"map {detail.map_id} {detail.hook}"
     if hasattr(detail, "netns_ino") and hasattr(detail, "hook"):
         return f"netns {detail.netns_ino} {detail.hook}"  # the inode `ls -l /proc/PID/ns/net` shows
+    if hasattr(detail, "ifindex"):  # xdp, tcx, netkit
+        where = _ifname(detail.ifindex)
+        side = getattr(detail, "role", None) or getattr(detail, "direction", None)
+        return where + (f" {getattr(side, 'value', side)}" if side is not None else "")
     d = _detail(detail)
     inner = d.get("detail") if isinstance(d, dict) and isinstance(d.get("detail"), dict) else d
     if not isinstance(inner, dict):

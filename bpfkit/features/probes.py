@@ -724,6 +724,22 @@ def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
     return False, f"vmlinux BTF's enum {enum} lacks {value}"
 
 
+def _btf_member_probe(struct: str, member: str, what: str) -> Outcome:
+    """Whether the kernel's own BTF has ``member`` in ``struct``: a field that came with the
+    feature (where no attach can tell without a real target)."""
+    from ..btf.types import Kind
+
+    try:
+        found = _vmlinux().find(struct, Kind.STRUCT)
+    except (OSError, BPFKitError) as exc:
+        return False, f"no vmlinux BTF to read struct {struct} from: {exc}"
+    if not found:
+        return False, f"vmlinux BTF has no struct {struct}"
+    if any(m.name == member for t in found for m in getattr(t, "members", ())):
+        return True, f"vmlinux BTF's struct {struct} has {member}: the kernel has {what}"
+    return False, f"vmlinux BTF's struct {struct} lacks {member}: no {what}"
+
+
 @_register("fsession", "links", "7.0", "fsession: one fentry/fexit program on entry and return of a kernel function (BPF_TRACE_FSESSION)",
            "vmlinux BTF's enum bpf_attach_type names BPF_TRACE_FSESSION (attaching needs BPF trampolines)")
 def probe_fsession() -> Outcome:
@@ -736,10 +752,100 @@ def probe_tracing_multi() -> Outcome:
     return _btf_enum_probe("bpf_link_type", "BPF_LINK_TYPE_TRACING_MULTI", "tracing_multi links")
 
 
+def _attach_type_link_probe(prog_type: ProgType, attach_type: AttachType, version: str, known: int, known_why: str,
+                            target: int = 0xFFFFFFFF, flags: int = 0, fill: Callable[[Any], Any] | None = None,
+                            insns: bytes = RET0, what: str = "") -> Outcome:
+    """Load ``r0 = 0; exit`` of ``prog_type`` (expecting ``attach_type``), then BPF_LINK_CREATE
+    of it at ``target``: ``known`` (the kernel went on to look at the target) = supported,
+    EINVAL = not. A kernel that does not know the program type (EINVAL or E2BIG at load) is a
+    definite no as well, for these link kinds came with or after their program type."""
+    name = what or attach_type.c_name
+    try:
+        prog = _load(prog_type, insns, expected_attach_type=int(attach_type))
+    except KernelError as exc:
+        if exc.errno in (errno.EINVAL, errno.E2BIG):
+            return False, (f"BPF_PROG_LOAD of a {prog_type.kernel_name} program gave {errno_name(exc.errno)}: "
+                           f"no such programs (Linux {version}+)")
+        return _failure(exc)
+    with prog:
+        return _try(lambda: _bpf.link_create(prog, target, int(attach_type), flags, fill).close(),
+                    {known: (True, f"BPF_LINK_CREATE({name}) gave {{errno}}: {known_why}"),
+                     (errno.EINVAL, errno.E2BIG): (False, f"BPF_LINK_CREATE({name}) gave {{errno}}: needs Linux {version}+")},
+                    (False, f"BPF_LINK_CREATE({name}) accepted an invalid target; cannot tell"))
+
+
+@_register("cgroup_link", "links", "5.7", "cgroup links: cgroup programs through BPF_LINK_TYPE_CGROUP",
+           "BPF_LINK_CREATE(BPF_CGROUP_INET_EGRESS) of a cgroup_skb program on fd -1: EBADF = known, EINVAL = not")
+def probe_cgroup_link() -> Outcome:
+    # 5.7: af6eea57437a ("bpf: Implement bpf_link-based cgroup BPF program attachment").
+    return _attach_type_link_probe(ProgType.CGROUP_SKB, AttachType.CGROUP_INET_EGRESS, "5.7", errno.EBADF,
+                                   "the kernel looked for the cgroup")
+
+
+@_register("cgroup_mprog", "links", "6.16", "ordered cgroup programs: BPF_F_BEFORE/AFTER and expected_revision on cgroup hooks",
+           "vmlinux BTF: struct cgroup_bpf has the per-hook 'revisions' that ordered attach keeps")
+def probe_cgroup_mprog() -> Outcome:
+    # 6.16: cgroup hooks joined bpf_mprog's relative placement, and struct cgroup_bpf got
+    # revisions[] for expected_revision. Not an attach with BPF_F_AFTER at fd -1: Debian's
+    # 6.12 answers that with EBADF (it looks for the cgroup) though it cannot order programs.
+    return _btf_member_probe("cgroup_bpf", "revisions", "ordered cgroup attach (revisions per hook)")
+
+
+@_register("netns_link", "links", "5.8", "network namespace links: flow_dissector programs through BPF_LINK_TYPE_NETNS",
+           "BPF_LINK_CREATE(BPF_FLOW_DISSECTOR) on netns fd -1: EBADF = known, EINVAL = not (BPF_PROG_ATTACH only)")
+def probe_netns_link() -> Outcome:
+    # 5.8: 7f045a49fee0 ("bpf: Add link-based BPF program attachment to network namespace").
+    return _attach_type_link_probe(ProgType.FLOW_DISSECTOR, AttachType.FLOW_DISSECTOR, "5.8", errno.EBADF,
+                                   "the kernel looked for the network namespace")
+
+
+@_register("sk_lookup_link", "links", "5.9", "sk_lookup programs (BPF_SK_LOOKUP) on a network namespace through a netns link",
+           "BPF_LINK_CREATE(BPF_SK_LOOKUP) on netns fd -1: EBADF = known; loading sk_lookup gives EINVAL before 5.9")
+def probe_sk_lookup_link() -> Outcome:
+    # 5.9: e9ddbb7707ff ("bpf: Introduce SK_LOOKUP program type with a dedicated attach point"),
+    # which has links only.
+    return _attach_type_link_probe(ProgType.SK_LOOKUP, AttachType.SK_LOOKUP, "5.9", errno.EBADF,
+                                   "the kernel looked for the network namespace", insns=asm.return_imm(1))
+
+
 @_register("sockmap_link", "links", "6.10", "sockmap links: sk_msg/sk_skb verdict programs through a bpf_link",
-           "vmlinux BTF's enum bpf_link_type names BPF_LINK_TYPE_SOCKMAP")
+           "BPF_LINK_CREATE(BPF_SK_MSG_VERDICT) on map fd -1: EBADF = known, EINVAL = not (BPF_PROG_ATTACH only)")
 def probe_sockmap_link() -> Outcome:
-    return _btf_enum_probe("bpf_link_type", "BPF_LINK_TYPE_SOCKMAP", "sockmap links")
+    # 6.10: 699c23f02c65 ("bpf: Add bpf_link support for sk_msg and sk_skb progs").
+    return _attach_type_link_probe(ProgType.SK_MSG, AttachType.SK_MSG_VERDICT, "6.10", errno.EBADF,
+                                   "the kernel has sockmap links", insns=asm.return_imm(1))
+
+
+@_register("netfilter_link", "links", "6.4", "netfilter links: netfilter programs as hook functions (BPF_LINK_TYPE_NETFILTER)",
+           "BPF_LINK_CREATE(BPF_NETFILTER) for protocol family 0: EAFNOSUPPORT = known; no netfilter programs before 6.4")
+def probe_netfilter_link() -> Outcome:
+    # 6.4: 84601d6ee68a ("bpf: add bpf_link support for BPF_NETFILTER programs"). The family is
+    # checked first (EAFNOSUPPORT); before 6.4 the program type is unknown (EINVAL at load), and
+    # without CONFIG_NETFILTER_BPF_LINK the link's stub says EOPNOTSUPP.
+    def fill(attr: Any) -> None:
+        attr.link_create.netfilter.pf = 0
+        attr.link_create.netfilter.hooknum = 0
+        attr.link_create.netfilter.priority = 1
+
+    outcome = _attach_type_link_probe(ProgType.NETFILTER, AttachType.NETFILTER, "6.4", errno.EAFNOSUPPORT,
+                                      "the kernel checked the family", target=0, fill=fill)
+    if not outcome[0] and "EOPNOTSUPP" in outcome[1]:
+        return False, outcome[1] + " (CONFIG_NETFILTER_BPF_LINK)"
+    return outcome
+
+
+@_register("netkit_link", "links", "6.7", "netkit links: sched_cls programs on netkit devices (BPF_NETKIT_PRIMARY/PEER)",
+           "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) on lo: ENXIO (not a netkit device) = known, EINVAL = not")
+def probe_netkit_link() -> Outcome:
+    # 6.7: 35dfaad7188c ("netkit, bpf: Add bpf programmable net device"). netkit_link_attach
+    # looks the ifindex up and refuses a device that is not netkit with ENXIO; before 6.7, or
+    # without CONFIG_NETKIT (its stub), the attach type is EINVAL. lo is ifindex 1 everywhere.
+    return _link_probe(
+        lambda prog: _bpf.link_create(prog, 1, int(AttachType.NETKIT_PRIMARY)),
+        {errno.ENXIO: (True, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) on lo gave ENXIO: the kernel has netkit"),
+         errno.EINVAL: (False, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) gave EINVAL: no netkit (CONFIG_NETKIT, Linux 6.7+)")},
+        (False, "BPF_LINK_CREATE(BPF_NETKIT_PRIMARY) accepted lo; cannot tell"),
+        prog_types=(ProgType.SCHED_CLS,))
 
 
 def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:

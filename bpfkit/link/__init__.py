@@ -19,6 +19,7 @@
     lk = link.attach_socket_filter(sock, prog)                   # SO_ATTACH_BPF (also attach_reuseport)
     lk = link.attach_sockmap(coll.maps["socks"], verdict)         # sk_skb/sk_msg: sockmap link, else PROG_ATTACH
     lk = link.attach_netfilter(prog, "ipv4", "local_out", priority=100)  # SEC("netfilter"), 6.4+
+    lk = link.attach_netkit(prog, "nk0", peer=True)              # netkit device pair, 6.7+
     lk = link.raw_tracepoint("sys_enter", prog)                 # SEC("raw_tp/...")
     lk = link.fentry(prog, cookie=7)                              # target fixed at load (also fexit, tp_btf, lsm...)
     lk = link.freplace(ext_prog)                                  # SEC("freplace/FUNC"): replaces FUNC of its target
@@ -101,6 +102,8 @@ if TYPE_CHECKING:
     )
     from .netfilter import NetfilterFamily, NetfilterHook, NetfilterInfo, NetfilterLink, attach_netfilter
     from .netfilter import have_netfilter_link as have_netfilter_link
+    from .netkit import NetkitInfo, NetkitLink, NetkitQuery, NetkitRole, attach_netkit, netkit_query
+    from .netkit import have_netkit_link as have_netkit_link
     from .netns import NETNS_HOOKS, NetnsInfo, NetnsLink, NetnsProgAttachment, NetnsQuery, attach_netns, netns_query
     from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
     from .perf_event import have_perf_link as have_perf_link
@@ -146,8 +149,9 @@ if TYPE_CHECKING:
     from .xdp import XdpLink as XdpLink
     from .xdp import XdpNetlinkLink as XdpNetlinkLink
 
-# Every name above, from its module: imported on first use (PEP 562), so attaching one
-# tracepoint imports the tracepoint and perf-event modules, not the fifteen other link kinds.
+# Every name above, from its module: imported on first use (PEP 562) when run as the bpfkit
+# command, so attaching one tracepoint imports the tracepoint and perf-event modules, not the
+# other link kinds (see the end of this file for a program importing the library).
 _LAZY = {
     "NetAttachMode": "bpfkit.link._net",
     "have_tcx": "bpfkit.link._net",
@@ -207,6 +211,13 @@ _LAZY = {
     "NetfilterLink": "bpfkit.link.netfilter",
     "attach_netfilter": "bpfkit.link.netfilter",
     "have_netfilter_link": "bpfkit.link.netfilter",
+    "NetkitInfo": "bpfkit.link.netkit",
+    "NetkitLink": "bpfkit.link.netkit",
+    "NetkitQuery": "bpfkit.link.netkit",
+    "NetkitRole": "bpfkit.link.netkit",
+    "attach_netkit": "bpfkit.link.netkit",
+    "netkit_query": "bpfkit.link.netkit",
+    "have_netkit_link": "bpfkit.link.netkit",
     "NETNS_HOOKS": "bpfkit.link.netns",
     "NetnsInfo": "bpfkit.link.netns",
     "NetnsLink": "bpfkit.link.netns",
@@ -284,9 +295,9 @@ _LAZY = {
     "XdpNetlinkLink": "bpfkit.link.xdp",
 }
 _SUBMODULES = frozenset({
-    "_binary", "_net", "base", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netns",
-    "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc", "tracefs_probes",
-    "tracepoint", "tracing", "uprobe", "xdp",
+    "_binary", "_net", "base", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netkit",
+    "netns", "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc",
+    "tracefs_probes", "tracepoint", "tracing", "uprobe", "xdp",
 })
 # Functions named like the module that defines them: importing bpfkit.link.kprobe sets the
 # package's attribute "kprobe" to the module (importlib does), and the function must win, as
@@ -319,6 +330,7 @@ if not (sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "bpfkit"):
         kprobe,
         multi,
         netfilter,
+        netkit,
         netns,
         perf_event,
         prog_attach,
@@ -410,6 +422,13 @@ __all__ = [
     "NetfilterHook",
     "NetfilterLink",
     "NetfilterInfo",
+    # netkit
+    "attach_netkit",
+    "netkit_query",
+    "NetkitRole",
+    "NetkitLink",
+    "NetkitInfo",
+    "NetkitQuery",
     # sockets
     "attach_socket_filter",
     "attach_reuseport",

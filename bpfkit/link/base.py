@@ -152,7 +152,7 @@ def _enum(cls: Any, value: int) -> Any:
 def _registered() -> None:
     """Import every link-kind module, each of which registers its LinkInfo decoder and its
     link class when imported (bpfkit.link imports them on first use, not all at once)."""
-    from . import cgroup, iter, multi, netfilter, netns, perf_event, socket, struct_ops, tc, tracing, xdp  # noqa: F401
+    from . import cgroup, iter, multi, netfilter, netkit, netns, perf_event, socket, struct_ops, tc, tracing, xdp  # noqa: F401
 
 
 def _decode_info(raw: Any, name: str) -> LinkInfo:

@@ -35,13 +35,11 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import asm
 from .._kernel import bpf as _bpf
 from .._kernel import caps, cgroupfs
 from .._kernel.consts import (
-    BPF_F_AFTER,
     BPF_F_ALLOW_MULTI,
     BPF_F_ALLOW_OVERRIDE,
     AttachType,
@@ -50,11 +48,14 @@ from .._kernel.consts import (
 )
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
-from ._net import _cached, check_program, explained, prog_id_of, prog_name
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ._net import check_program, explained, prog_id_of, prog_name
 from .base import RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 from .tc import Anchor, mprog_link_args
+
+if TYPE_CHECKING:
+    from ..features import FeatureResult
 
 __all__ = ["CGROUP_HOOKS", "CgroupInfo", "CgroupLink", "CgroupProgAttachment", "CgroupProgram", "CgroupQuery",
            "attach_cgroup", "cgroup_query", "cgroup_programs", "cgroup_hook", "have_cgroup_link",
@@ -135,39 +136,26 @@ def hook_name(at: AttachType | int) -> str:
 
 
 # ------------------------------------------------------------------------ feature probes
-_RET_1 = asm.return_imm(1)
-
-
-def _link_probe(flags: int, what: str, version: str) -> tuple[bool, str]:
-    # A cgroup_skb program through BPF_LINK_CREATE at an fd that is no cgroup (-1): EBADF once
-    # the kernel looks for the cgroup, EINVAL when it refuses the request before that (no
-    # LINK_CREATE for cgroups before 5.7; flags other than 0 before cgroup mprog, 6.16).
-    try:
-        prog = _bpf.prog_load(int(ProgType.CGROUP_SKB), _RET_1, name="bpfkit_probe")
-    except KernelError as exc:
-        return False, f"cannot load a cgroup_skb program: {errno_name(exc.errno)}"
-    with prog:
-        try:
-            _bpf.link_create(prog, 0xFFFFFFFF, int(A.CGROUP_INET_EGRESS), flags).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, f"BPF_LINK_CREATE({what}) on fd -1 gave EBADF: the kernel looked for the cgroup"
-            return False, f"BPF_LINK_CREATE({what}) gave {errno_name(exc.errno)}: needs Linux {version}+"
-    return False, f"BPF_LINK_CREATE({what}) accepted fd -1; cannot tell"
-
-
 def have_cgroup_link() -> bool:
-    """Whether BPF_LINK_CREATE makes cgroup links (5.7+); cached per process."""
-    return _cached("cgroup_link", lambda: _link_probe(0, "cgroup_inet_egress", "5.7"))[0]
+    """Whether BPF_LINK_CREATE makes cgroup links (5.7+): the cached ``cgroup_link`` probe of
+    :mod:`bpfkit.features`."""
+    return _feature("cgroup_link").supported
 
 
 def have_cgroup_mprog() -> bool:
-    """Whether cgroup hooks take BPF_F_BEFORE/AFTER and expected_revision (6.16+); cached."""
-    return _cached("cgroup_mprog", lambda: _link_probe(BPF_F_AFTER, "cgroup_inet_egress, BPF_F_AFTER", "6.16"))[0]
+    """Whether cgroup hooks take BPF_F_BEFORE/AFTER and expected_revision (6.16+): the cached
+    ``cgroup_mprog`` probe of :mod:`bpfkit.features`."""
+    return _feature("cgroup_mprog").supported
 
 
 def _probe_reason(name: str) -> str:
-    return _cached(name, lambda: (False, ""))[1]
+    return _feature(name).reason
+
+
+def _feature(name: str) -> FeatureResult:
+    from .. import features
+
+    return features.probe(name)
 
 
 # ------------------------------------------------------------------------------- targets

@@ -19,14 +19,13 @@ import enum
 import errno
 from typing import Any
 
-from .. import asm
 from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
 from .._kernel.consts import BPF_F_NETFILTER_IP_DEFRAG, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
-from ._net import _cached, check_program, explained, prog_name
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ._net import check_program, explained, prog_name
 from .base import RawLink, register_info_decoder, register_link_class
 
 __all__ = ["NetfilterFamily", "NetfilterHook", "NetfilterInfo", "NetfilterLink", "attach_netfilter",
@@ -129,35 +128,12 @@ class NetfilterLink(RawLink):
 
 register_link_class(LinkType.NETFILTER, NetfilterLink)
 
-_NF_DROP = asm.return_imm(0)
-
-
-def _probe() -> tuple[bool, str]:
-    # 6.4: a netfilter program loads, and a link for family 0 is EAFNOSUPPORT (the kernel
-    # checked the family); before, BPF_PROG_TYPE_NETFILTER is unknown (EINVAL at load).
-    try:
-        prog = _bpf.prog_load(int(ProgType.NETFILTER), _NF_DROP, name="bpfkit_probe",
-                              expected_attach_type=int(AttachType.NETFILTER))
-    except KernelError as exc:
-        return False, f"BPF_PROG_LOAD of a netfilter program gave {errno_name(exc.errno)}: no netfilter programs"
-    with prog:
-        def fill(attr: Any) -> None:
-            attr.link_create.netfilter.pf = 0
-            attr.link_create.netfilter.hooknum = 0
-            attr.link_create.netfilter.priority = 1
-
-        try:
-            _bpf.link_create(prog, 0, int(AttachType.NETFILTER), 0, fill).close()
-        except KernelError as exc:
-            if exc.errno == errno.EAFNOSUPPORT:
-                return True, "BPF_LINK_CREATE(BPF_NETFILTER) for family 0 gave EAFNOSUPPORT: the kernel has them"
-            return False, f"BPF_LINK_CREATE(BPF_NETFILTER) gave {errno_name(exc.errno)}"
-    return False, "BPF_LINK_CREATE(BPF_NETFILTER) accepted family 0; cannot tell"
-
-
 def have_netfilter_link() -> bool:
-    """Whether the kernel has netfilter links (6.4+, CONFIG_NETFILTER_BPF_LINK); cached."""
-    return _cached("netfilter_link", _probe)[0]
+    """Whether the kernel has netfilter links (6.4+, CONFIG_NETFILTER_BPF_LINK): the cached
+    ``netfilter_link`` probe of :mod:`bpfkit.features`."""
+    from .. import features
+
+    return features.probe("netfilter_link").supported
 
 
 def _hint(err: int, defrag: bool) -> str:
@@ -194,7 +170,9 @@ def attach_netfilter(
         raise UsageError(f"netfilter priority must be an int between INT_MIN and INT_MAX, exclusive, not {priority!r}")
     prog_fd = check_program(prog, (ProgType.NETFILTER,), "a netfilter hook")
     if not have_netfilter_link():
-        raise NotSupportedError("netfilter links (BPF_LINK_TYPE_NETFILTER)", _cached("netfilter_link", _probe)[1],
+        from .. import features
+
+        raise NotSupportedError("netfilter links (BPF_LINK_TYPE_NETFILTER)", features.probe("netfilter_link").reason,
                                 "6.4")
     flags = BPF_F_NETFILTER_IP_DEFRAG if defrag else 0
 

@@ -34,8 +34,8 @@ from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, MapType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
-from ._net import _cached, check_program, explained, prog_id_of, prog_name
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ._net import check_program, explained, prog_id_of, prog_name
 from .base import FdOnlyLink, RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
@@ -270,27 +270,18 @@ class SockmapProgAttachment(ProgAttachment):
 _RET_PASS = asm.return_imm(1)
 
 
-def _sockmap_link_probe() -> tuple[bool, str]:
-    # 6.10: 699c23f02c65 ("bpf: Add bpf_link support for sk_msg and sk_skb progs"). A link at
-    # map fd -1 is EBADF once LINK_CREATE knows these attach types, EINVAL before.
-    try:
-        prog = _bpf.prog_load(int(ProgType.SK_MSG), _RET_PASS, name="bpfkit_probe",
-                              expected_attach_type=int(AttachType.SK_MSG_VERDICT))
-    except KernelError as exc:
-        return False, f"cannot load an sk_msg program: {errno_name(exc.errno)}"
-    with prog:
-        try:
-            _bpf.link_create(prog, 0xFFFFFFFF, int(AttachType.SK_MSG_VERDICT)).close()
-        except KernelError as exc:
-            if exc.errno == errno.EBADF:
-                return True, "BPF_LINK_CREATE(BPF_SK_MSG_VERDICT) on map fd -1 gave EBADF: the kernel has sockmap links"
-            return False, f"BPF_LINK_CREATE(BPF_SK_MSG_VERDICT) gave {errno_name(exc.errno)}: no sockmap links (6.10+)"
-    return False, "BPF_LINK_CREATE(BPF_SK_MSG_VERDICT) accepted fd -1; cannot tell"
-
-
 def have_sockmap_link() -> bool:
-    """Whether sk_skb/sk_msg programs attach to sockmaps through links (6.10+); cached."""
-    return _cached("sockmap_link", _sockmap_link_probe)[0]
+    """Whether sk_skb/sk_msg programs attach to sockmaps through links (6.10+): the cached
+    ``sockmap_link`` probe of :mod:`bpfkit.features`."""
+    from .. import features
+
+    return features.probe("sockmap_link").supported
+
+
+def _sockmap_reason() -> str:
+    from .. import features
+
+    return features.probe("sockmap_link").reason
 
 
 def _map_fd(m: Any) -> tuple[int, str]:
@@ -344,7 +335,7 @@ def attach_sockmap(
     use_link = path_mode == ProgAttachMode.LINK or (path_mode == ProgAttachMode.AUTO and have_sockmap_link())
     if use_link and not have_sockmap_link():
         raise NotSupportedError("sockmap links (BPF_LINK_CREATE with a sockmap fd)",
-                                f"{_cached('sockmap_link', _sockmap_link_probe)[1]}; use mode='prog_attach'", "6.10")
+                                f"{_sockmap_reason()}; use mode='prog_attach'", "6.10")
     what = f"attach {name} program {prog_name(prog)!r} to sockmap {map_name} via {'link' if use_link else 'prog_attach'}"
     try:
         if use_link:

@@ -1,0 +1,201 @@
+"""netkit: sched_cls programs inside a netkit device pair's transmit routine.
+
+    lk = link.attach_netkit(prog, "nk0")                          # on the primary device
+    lk = link.attach_netkit(prog, "nk0", peer=True, anchor=link.Anchor.head())
+    link.netkit_query("nk0", peer=True)                           # NetkitQuery: what runs there
+
+A netkit pair (6.7, 35dfaad7188c; CONFIG_NETKIT) is a primary device, usually in the host's
+namespace, and its peer, usually moved into a container's. Programs are attached through the
+primary's ifindex only (the kernel refuses the peer's with EACCES): BPF_LINK_CREATE with
+attach type BPF_NETKIT_PRIMARY puts the program on the primary, BPF_NETKIT_PEER on the peer.
+A device's programs run in its ndo_start_xmit, for every packet it sends to the other side:
+the primary's for traffic towards the peer, the peer's for traffic the peer sends (a
+container's egress). They return NETKIT_PASS (0), NETKIT_DROP (2), NETKIT_REDIRECT (7) or
+NETKIT_NEXT (-1, let the next program decide; from the last one it forwards like PASS). The
+device's policy (forward or blackhole, set when the pair is made) decides only while it has no
+program.
+Each device holds an ordered list (bpf_mprog) like a tcx hook: :class:`bpfkit.link.Anchor` and
+``expected_revision`` work as for :func:`bpfkit.link.tcx`. The link detaches on close, pins,
+updates and detaches like other bpf_links.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+from typing import Any
+
+from .._kernel import bpf as _bpf
+from .._kernel.consts import AttachType, LinkType, ProgType
+from .._kernel.fd import FD
+from .._protocols import ProgramArg
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
+from ._net import NetLinkUpdate, Target, check_program, explained, prog_name, resolve_target
+from .base import RawLink, register_info_decoder, register_link_class
+from .tc import Anchor, TcxProgram, mprog_link_args
+from .tc import _hint as _mprog_hint
+
+__all__ = ["NetkitRole", "NetkitInfo", "NetkitLink", "NetkitQuery", "attach_netkit", "netkit_query",
+           "have_netkit_link"]
+
+
+class NetkitRole(enum.Enum):
+    """Which device of the pair a program runs on."""
+
+    PRIMARY = "primary"
+    PEER = "peer"
+
+    @property
+    def attach_type(self) -> AttachType:
+        return AttachType.NETKIT_PEER if self is NetkitRole.PEER else AttachType.NETKIT_PRIMARY
+
+    @classmethod
+    def of(cls, peer: bool | None, prog: ProgramArg | None = None) -> NetkitRole:
+        """``peer`` given: that device; None: the program's section (netkit/peer or
+        netkit/primary), else the primary."""
+        if peer is not None:
+            if not isinstance(peer, bool):
+                raise UsageError(f"peer= is True (the peer device) or False (the primary), not {peer!r}")
+            return cls.PEER if peer else cls.PRIMARY
+        return cls.PEER if getattr(prog, "attach_type", None) == AttachType.NETKIT_PEER else cls.PRIMARY
+
+
+def have_netkit_link() -> bool:
+    """Whether the kernel has netkit devices and links (6.7+, CONFIG_NETKIT): the cached
+    ``netkit_link`` probe of :mod:`bpfkit.features`."""
+    from .. import features
+
+    return features.probe("netkit_link").supported
+
+
+@dataclasses.dataclass(frozen=True)
+class NetkitInfo:
+    """A netkit link's details: the primary's ifindex (in its namespace) and the device."""
+
+    ifindex: int
+    role: NetkitRole | int  # an int for an attach type bpfkit does not know
+
+
+def _decode_netkit(raw: Any) -> NetkitInfo:
+    at = int(raw.netkit.attach_type)
+    role: NetkitRole | int = {int(AttachType.NETKIT_PRIMARY): NetkitRole.PRIMARY,
+                              int(AttachType.NETKIT_PEER): NetkitRole.PEER}.get(at, at)
+    return NetkitInfo(int(raw.netkit.ifindex), role)
+
+
+register_info_decoder(LinkType.NETKIT, _decode_netkit)
+
+
+class NetkitLink(NetLinkUpdate, RawLink):
+    """A program attached to a netkit device through a link (BPF_LINK_TYPE_NETKIT)."""
+
+    kind = "netkit"
+    _prog_types = (ProgType.SCHED_CLS,)
+
+    def __init__(self, fd: FD, pinned_path: str | None = None, *, iface: str = "", ifindex: int = 0,
+                 role: NetkitRole | None = None) -> None:
+        super().__init__(fd, pinned_path, iface=iface, ifindex=ifindex)
+        self.role = role
+
+    @property
+    def description(self) -> str:
+        if not self.iface:
+            return "netkit"
+        return f"netkit {self.iface} {self.role.value if self.role else ''}".rstrip()
+
+    def _where(self) -> str:
+        return f"{self.iface} {self.role.value if self.role else ''}, " if self.iface else ""
+
+
+register_link_class(LinkType.NETKIT, NetkitLink)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetkitQuery:
+    """The programs of one device of a netkit pair, in run order, and its revision."""
+
+    iface: str
+    ifindex: int
+    role: NetkitRole
+    programs: list[TcxProgram]
+    revision: int
+
+    @property
+    def prog_ids(self) -> list[int]:
+        return [p.prog_id for p in self.programs]
+
+
+def _hint(err: int, anchor: Anchor | None, expected_revision: int) -> str:
+    if err == errno.ENXIO:
+        return "not a netkit device"
+    if err == errno.EACCES:
+        return "this is a peer device: attach through the primary (peer=True puts the program on the peer)"
+    if err == errno.EOPNOTSUPP:
+        return "a single netkit device (no peer) takes no programs"
+    if err == errno.EINVAL:
+        return "the kernel refused the request (not a sched_cls program, or a bad anchor)"
+    if err == errno.EEXIST:
+        return "this program is already attached to this device"
+    return _mprog_hint(err, "tcx", anchor, expected_revision)
+
+
+def _require() -> None:
+    if not have_netkit_link():
+        from .. import features
+
+        raise NotSupportedError("netkit links (BPF_LINK_CREATE with BPF_NETKIT_PRIMARY/PEER)",
+                                features.probe("netkit_link").reason, "6.7")
+
+
+def attach_netkit(
+    prog: ProgramArg,
+    iface: str | int,
+    peer: bool | None = None,
+    *,
+    anchor: Anchor | None = None,
+    expected_revision: int = 0,
+    netns: Any = None,
+) -> NetkitLink:
+    """Attach sched_cls program ``prog`` to netkit device ``iface`` (the primary's name or
+    ifindex; in network namespace ``netns``, see :func:`bpfkit.link.xdp`): on the primary, or
+    with ``peer=True`` on its peer (default: from the program's netkit/primary or netkit/peer
+    section, else the primary). ``anchor`` places it (default: the tail), ``expected_revision``
+    (non-zero) makes the attach fail with ESTALE if the device's programs changed."""
+    role = NetkitRole.of(peer, prog)
+    prog_fd = check_program(prog, (ProgType.SCHED_CLS,), "a netkit device")
+    _require()
+    target = resolve_target(iface, netns)
+    try:
+        flags, fill = mprog_link_args(anchor, expected_revision)
+        try:
+            fd = target.netns.run(_bpf.link_create, prog_fd, target.ifindex, int(role.attach_type), flags, fill)
+        except BPFKitError as exc:
+            raise _fail(exc, f"attach netkit program {prog_name(prog)!r} to {target} {role.value}",
+                        anchor, expected_revision) from None
+    finally:
+        target.netns.close()  # the link works from any namespace
+    return NetkitLink(fd, iface=target.name, ifindex=target.ifindex, role=role)
+
+
+def _fail(exc: BPFKitError, what: str, anchor: Anchor | None = None, expected_revision: int = 0) -> BPFKitError:
+    if isinstance(exc, KernelError):
+        exc = explained(exc, _hint(exc.errno, anchor, expected_revision))
+    return exc.wrap(what)
+
+
+def netkit_query(iface: str | int, peer: bool = False, *, netns: Any = None) -> NetkitQuery:
+    """The programs on netkit device ``iface``'s primary (or, ``peer=True``, its peer), in run
+    order, with the revision that ``expected_revision`` compares against (BPF_PROG_QUERY)."""
+    role = NetkitRole.of(peer)
+    _require()
+    target: Target = resolve_target(iface, netns)
+    try:
+        progs, links, revision = target.netns.run(_bpf.prog_query_mprog, target.ifindex, int(role.attach_type))
+    except BPFKitError as exc:
+        raise _fail(exc, f"query netkit programs of {target} {role.value}") from None
+    finally:
+        target.netns.close()
+    return NetkitQuery(target.name, target.ifindex, role, [TcxProgram(p, lk) for p, lk in zip(progs, links)],
+                       revision)
+
