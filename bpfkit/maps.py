@@ -49,7 +49,6 @@ from .spec.maps import (
 from .spec.maps import (
     zero_size_hint as zero_size_hint,
 )
-from .symbols.stacks import decode_build_id_stack, decode_stack
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -383,6 +382,10 @@ class Map(PinnableObject, Generic[K, V]):
         """A stack-trace map's value: the instruction pointers, innermost first, trailing zeros
         dropped; with BPF_F_STACK_BUILD_ID, (build id hex, file offset) pairs
         (bpfkit.symbols.stacks)."""
+        # Imported here: the symbols package (kallsyms, ELF symbol tables) costs ~11 ms at start-up,
+        # which every load and attach would pay for the few maps that hold stacks.
+        from .symbols.stacks import decode_build_id_stack, decode_stack
+
         value = memoryview(raw)[offset:offset + self.value_size]
         if self.flags & MapFlag.STACK_BUILD_ID:
             return decode_build_id_stack(value)
