@@ -67,6 +67,8 @@ _EVENT_NAME = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*$")
 # Kernel module names and static tracepoints' groups and names may start with a digit: the 9p
 # module, its TRACE_SYSTEM 9p and tracepoint 9p_client_req.
 _KERNEL_NAME = re.compile(r"^[A-Za-z0-9_*?]+$")
+# A tracepoint's group is its TRACE_SYSTEM, which may hold a dash: spi-mem (drivers/spi).
+_TP_GROUP = re.compile(r"^[A-Za-z0-9_*?-]+$")
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 
@@ -230,7 +232,7 @@ def _usdt(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec
 
 def _tracepoint(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 2, 2, "tracepoint:CATEGORY:NAME")
-    category = _check(_KERNEL_NAME, text, args[0], starts[0], "tracepoint category")
+    category = _check(_TP_GROUP, text, args[0], starts[0], "tracepoint category")
     name = _check(_KERNEL_NAME, text, args[1], starts[1], "tracepoint name")
     return ProbeSpec(kind, text, category=category, function=name)
 
@@ -238,7 +240,10 @@ def _tracepoint(kind: str, text: str, args: list[str], starts: list[int]) -> Pro
 def _btf_func(kind: str, text: str, args: list[str], starts: list[int]) -> ProbeSpec:
     _arity(text, args, starts, 1, 2, f"{kind}:[MODULE:]NAME")
     module = _check(_KERNEL_NAME, text, args[0], starts[0], "module name") if len(args) == 2 else ""
-    func = _check(_IDENT, text, args[-1], starts[-1], "function name" if kind != "rawtracepoint" else "tracepoint name")
+    if kind == "rawtracepoint":  # a tracepoint's name, which may start with a digit: 9p_client_req
+        func = _check(_KERNEL_NAME, text, args[-1], starts[-1], "tracepoint name")
+    else:
+        func = _check(_IDENT, text, args[-1], starts[-1], "function name")
     return ProbeSpec(kind, text, function=func, module=module)
 
 

@@ -121,3 +121,19 @@ def test_tracepoints_whose_group_starts_with_a_digit() -> None:
         tracefs.validate_name("group", "9p")  # a kprobe/uprobe event group must not (is_good_name)
     with pytest.raises(ParseError, match="must match"):
         tracefs.validate_name("group", "../x", static=True)
+
+
+def test_tracepoint_groups_with_a_dash_and_raw_tracepoints_starting_with_a_digit() -> None:
+    # Found by `bpfkit list --json` on the 7.2 VM: TRACE_SYSTEM spi-mem (drivers/spi) and the
+    # 9pnet module's raw tracepoints (rawtracepoint:9pnet:9p_client_req) must parse.
+    from bpfkit._kernel import tracefs
+
+    spec = parse_probe("tracepoint:spi-mem:spi_mem_start_op")
+    assert (spec.category, spec.function) == ("spi-mem", "spi_mem_start_op")
+    assert tracefs.validate_name("group", "spi-mem", static=True) == "spi-mem"
+    with pytest.raises(ParseError, match="must match"):
+        tracefs.validate_name("group", "spi-mem")  # a kprobe/uprobe event group must not
+    raw = parse_probe("rawtracepoint:9pnet:9p_client_req")
+    assert (raw.module, raw.function) == ("9pnet", "9p_client_req")
+    with pytest.raises(ParseError, match="invalid tracepoint name"):
+        parse_probe("rawtracepoint:a/b")

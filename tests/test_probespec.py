@@ -67,7 +67,7 @@ def test_wildcards_and_return_flags():
         ("kprobez:foo", 0, "unknown probe type 'kprobez'"),
         ("kprobe:", 7, "missing target"),
         ("tracepoint:syscalls", 19, "too few fields"),
-        ("tracepoint:sys-calls:x", 11, "invalid tracepoint category"),
+        ("tracepoint:sys.calls:x", 11, "invalid tracepoint category"),
         ("tracepoint:a:b:c", 15, "too many fields"),
         ("kretprobe:f+4", 11, "takes no offset"),
         ("uprobe::malloc", 7, "missing binary"),

@@ -25,7 +25,7 @@ from .mountinfo import mountinfo
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _NAME = re.compile(r"^[a-zA-Z_][0-9a-zA-Z_]*$")
 # Static trace events (tracepoints) need not start with a letter: the 9p module's group is "9p".
-_STATIC_NAME = re.compile(r"^[0-9a-zA-Z_]+$")
+_STATIC_NAME = re.compile(r"^[0-9a-zA-Z_-]+$")  # existing tracepoints: 9p_client_req, group spi-mem
 
 
 def _is_tracefs(path: str) -> bool:
@@ -88,7 +88,8 @@ NAME_MAX = 255  # include/uapi/linux/limits.h
 def validate_name(kind: str, name: str, *, static: bool = False) -> str:
     """Trace event group and event names must be ``[a-zA-Z_][0-9a-zA-Z_]*`` (the kernel's
     is_good_name() for kprobe/uprobe events): anything else could escape the tracefs tree or be
-    misparsed by the kernel. ``static``: an existing tracepoint's, which may start with a digit."""
+    misparsed by the kernel. ``static``: an existing tracepoint's, which may start with a digit and whose group (the
+    TRACE_SYSTEM) may hold a dash (spi-mem)."""
     if len(name) > NAME_MAX:  # each is a directory under events/: one file name, NAME_MAX bytes
         raise ParseError(f"invalid trace event {kind} {name[:40]!r}... ({len(name)} characters): longer than "
                          f"{NAME_MAX}, the longest file name tracefs can hold")
