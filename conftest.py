@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pytest plumbing: markers that skip with a reason naming what is missing.
 
     @pytest.mark.root                  needs root (CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Attach and detach 1,000 uprobes on distinct libc functions with bpfkit and with libbpf,
 in the same run, and print both against the targets of issue #8.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The kernel's BTF as a CO-RE load uses it, against libbpf's ``btf__parse`` timed in a small C
 harness (benchmarks/c/btf_bench.c, built against libbpf in this run).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's ELF reader against pyelftools, on the files bpfkit reads (the figures quoted in
 bpfkit/elf/reader.py's docstring):
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How fast do bpfkit's event readers consume, next to libbpf's C consumer? One command:
 
     sudo python3 benchmarks/bench_events.py [--harness DIR] [-r RUNS] [-n N] [--quick]

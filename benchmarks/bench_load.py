@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Load an object with many programs and maps with ``bpfkit load`` and ``bpftool prog loadall``
 in the same run, and print both times.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Dumping a 100,000-entry BPF hash of a struct value: bpfkit against bcc and bpftool (root):
 
     .venv/bin/python benchmarks/bench_maps.py [-r RUNS] [-n ENTRIES]

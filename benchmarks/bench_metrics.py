@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A Prometheus scrape of a 100,000-entry BPF hash (root), as ``bpfkit attach --metrics`` serves it:
 
     .venv/bin/python benchmarks/bench_metrics.py [-r RUNS] [-n ENTRIES]

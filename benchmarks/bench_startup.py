@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How fast does the `bpfkit` command start? One command (root):
 
     python3 benchmarks/bench_startup.py [-r RUNS] [--bpfkit PATH]

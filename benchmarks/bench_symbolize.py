@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Symbolization speed: bpfkit.symbols against bcc's BPF.ksym / BPF.sym, in the same run.
 
     python3 benchmarks/bench_symbolize.py [--lookups 1000000] [--runs 3]

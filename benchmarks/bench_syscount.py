@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The syscall counter in bpfkit (examples/syscount) next to the same tool in bcc
 (benchmarks/bcc/syscount_bcc.py: same options, same output): lines of code, start-up time
 (spawn to the first line printed, which each prints once its probe is attached; and the CPU

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's consumer for the event-consumption benchmark (benchmarks/bench_events.py).
 
     python benchmarks/bpfkit_consumer.py ringbuf|perf [--batch | --decoded] [--busy]

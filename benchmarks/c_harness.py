@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build the benchmarks' small C harnesses (benchmarks/c/*.c) against libbpf, in the run that
 uses them, so every libbpf reference is measured on the same machine at the same time.
 

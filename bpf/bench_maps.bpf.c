@@ -1,10 +1,10 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // benchmarks/bench_maps.py: a 100,000-entry hash of a struct value (the shape of a per-process
 // counter table), filled from user space and dumped by bpfkit, bcc and bpftool.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct bench_value {
 	__u64 count;

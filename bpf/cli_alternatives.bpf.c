@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Alternative programs for one hook, as libbpf-tools ship them; a loader keeps the first of a
 // group the kernel accepts (Collection(programs=[(a, b)]), `bpfkit attach -p 'a|b'`):
 // - sys_enter through tp_btf (5.5+, BTF-typed arguments; a raw tracepoint underneath, no
@@ -60,4 +60,4 @@ int getppid_tp(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

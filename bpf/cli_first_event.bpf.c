@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // benchmarks/bench_startup.py: the smallest useful tracepoint object, one program sending one
 // `struct event` (the pid) per openat(2) through a ring buffer.
 #include "vmlinux.h"
@@ -24,4 +24,4 @@ int first_event(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

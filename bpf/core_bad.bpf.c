@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // CO-RE and kfunc uses that no kernel can satisfy, without the guards that would make them
 // dead code: bpfkit poisons the instructions (as libbpf does), the verifier rejects them, and
 // the VerifierError must say which relocation or kfunc it was (integration/test_core.py).
@@ -30,4 +30,4 @@ int core_unguarded_kfunc(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

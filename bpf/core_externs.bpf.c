@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Externs resolved at load time, as libbpf resolves them:
 //   __kconfig  LINUX_KERNEL_VERSION and LINUX_HAS_SYSCALL_WRAPPER (computed by the loader),
 //              CONFIG_* from the kernel's configuration (bool, tristate, int, string), and a
@@ -107,4 +107,4 @@ int core_percpu(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // CO-RE reads of the current task, compiled once against the build host's vmlinux.h and
 // loaded unmodified on other kernels (integration/test_core.py runs it on the host and in
 // 5.10/6.1 VMs). Every CO-RE relocation kind appears at least once:
@@ -133,4 +133,4 @@ int core_task(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Producers of sequence-numbered records for bpfkit's event reader tests.
 //
 // Every record starts with struct ev: seq counts output *attempts* per CPU (from the
@@ -10,7 +10,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL"; /* bpf_perf_event_output is GPL-only */
+char LICENSE[] SEC("license") = "Dual BSD/GPL"; /* bpf_perf_event_output is GPL-only */
 
 const volatile __u32 target_tgid = 0;
 const volatile __u32 discard_every = 0; /* rb_reserve: discard when seq % N == N - 1 */

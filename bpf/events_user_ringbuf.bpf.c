@@ -1,11 +1,11 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A USER_RINGBUF round trip for bpfkit's UserRingBuffer tests: user space writes records
 // into user_rb (8..56 bytes, multiples of 8); each run of echo (BPF_PROG_TEST_RUN) drains
 // them with bpf_user_ringbuf_drain and copies each one, prefixed by its size, into out.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_USER_RINGBUF);

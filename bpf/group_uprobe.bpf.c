@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Many-links tests and benchmarks/bench_attach.py: one uprobe program attached to hundreds of
 // libc functions at once (section uprobe), and the same as an uprobe_multi program (section
 // uprobe.multi, 6.6+). Each counts hits of one process (target_tgid, 0 = any): all of them in
@@ -53,4 +53,4 @@ int group_uprobe_multi(void *ctx)
 	return count(ctx);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Syscall latency histograms from the raw_syscalls tracepoints, in the three shapes tools use:
 //   lat_hist   array, key = log2 slot, value = count      (bcc's BPF_HISTOGRAM, bpftrace's hist())
 //   tid_hist   hash, key = tid, value = struct hist       (libbpf-tools' runqlat -P: slots array)
@@ -130,4 +130,4 @@ int on_exit(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Hostile input (issue #19): a map pinned by name whose name is an absolute bpffs path, so
 // os.path.join(pin_dir, name) is that path: loading would silently reuse a map another tool
 // pinned there. Loading must refuse the name.
@@ -25,4 +25,4 @@ int hostile_count(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

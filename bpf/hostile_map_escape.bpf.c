@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Hostile input (issue #19): a map pinned by name whose name, set with an asm label, climbs
 // out of the pin directory. clang writes any symbol name; loading this object must refuse it
 // rather than pin at PIN_DIR/../hostile_escape.
@@ -25,4 +25,4 @@ int hostile_count(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

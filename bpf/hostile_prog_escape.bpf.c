@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Hostile input (issue #19): a program named ".." (a name the kernel accepts: letters, digits,
 // '_' and '.') and a map (not pinned by name) named "../hostile_map", both set with asm labels.
 // `bpfkit load OBJ DIR` pins programs at DIR/<program> and maps at DIR/<map>, and
@@ -28,4 +28,4 @@ int hostile_prog(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

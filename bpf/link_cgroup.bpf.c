@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // cgroup programs for integration/test_link_cgroup.py. The test attaches them to a cgroup v2
 // directory of its own and moves one child process into it, so every count is that child's.
 // Contexts come from the UAPI header (no vmlinux.h: no CO-RE relocations on context fields).
@@ -109,4 +109,4 @@ int cg_bind4(struct bpf_sock_addr *ctx)
 	return 1;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // An extension (BPF_PROG_TYPE_EXT) replacing pick_verdict() of link_freplace_target.bpf.o:
 // same signature, a different answer (7 * len), and it counts its calls in `calls`.
 #include "vmlinux.h"
@@ -13,4 +13,4 @@ int new_verdict(int len)
 	return 7 * len;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Kprobe link tests (VM kernels: the host has no CONFIG_KPROBES). getppid() of one process
 // (target_tgid) is counted: slot 0 by a kprobe named without the syscall wrapper prefix
 // (bpfkit retries with __x64_), slot 1 by a kretprobe, slot 2 by a hand-attached kprobe.
@@ -45,4 +45,4 @@ int kp_manual(void *ctx)
 	return count(2);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

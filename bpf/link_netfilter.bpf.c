@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A netfilter program for integration/test_link_netfilter.py: counts the packets of its hook
 // and drops them (the test attaches it at IPv4 LOCAL_OUT in a namespace of its own, where only
 // the test sends). Slot 0 of `counts`: packets seen; slot 1: accept_all's.
@@ -25,4 +25,4 @@ int accept_all(void *ctx)
 	return NF_ACCEPT;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // netkit programs for integration/test_link_netkit.py. Only IPv4 packets are counted (the
 // test's namespaces have IPv6 off and the pair is in L3 mode: no ARP), so counts are exact.
 // Slots of `counts`: 0 count_primary, 1 count_peer, 2 drop_peer, 3 pass_count.
@@ -49,4 +49,4 @@ int pass_count(struct __sk_buff *skb)
 	return NETKIT_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Network-namespace programs for integration/test_link_netns.py.
 // sk_lookup: a TCP connection to a local port in [port_lo, port_hi] goes to the socket in
 // `socks` slot 0 (bpf_sk_assign), whatever it listens on. flow_dissector: counts and lets the
@@ -63,4 +63,4 @@ int dissect_other(struct __sk_buff *skb)
 	return 129;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

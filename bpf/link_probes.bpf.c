@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Link tests on the host: a tracepoint, a uprobe and a uretprobe, all triggered by getppid()
 // (libc's getppid() wrapper enters the sys_enter_getppid tracepoint), counting calls of one
 // process (target_tgid) so exact counts are stable, and recording the bpf_cookie each saw.
@@ -60,4 +60,4 @@ int kp_any(void *ctx)
 	return count(ctx, 3);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

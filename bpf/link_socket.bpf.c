@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Socket programs for integration/test_link_socket.py.
 // Slots of `counts`: 0 filter runs, 1 filter drops, 2 reuseport selections, 3 parser runs,
 // 4 verdict redirects, 5 sk_msg messages.
@@ -77,4 +77,4 @@ int count_msg(struct sk_msg_md *msg)
 	return SK_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Verifier failures: a good XDP program, and one the verifier rejects that libbpf's "?" prefix
 // keeps from loading unless asked for by name. Line info puts source lines in the log.
 #define BPF_NO_PRESERVE_ACCESS_INDEX
@@ -24,4 +24,4 @@ int xdp_bad(struct xdp_md *ctx)
 	return buf[i & 0xfff];
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The loader's vertical slice: BTF-defined maps (array, hash, ring buffer), every kind of global
 // data (.rodata knobs, .data, .bss, custom .data.* / .rodata.* sections), a tracepoint that
 // sends records through the ring buffer, and an XDP program run with BPF_PROG_TEST_RUN that
@@ -91,4 +91,4 @@ int xdp_globals(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Programs whose target is a BTF id in the running kernel: a BTF-enabled raw tracepoint
 // (tp_btf/, attach_btf_id = btf_trace_sys_enter), a task iterator (iter/task,
 // bpf_iter_task) and an fentry program (fentry/, refused on hosts without BPF trampolines;
@@ -28,4 +28,4 @@ int on_unlinkat(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

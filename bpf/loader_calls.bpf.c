@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // BPF-to-BPF calls: static and global sub-programs in .text, a sub-program called from two
 // programs, nested calls, and callbacks passed by address to bpf_loop() and
 // bpf_for_each_map_elem(). Each program is run with BPF_PROG_TEST_RUN and stores what it
@@ -85,4 +85,4 @@ int callbacks(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // An object that needs CO-RE: it reads task_struct fields through vmlinux.h's
 // preserve_access_index types, so clang emits CO-RE relocations (resolved at load against
 // the running kernel's BTF; bpf/core_*.bpf.c exercise every relocation kind).
@@ -17,4 +17,4 @@ int core_getppid(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // iproute2's legacy map definition (struct bpf_elf_map, 36 bytes: id, pinning, inner_id,
 // inner_idx after the bpf_map_def fields), including a map-in-map whose template (id 1) is put
 // in slot 0 of the outer map. A tc classifier run with BPF_PROG_TEST_RUN uses both.
@@ -61,4 +61,4 @@ int tc_count(struct __sk_buff *skb)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

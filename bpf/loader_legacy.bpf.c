@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Old-style objects: maps in the legacy "maps" section (struct bpf_map_def, as samples/bpf and
 // pre-BTF tools wrote them), a "version" section asking for the running kernel's version
 // (0xFFFFFFFE), and a kprobe program that needs it. A socket filter, run with
@@ -58,5 +58,5 @@ int old_kprobe(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 __u32 _version SEC("version") = 0xFFFFFFFE;

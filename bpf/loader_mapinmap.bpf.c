@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Map-in-map and prog-array initialisers: `values` in BTF map definitions. An array of maps
 // and a hash of maps filled with inner maps at load, and a prog array whose slots hold
 // programs, used by tail calls. Run with BPF_PROG_TEST_RUN.
@@ -107,4 +107,4 @@ int use_inner(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Pinning: maps declared with LIBBPF_PIN_BY_NAME are pinned under the pin directory and reused
 // by the next collection that declares them (shared state between loads); an unpinned map is
 // private to each load. An XDP program run with BPF_PROG_TEST_RUN counts in both.
@@ -36,4 +36,4 @@ int count_runs(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Maps whose BTF covers what bpftool's btf_dumper prints (tools/bpf/bpftool/btf_dumper.c):
 // a hash keyed by a struct with char[] strings, enums (signed, 64-bit), nested structs, a union,
 // bitfields, a bool, a pointer, a 128-bit int, arrays of ints and of structs, an anonymous
@@ -8,7 +8,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 enum dump_state { DS_IDLE = 0, DS_RUN = 1, DS_BLOCKED = 7, DS_NEG = -3 };
 enum dump_wide { DW_SMALL = 1, DW_BIG = 0x100000000ULL };

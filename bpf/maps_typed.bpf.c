@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Typed maps and knobs (issue #21): maps whose keys and values are declared through BTF with
 // every shape bpfkit.btf.values decodes (nested structs, unions, bitfields, enums, char arrays,
 // arrays of structs, anonymous members, per-CPU values), and `const volatile` knobs that the
@@ -172,4 +172,4 @@ int on_getpgid(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

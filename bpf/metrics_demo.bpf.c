@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // bpfkit attach --metrics (issue #24): maps of every shape the Prometheus collector serves, filled
 // by syscalls of one process (target_tgid, a const volatile knob) so that counts are exact:
 //   calls        hash, key {tgid, comm, kind enum} -> u64 count    (labels from a struct key)
@@ -149,4 +149,4 @@ int on_getpgid(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

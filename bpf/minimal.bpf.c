@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The smallest useful object: a tracepoint program counting getppid() calls of one process in
 // a BTF-defined array map. Used by the foundation tests and as the loader's first target.
 #include "vmlinux.h"
@@ -27,4 +27,4 @@ int count_getppid(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Multi-attach tests: uprobe.multi, uretprobe.multi and kprobe.multi programs that count hits
 // per bpf_get_attach_cookie() value, so a test can check every target separately. The same
 // programs, reloaded without the multi expected_attach_type, serve the perf-event fallback.
@@ -84,4 +84,4 @@ int kp_auto(void *ctx)
 	return count(ctx, 3000);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

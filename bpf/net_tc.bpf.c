@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // tc programs (tcx links and cls_bpf in direct-action mode) for integration/test_net_tc.py.
 // Only IPv4 UDP packets to `port` are looked at, so counts are exact. Every program returns
 // TC_ACT_UNSPEC (tcx: TCX_NEXT), letting the next program or filter on the hook run too.
@@ -159,4 +159,4 @@ int tc_order_c(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

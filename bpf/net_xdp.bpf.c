@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // XDP programs for the network attach tests (integration/test_net_xdp.py). Only IPv4 UDP
 // packets to `port` are counted (ARP, IPv6 neighbour discovery and other traffic pass
 // untouched), so counts are exact.
@@ -100,4 +100,4 @@ int xdp_count_udp(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Sampling tests (bpfkit.link.perf_event_sample): a SEC("perf_event") program run on every
 // counter overflow. It counts samples per CPU (a per-CPU array: no atomics needed), sums the
 // sample periods the kernel reports (fixed with a period, adjusted by the kernel with a
@@ -50,4 +50,4 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Session tests: one program runs on entry and on return of each target (uprobe.session,
 // kprobe.session). Per attach cookie (0..3) it counts entry and return runs; the entry run
 // stores SESSION_MAGIC << 32 | (entry count) in the session cookie and the return run checks it
@@ -102,4 +102,4 @@ int up_session_auto(struct pt_regs *ctx)
 	return session(ctx, 3);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

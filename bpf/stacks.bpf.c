@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Stack tests (bpfkit.symbols, typed stack-trace maps): a SEC("perf_event") program sampling
 // one process (target_tgid; 0: every process). Per sample it counts (pid, user stack id,
 // kernel stack id, comm) in `counts` (include/stack_counts.h: the convention `bpfkit attach
@@ -53,4 +53,4 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

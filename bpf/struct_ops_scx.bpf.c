@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A minimal sched_ext scheduler (struct sched_ext_ops, 6.12, CONFIG_SCHED_CLASS_EXT): every
 // task goes to the global FIFO dispatch queue with the default slice, and enqueue() counts
 // its calls. Registered through a bpf_link (".struct_ops.link"), as sched_ext requires.
@@ -36,4 +36,4 @@ struct sched_ext_ops___bpfkit bpfkit_fifo = {
 	.name = "bpfkit_fifo",
 };
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

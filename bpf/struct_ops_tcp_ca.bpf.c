@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A TCP congestion control in BPF (struct tcp_congestion_ops, 5.6): Reno through the kernel's
 // tcp_reno_* kfuncs (5.13), registered as "bpfkit_reno". Every callback counts its calls in
 // calls[] so a test sees the algorithm in use. `bpfkit_reno_legacy` is the same algorithm in
@@ -96,4 +96,4 @@ struct tcp_congestion_ops bpfkit_reno_v2 = {
 	.name = "bpfkit_reno",
 };
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

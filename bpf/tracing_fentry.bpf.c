@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // BTF-enabled tracing programs for the VM tests: fentry/fexit on do_sys_openat2 (5.6+)
 // recording the arguments and the return value for one thread (target_tid); fmod_ret on
 // security_file_open and an LSM hook on file_open, both failing the target thread's opens
@@ -82,4 +82,4 @@ int BPF_PROG(lsm_file_open, struct file *file, int ret)
 	return -13; /* -EACCES: the verifier wants a constant-bounded [-4095, 0] */
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

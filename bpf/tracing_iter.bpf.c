@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Iterators: every task as "pid tgid comm" lines, and the elements of a map given at attach
 // time as "key value" lines (bpf_map_elem, 5.9).
 #include "vmlinux.h"
@@ -40,4 +40,4 @@ struct {
 	__type(value, __u64);
 } numbers SEC(".maps");
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Raw tracepoints on the host: sys_enter counted for one thread (target_tid) and one syscall
 // (target_nr), so counts are exact; a second program counting into another slot (for link
 // update); a writable raw tracepoint on bpf_test_finish that rewrites BPF_PROG_TEST_RUN's
@@ -92,4 +92,4 @@ int BPF_PROG(btf_sys_enter_cookie, struct pt_regs *regs, long id)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* USDT programs for integration/test_usdt.py: read probe arguments with libbpf's usdt.bpf.h
  * (its __bpf_usdt_specs map, filled by bpfkit.usdt at attach) and send one record per firing. */
 #include "vmlinux.h"
@@ -6,7 +6,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct usdt_event {
 	__u32 probe;   /* 1: bpfkit:tick, 2: bpfkit:twice */

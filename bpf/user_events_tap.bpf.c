@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // BPF and user_events (integration/test_user_events.py, docs/user_events.md).
 //
 // ue_tracepoint: a tracepoint program for a user event's trace event. Attaching it (a perf
@@ -84,4 +84,4 @@ int BPF_KPROBE(ue_tap, __u16 event_type, __u64 cnt, void *record, int entry_size
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

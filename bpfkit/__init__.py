@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit: load eBPF objects, attach them and read what they send, from pure Python.
 
 The top level re-exports the everyday names lazily, so ``import bpfkit`` stays cheap:

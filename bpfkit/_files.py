@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading the files bpfkit is pointed at (objects, binaries for uprobes and USDT, BTF files,
 kernel configs): regular files only, of a bounded size, never blocking.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lazy re-exports (PEP 562 module ``__getattr__``) for the packages whose front door must stay
 cheap to import: bpfkit, bpfkit.spec, bpfkit.events. Imports nothing of bpfkit."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the attach functions and event readers need of a program or a map, as protocols.
 
 The layers above the kernel objects (``bpfkit.link``, ``bpfkit.events``, ``bpfkit.usdt``,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small eBPF instruction encoder: enough for feature probes, tests and hand-made programs.
 
 Each helper returns the 8-byte encoding of one instruction (``ld_imm64`` and ``ld_map_fd``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one attach path: a program at a probe spec, at its section, or every program of a
 collection. Everything that turns "where" into links lives here, above ``bpfkit.link``,
 ``bpfkit.usdt`` and struct_ops; ``bpfkit.link.attach_probe`` / ``attach_section`` /

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Collections: every map and program of one object loaded into the kernel (Collection), from a
 CollectionSpec (plain data, defined in the spec layer, bpfkit.spec, and re-exported here with
 load_spec).

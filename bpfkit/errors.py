@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One exception tree for every layer of bpfkit.
 
 Every error names what was attempted, on what, and why it failed. Layers add context as an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """freplace (BPF_PROG_TYPE_EXT, 5.6): a program that replaces a global function of another,
 already loaded, program.
 

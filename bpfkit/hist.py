@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Histograms: log2 and linear histograms from slot counts, maps and values, drawn as bcc draws
 them (``print_log2_hist``, ``print_linear_hist``) or handed over as data.
 

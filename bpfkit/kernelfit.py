@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fitting an object to the running kernel while a Collection loads it: CO-RE relocations,
 ``__kconfig``/``__ksym`` externs and kfunc calls, and the BTF the kernel will accept.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Maps: Map (a kernel map owning its fd), made from a MapSpec (plain data, defined in the
 spec layer, bpfkit.spec.maps, and re-exported here).
 

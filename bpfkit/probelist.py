@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Listing probes, as ``bpftrace -l`` does: ``bpfkit list [PATTERN]``.
 
 Each probe is spelled in bpftrace's grammar (what :mod:`bpfkit.probespec` parses and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Probe specs in bpftrace's grammar: ``kprobe:do_sys_open``, ``u:libc:malloc``, ``t:syscalls:sys_enter_openat``.
 
 Pure parsing: a string becomes a :class:`ProbeSpec`; nothing touches the kernel. A malformed spec

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Programs: Program (a loaded program owning its fd), loaded from a ProgramSpec (plain data,
 defined in the spec layer, bpfkit.spec.programs, and re-exported here)."""
 

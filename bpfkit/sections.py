@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Program section names: what ``SEC("...")`` means, as libbpf defines it.
 
 clang puts each BPF program in the ELF section its ``SEC()`` names, and libbpf's convention turns

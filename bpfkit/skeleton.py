@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Skeletons: one object's programs, maps and global variables as attributes, with libbpf's
 open -> load -> attach -> close lifecycle (docs/skeleton.md).
 

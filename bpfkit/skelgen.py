@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Typed skeletons: what one object offers (programs, maps, variables, the structs and enums
 they use) as Python names and annotations, and the source of a module that declares them.
 

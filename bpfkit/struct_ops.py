@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """struct_ops: kernel callback tables (struct tcp_congestion_ops, struct sched_ext_ops, ...)
 implemented by BPF programs, as libbpf and cilium/ebpf build them.
 

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Helpers the example tools share (as libbpf-tools' bits.bpf.h). */
 #ifndef EXAMPLES_BITS_BPF_H
 #define EXAMPLES_BITS_BPF_H

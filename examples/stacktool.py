@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What examples/profile and examples/offcputime share: their common options, loading their
 object with the target process set, and sampling for a while (Ctrl-C stops early)."""
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build, once, a small Linux 6.12 with CONFIG_USER_EVENTS=y for the user_events VM tests.
 #
 #   integration/build_user_events_kernel.sh          # prints the cached kernel.json path

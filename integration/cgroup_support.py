@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A cgroup v2 directory of the test's own, and a child process that runs inside it (no tests here).
 
 The child is a Python process started outside the cgroup and moved in (cgroup.procs) once it is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests run against the real kernel: every test here needs root.
 
 An autouse fixture checks that no test leaks a bpf or perf file descriptor: it counts this

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build the Dockerfile's image with podman and run the test suite in a privileged container.
 #
 # The podman set-up and the locally made base image: scripts/podman-env.sh.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The stack tests' workload: a C program with a known call chain, built in the test.
 
 ``main -> a -> b -> c -> spin`` (gcc -g -O0 -fno-omit-frame-pointer -fno-inline, each function

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Choosing programs: Collection(programs=[name, (alternative, ...)]) and `bpfkit attach -p
 NAME -p 'A|B'` load only the programs named, and of a group of alternatives the first the
 kernel accepts (bpf/cli_alternatives.bpf.c: fentry or tracepoint on getppid, tp_btf or raw_tp

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `bpfkit` command end to end: real subprocesses, real probes, real signals.
 
 The bundled example (bpfkit/examples/opensnoop.bpf.c, built as bpf/.output/cli_opensnoop.bpf.o)

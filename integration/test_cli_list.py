@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`bpfkit list` against the running kernel: tracepoints agree with tracefs's events/, raw
 tracepoints and fentry targets with vmlinux BTF, kprobes with available_filter_functions (or a
 note says why there are none), and every listed probe parses as the spec `bpfkit attach` takes.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`bpfkit attach OBJ kprobe:...` on VM kernels, which have kprobes (the host has none).
 
     python integration/vm.py --kernel 6.1 -- -p no:hypothesispytest -p no:benchmark integration/test_cli_vm.py

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CO-RE, externs and kfuncs on a real kernel: bpf/core_*.bpf.c, compiled once against the
 build host's vmlinux.h, load unmodified and read the right values here and, through
 ``python integration/vm.py --kernel 6.1 --kernel 5.10 -- integration/test_core.py``, on Debian's

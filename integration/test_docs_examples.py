@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every example in README.md and docs/ that is marked runnable runs, as written, on this kernel.
 
 A fenced block whose info string is ``python runnable`` or ``sh runnable`` is extracted and run

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stopping after exactly N records (`bpfkit events --count N`, `poll(limit=N)`), even when
 one wakeup delivers a batch: the records past N stay in the ring for the next reader
 (bpf/events_seq.bpf.c producing hundreds of records per BPF_PROG_TEST_RUN)."""

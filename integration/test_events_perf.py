@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Perf event arrays against the kernel: per-CPU rings fed by bpf_perf_event_output from
 bpf/events_seq.bpf.c (BPF_PROG_TEST_RUN on a pinned CPU, or a getppid tracepoint on every
 CPU), LOST records, wrap-around, wakeups, overwrite mode, pause/resume, CPU subsets."""

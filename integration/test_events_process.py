@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The process tracker against the kernel: a test process forks, the child execs a new
 Python, which dlopens a freshly built library; the tracker follows all of it from live
 sideband records and resolves an address in that library to its symbol. Processes that

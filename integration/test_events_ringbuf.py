@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF ring buffers against the kernel: sequence-numbered records from real programs
 (bpf/events_seq.bpf.c run with BPF_PROG_TEST_RUN or on a tracepoint), overflow, discard,
 several rings in one poll, the iterator, batches, asyncio, and USER_RINGBUF."""

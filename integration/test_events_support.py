@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the event reader tests (no tests here): loading bpf/events_seq.bpf.c, a driver
 process that calls getppid() on chosen CPUs, and the checker of sequence-numbered records.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The example tools (examples/*/NAME.py) end to end: each runs as a real process, with the
 object `make -C bpf` built from examples/NAME/NAME.bpf.c, while a child process makes a known
 number of events; the printed output must state exactly that. Ctrl-C (SIGINT) must end a tool

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/profile and examples/offcputime on the C workload of integration/stack_workload.py: 2 s at 99 Hz on every
 CPU, limited to the workload's pid. At least 90% of its samples must end (in user space) in
 spin with c, b, a, main below it in order, for the copy with symbols and for the stripped

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every feature probe checked against the real thing.
 
 For each feature the probe calls supported, a test uses it for real (loads that program type,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.hist on maps a real program fills: bpf/hist_syscall_lat.bpf.c times this thread's
 getppid() calls on the raw_syscalls tracepoints into four histogram shapes (a slot-keyed array,
 a per-thread struct hist, a {tid, slot} key, a linear array); each is read back, drawn, and its

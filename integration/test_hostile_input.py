@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile input (issue #19) through the real console script, as a user runs it: the exit
 code, the one ``bpfkit: error:`` line, no traceback, and nothing made outside the pin
 directory (nor left behind).

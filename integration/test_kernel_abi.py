@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel ABI layer against the real kernel: perf_event_open's size versioning, every perf
 ioctl the kernel lets a software, tracepoint or breakpoint event take, and the bpf() wrappers
 (map operations and batches, freeze, pinning, id iteration, stats, test runs)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Links on the host kernel: tracepoints, uprobes and uretprobes, in link and ioctl mode.
 
 Every test triggers its probes itself and checks exact hit counts: the programs count only

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Auto-attach from section names, on bpf/link_probes.bpf.c (needs the loader, issue 3).
 
 link_probes has tracepoint/syscalls/sys_enter_getppid, uprobe//lib/x86_64-linux-gnu/libc.so.6:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cgroup programs on a cgroup v2 directory the tests make, with a child process inside it.
 
 bpf/link_cgroup.bpf.c counts what the child does (slots below) and changes it: connect4 sends a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`bpfkit attach` and `bpfkit gc` as a user runs them: separate processes, real signals."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """freplace (BPF_PROG_TYPE_EXT): link_freplace.bpf.o's new_verdict() replaces pick_verdict() of
 link_freplace_target.bpf.o's tc program, and BPF_PROG_TEST_RUN sees the verdict change (100 +
 len before, 7 * len while attached, 100 + len again after the link closes).

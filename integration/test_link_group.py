@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Many links on the host: hundreds of libc uprobes attached with attach_many, triggered,
 closed concurrently, and nothing left behind (fds: the autouse fixture; tracefs entries and
 bpffs pins: checked here).

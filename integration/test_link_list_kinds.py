@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit link list`` / ``link show`` on real links of the kinds added for issue #23: cgroup,
 netns (sk_lookup), netfilter and sockmap links, each made here and decoded as bpftool does
 (and checked against bpftool's own JSON where the installed bpftool decodes the kind). netkit

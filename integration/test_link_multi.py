@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-attach against the real kernel: uprobe_multi on this host (6.18), kprobe_multi in the
 6.12 VM (CONFIG_FPROBE) and whatever the 6.1 VM has, each compared with the perf-event
 fallback, which must give the same counts per cookie.

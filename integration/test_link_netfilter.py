@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """netfilter links in a network namespace the test makes (bpf/link_netfilter.bpf.c).
 
 The namespace has lo up and nothing else; only the test sends there. ``drop_all`` at IPv4

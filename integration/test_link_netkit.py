@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """netkit links on a netkit pair the test makes (bpf/link_netkit.bpf.c). Needs Linux 6.7 with
 CONFIG_NETKIT: the host kernel lacks it, the 7.2 VM has it
 (``integration/vm.py --kernel 7.2 -- integration/test_link_netkit.py``).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flow_dissector and sk_lookup programs on a network namespace the tests make.
 
 The namespace holds lo (up) and a veth pair d0/d1 (d0 10.202.0.1/24 with four transmit queues,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pinned links: they outlive the process that made them, and `bpfkit gc` knows their probes.
 
 A subprocess attaches, pins the link (and the counting map) under this module's pin directory

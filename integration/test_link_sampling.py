@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sampling programs (SEC("perf_event")) on real counters: bpfkit.link.perf_event_sample.
 
 bpf/sampling_count.bpf.c counts samples per CPU (``samples``, a per-CPU array), sums the sample

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sessions against the real kernel: one program on entry and return of each target, through a
 uprobe_multi link made with BPF_TRACE_UPROBE_SESSION (6.13; this host's 6.18 has it) or a
 kprobe_multi link made with BPF_TRACE_KPROBE_SESSION (6.10 and CONFIG_FPROBE: the 6.12 and 7.2

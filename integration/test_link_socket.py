@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Socket programs on loopback sockets the tests make (bpf/link_socket.bpf.c).
 
 * a socket filter drops UDP datagrams whose payload starts with 'd';

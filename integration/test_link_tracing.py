@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Raw tracepoints, BTF tracing programs (tp_btf, fentry, fexit, fmod_ret, lsm) and iterators.
 
 Counts are exact: the programs count only what one thread does (``target_tid``, this test's

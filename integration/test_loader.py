@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loader on the running kernel: every test object in bpf/loader_*.bpf.c is loaded, run
 (BPF_PROG_TEST_RUN or a real tracepoint hit) and checked through its maps.
 

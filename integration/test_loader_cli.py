@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit inspect`` and ``bpfkit load`` as a user runs them, and a comparison with
 ``bpftool prog loadall``: both must load the same programs (names, types) and maps
 (name, type, key/value sizes, max_entries, flags) from each test object.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Map objects (bpfkit.maps.Map) on the running kernel: element operations, iteration, per-CPU
 values, struct formats, freezing, pinning and re-opening."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit map dump --json`` against ``bpftool -j map dump`` on the same pinned maps.
 
 The maps of bpf/map_dump.bpf.c (a hash keyed by a struct with strings, enums, nested structs, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Typed maps on the running kernel (issue #21): bpf/maps_typed.bpf.c loaded, its maps written
 from Python and from the program (a getpgid() tracepoint), read back typed through the
 object's BTF, and through the kernel's copy of it for maps opened by id or pin."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.metrics on maps a real program fills: bpf/metrics_demo.bpf.c counts this process's
 getppid() and getpgid(N) calls (target_tgid knob) into a struct-keyed hash, a per-CPU array of a
 struct, a slot-keyed array and a hash of struct hist; the scrape text is parsed back with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ring buffer records as OpenTelemetry log records (bpfkit.metrics.otlp): bpf/metrics_demo.bpf.c
 sends a struct event for each getppid()/getpgid(N) of this process. Unit: the SDK's in-memory
 exporter gets one log record per event with one attribute per field. End to end: ``bpfkit attach

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real Prometheus (Debian's ``prometheus`` package) scrapes ``bpfkit attach --metrics`` every
 second while this test makes known syscalls; Prometheus' HTTP API then answers with the counts
 made and a histogram_quantile over the served histogram. Both processes are stopped with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Private networks for the network attach tests (test_net_*.py). No tests here.
 
 :class:`NetPair` makes two network namespaces, ``bpfkit_t_<pid>_<tag>a`` and ``..b``, joined by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tc attach through tcx links and cls_bpf filters, on a veth pair between two namespaces the
 tests make.
 

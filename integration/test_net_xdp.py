@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """XDP attach through links and netlink, on a veth pair between two namespaces the tests make.
 
 The program (bpf/net_xdp.bpf.c) counts and drops UDP packets to one port; packets to another

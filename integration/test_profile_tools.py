@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's profile files opened by the tools people read them with: ``go tool pprof -top``
 (Debian's golang-go) on the pprof file of a profiled workload shows spin first; the SVG flame
 graph in headless Chromium (Debian's chromium): the frames present, no script error, and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stack-trace maps and bpf_get_stack records on the real kernel (bpf/stacks.bpf.c), sampling
 the C workload of integration/stack_workload.py (main -> a -> b -> c -> spin) at 99 Hz on every
 CPU for 2 s: ``stacks[id]`` gives the addresses, which bpfkit.symbols names; the build-id map

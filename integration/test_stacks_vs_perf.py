@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's profile against perf's on the same workload at the same time: ``perf record -F 99
 -g`` of the C workload in "mix" mode (five functions w1..w5 spinning 16:8:4:2:1 of the time),
 while examples/profile samples it too, for 3 s. The functions with the most samples (the leaf,

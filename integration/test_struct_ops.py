@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """struct_ops on real kernel types: a BPF TCP congestion control (struct tcp_congestion_ops,
 bpf/struct_ops_tcp_ca.bpf.c) registered, selected with setsockopt(TCP_CONGESTION) on a
 loopback connection and seen in use through its callback counters; and a sched_ext scheduler

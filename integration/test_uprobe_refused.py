@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Uprobe targets the kernel refuses (issue #21: `uprobe:libc:*` failed with a bare ENOTSUPP).
 
 x86 uprobes refuse some instructions (arch_uprobe_analyze_insn: a lock or segment prefix, ...)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Symbol versions in attach specs, against the host's glibc (issue #21): `uprobe:libc:memcpy`
 must mean the default version (`memcpy@@GLIBC_2.14`, an IFUNC on x86-64: refused, naming the
 implementation the dynamic linker chose), `memcpy@GLIBC_2.2.5` spelled out the compat one.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """USDT on the host kernel: integration/usdt/usdt_target.c (built with gcc and sys/sdt.h)
 traced by bpf/usdt_args.bpf.c (libbpf's usdt.bpf.h: BPF_USDT, bpf_usdt_arg_cnt,
 bpf_usdt_cookie) through bpfkit.usdt.

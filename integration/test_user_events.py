@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """user_events on a kernel that has them: the VM kernel built by
 integration/build_user_events_kernel.sh (Debian's 6.12 source with CONFIG_USER_EVENTS=y).
 

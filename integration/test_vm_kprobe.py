@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kprobes and kretprobes, on VM kernels (the host has no CONFIG_KPROBES).
 
 Run through the VM runner, e.g.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Proves integration/vm.py works: the guest runs the expected kernel with what tests need.
 
 Imports nothing from bpfkit. Skipped outside the VM runner (BPFKIT_VM_KERNEL unset).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs last (file name order): the suite left no kernel state behind.
 
 * kprobe_events / uprobe_events hold no probe of bpfkit's that this process (or a process that

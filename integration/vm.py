@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run pytest inside VMs booted on chosen Debian kernels (virtme-ng + qemu) and report per kernel.
 
     python integration/vm.py --kernel 6.1 --kernel 5.10 [--kernel host] [--timeout SECS] \

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fetch and cache Debian kernels for integration/vm.py.
 
 A kernel name ("5.10", "6.1", "6.12") maps to the newest plain ``-amd64`` linux-image package

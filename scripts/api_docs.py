@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build bpfkit's API reference from its docstrings with pdoc, and fail on any pdoc warning.
 
     .venv/bin/python scripts/api_docs.py [OUTPUT_DIR]     # default: build/api

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Unpack Debian packages from the host release's backports suite into a cache directory,
 # without touching /etc or the host's apt state, and print the directory they were unpacked in.
 #

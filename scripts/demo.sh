@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Set up everything (scripts/setup.sh) and run bpfkit's main job on the bundled example:
 # `bpfkit attach` loads bpfkit/examples/opensnoop.bpf.c (built by setup.sh's `make -C bpf` into
 # bpf/.output/cli_opensnoop.bpf.o), attaches its tracepoint (openat) and uprobe (libc fopen)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Prove the README's two commands on a fresh machine: a bare Debian 12 root filesystem
 # (debootstrap --variant=minbase, nothing else installed), a clean clone of HEAD copied in, and
 # `scripts/demo.sh` then `scripts/test.sh` run exactly as the README writes them, inside a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Regenerate the feature tables at the end of docs/features.md from bpfkit's probe registry.
 
     python3 scripts/gen_features_doc.py

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Regenerate the table in bpfkit/sections.py from libbpf's ``section_defs``.
 
     python3 scripts/gen_sections.py PATH/TO/libbpf/src/libbpf.c [--version 1.7.0]

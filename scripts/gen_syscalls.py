@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generate bpfkit/metrics/syscalls.py: x86_64 syscall numbers -> names, from the kernel UAPI
 header <asm/unistd_64.h> (Debian's linux-libc-dev). The `syscall` decoder of metrics configs
 reads it; run again when the header gains syscalls:

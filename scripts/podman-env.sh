@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by integration/container.sh and scripts/fresh-machine.sh: podman set up for this kind
 # of machine, and a bare Debian 12 (bookworm, debootstrap minbase) image made locally.
 #

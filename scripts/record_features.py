@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Record what every kernel of the test matrix answers to bpfkit's feature probes.
 
     .venv/bin/python scripts/record_features.py                   # 5.10 6.1 6.12 host 7.2

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Set up a fresh Debian 12 machine for bpfkit: toolchain, a virtualenv with bpfkit installed,
 # tracefs/bpffs mounted, and the BPF programs in bpf/ built. Idempotent; fast when done before.
 # Run as root (loading BPF programs needs CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN anyway).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Add up junit XML results of several test runs and print one line per run and a total.
 
     scripts/summarize.py host=results/host.xml vm-6.1=results/6.1/junit.xml

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The full matrix: the host suite, the integration suite on Debian 5.10 (no perf links: the
 # SET_BPF fallback is the real path), 6.1 (kprobes), 6.12 (kprobe_multi) and Debian sid's
 # newest (7.2: sched_ext, netkit, sessions) in VMs, the test image built and run with podman,

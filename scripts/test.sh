@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Set up everything (scripts/setup.sh) and run bpfkit's tests:
 #   1. the host suite: tests/ (no privileges) and integration/ (the real kernel), and
 #   2. the kernel tests this host cannot run in a Debian 6.1 VM (integration/vm.py;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fetch newer kernel UAPI headers for tests/test_layout.py, without touching /etc or the host's
 # apt state, and print the include directory (the one holding linux/bpf.h).
 #

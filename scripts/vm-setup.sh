@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what integration/vm.py needs to boot other Debian kernels under qemu/TCG.
 #
 #   scripts/vm-setup.sh [PYTHON]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build small BPF objects from C text with clang-19 (or clang) for tests that need an object
 bpf/ does not hold: a case clang emits only for some source (static maps, __ulong(), ...).
 Tests skip without clang."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pre-generated cffi module matches abi.py's declarations, and the kernel layer uses it."""
 
 import subprocess

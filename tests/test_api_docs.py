@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The API reference builds from the docstrings without a single pdoc warning
 (scripts/api_docs.py; the test extra installs pdoc)."""
 

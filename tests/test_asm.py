@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.asm encodings, checked against the instruction-set spec's byte layouts."""
 
 from __future__ import annotations

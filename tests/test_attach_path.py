@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one attach path (bpfkit/attach.py) without a kernel: the public names that lead to it,
 every probe-spec kind and section kind having its attacher, and no import hidden in a string.
 integration/test_link_cli.py checks that `bpfkit attach` calls it once per SPEC."""

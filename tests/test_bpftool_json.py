@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.btf.bpftool_json on hand-made BTF: the cases the bpf/ objects cannot hold or bpftool
 cannot print as JSON (integration/test_map_dump_bpftool.py compares the rest with bpftool)."""
 

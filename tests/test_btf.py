@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BTF parsing, lookup and marshalling (bpfkit.btf): pure, no kernel needed."""
 
 from __future__ import annotations

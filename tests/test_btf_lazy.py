@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lazy BTF parsing (kernel BTF), name and flavor lookups, split BTF on a lazy base, and
 reading BTF from files (bpfkit.btf.spec, bpfkit.btf.kernel). Pure: the vmlinux tests read
 /sys/kernel/btf/vmlinux as a file and skip without it."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BTF sanitising for older kernels (bpfkit.btf.sanitize): each kind a kernel lacks is
 rewritten into an older one, type ids stay, and the result still marshals. Pure."""
 

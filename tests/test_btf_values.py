@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.btf.values: BTF-typed values decoded and encoded without a kernel, on the BTF of
 bpf/maps_typed.bpf.c (structs, unions, nested, bitfields, enums, char arrays, arrays of
 structs, anonymous members) and the per-CPU layout of batches."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EPERM hints name what is really missing (issue #19 item 9): the capability sets are read from
 /proc/self/status, and a refusal that is no capability says so. Capabilities are dropped for
 real in child processes with setpriv(1) (util-linux): out of the bounding and inheritable sets,

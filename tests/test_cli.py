@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `bpfkit` command without the kernel: parsing, printing, hints, lazy start-up."""
 
 from __future__ import annotations

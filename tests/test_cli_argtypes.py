@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Numbers are checked by the argument parser (bpfkit.cli.argtypes): a value the kernel cannot
 take is a usage error naming the range, exit 2, never an OverflowError from cffi."""
 

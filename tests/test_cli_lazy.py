@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command line imports only the sub-command it runs (bpfkit.cli.main.COMMANDS): the
 static table says what each module's HELP says, `bpfkit --help` imports no sub-command
 module, and a sub-command's parser is complete (arguments, description, defaults) when used."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`bpfkit list` without the kernel: how probes are spelled (each spelling parses as the probe
 spec `bpfkit attach` takes), pattern errors, and the binary kinds, which read only files (a
 binary's ELF symbol tables and USDT notes)."""

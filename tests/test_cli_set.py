@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``--set NAME=VALUE`` (bpfkit load/attach) typed through BTF, without a kernel: what each
 kind of variable of bpf/maps_typed.bpf.c accepts and the errors users see."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SIGINT and SIGTERM at random moments of ``bpfkit attach``, through the real console script
 (.venv/bin/bpfkit): starting, loading, attaching, waiting, detaching. Nothing may stay attached
 (no tracefs probe of the process, no link or program of it in ``bpftool link``/``prog``) and

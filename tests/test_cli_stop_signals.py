@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StopSignals: the CLI's SIGINT/SIGTERM wait, which must never deadlock or lose a signal.
 
 Real signals to this process; no root needed."""

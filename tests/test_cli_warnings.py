@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Warnings on the command line (issue #19 item 10): offline commands print none, the others one
 line each, never Python's "file:line: RuntimeWarning" plus a source line."""
 

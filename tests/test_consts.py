@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit._kernel.consts and cpus: names, ioctl numbers, syscall numbers, CPU lists.
 
 (Every value is also checked against the kernel headers by tests/test_layout.py.)

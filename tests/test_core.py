@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CO-RE relocations (bpfkit.btf.core) against hand-made local/target BTF pairs: every
 relocation kind, with the instruction before and after patching; candidate matching
 (flavors, anonymous members, arrays, ambiguity, module fallback) and poisoning. Pure: no

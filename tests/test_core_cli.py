@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit inspect OBJ --core``: CO-RE relocations and how they resolve. Against
 ``--kernel-btf`` (here: the object's own BTF, which holds the vmlinux.h types it was built
 with, minus its ___flavor and made-up types) the answers are fixed, so no kernel is needed."""

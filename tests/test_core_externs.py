@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """__kconfig and __ksym externs (bpfkit.elf.externs): what the ELF loader records, the BTF
 fix-ups, the .kconfig layout and value encoding, and ksym resolution against hand-made
 kernel BTF and symbol tables. Pure: no kernel needed."""

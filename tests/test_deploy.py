@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """deploy/kubernetes/ and the production image (docs/fleet.md): the manifests parse, and their
 security context, mounts and ports are what docs/fleet.md says; the metrics config of the
 ConfigMap is a valid bpfkit metrics config; the Dockerfile's production target builds with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ELF objects -> CollectionSpec (bpfkit.load_spec): pure parsing of the objects in bpf/."""
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ def insns(prog):
 
 def test_minimal(bpf_obj):
     spec = bpfkit.load_spec(bpf_obj("minimal"))
-    assert spec.name == "minimal" and spec.license == "GPL" and spec.kernel_version == 0
+    assert spec.name == "minimal" and spec.license == "Dual BSD/GPL" and spec.kernel_version == 0
     prog = spec.programs["count_getppid"]
     assert prog.type == ProgType.TRACEPOINT and prog.attach_type is None
     assert prog.section == "tracepoint/syscalls/sys_enter_getppid"
     assert prog.attach_to == "syscalls/sys_enter_getppid"
-    assert prog.license == "GPL" and prog.autoload
+    assert prog.license == "Dual BSD/GPL" and prog.autoload
     hits = spec.maps["hits"]
     assert (hits.type, hits.key_size, hits.value_size, hits.max_entries) == (MapType.ARRAY, 4, 8, 1)
     assert spec.btf.type_by_id(hits.btf_key_type_id).name == "__u32"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`bpfkit inspect` and the loader's pure helpers, without the kernel."""
 
 from __future__ import annotations

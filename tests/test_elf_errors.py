@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Malformed objects give bpfkit errors that name the problem.
 
 Most cases are small C programs compiled here with clang (skipped without it), the rest are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Numeric BTF map fields in both of libbpf's encodings (issue #18 item 2), and prog arrays
 with a typed value and ``values`` (item 3)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which map an ld_imm64 names (issue #18 item 1).
 
 clang writes a map reference as a relocation against a symbol plus an addend in the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.errors: messages name what, on what and why; wrap keeps class and attributes."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The process tracker's bookkeeping, fed synthetic sideband records (no kernel): ordering by
 timestamp, fork/exec/mmap/exit semantics, snapshots replacing earlier knowledge, /proc parsing
 and ELF symbolization."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Record decoding: PERF_RECORD_* layouts with and without sample_id_all, payload formats."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ring walking without a kernel: perf rings and BPF ring buffers laid out in plain memory
 exactly as the kernel lays them out, filled by small writers that follow the kernel's rules
 (record headers, padding, wrap-around, BUSY/DISCARD bits, PERF_RECORD_LOST)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fault injection: the Nth kernel call of a load, an attach or a pin fails, for every N along
 the path, and nothing is left behind: no fd, no bpf_link, no pin, no tracefs probe, no
 directory.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit._kernel.fd.FD: one owner per descriptor, closed exactly once, never fd 0."""
 
 from __future__ import annotations

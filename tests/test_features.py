@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.features without a kernel: the registry, caching, require(), the CLI's output
 shapes (probes faked), the hand-made BTF blobs, and docs/features.md staying in sync."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every probed feature's declared minimum kernel against what each kernel of the test matrix
 answered (docs/features-kernels.json, recorded by scripts/record_features.py: 5.10, 6.1, 6.12
 and 7.2 in VMs, the host 6.18).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit._files.read_regular: the one way bpfkit reads a file it is pointed at."""
 
 from __future__ import annotations

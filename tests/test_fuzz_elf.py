@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Property test: mutated objects go through the parser and only bpfkit errors come out (never
 IndexError, struct.error, KeyError, ... nor a hang).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stale-probe gc judges owners by (pid in the initial PID namespace, start time) (issue #19
 item 8): a reused PID is not the owner, and a container's bpfkit names itself by the PID the
 rest of the machine sees. Real processes, real tracefs probes, a real PID namespace."""

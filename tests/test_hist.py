@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.hist without a kernel: building histograms from each kind of source, the text picture
 (equal, string for string, to what bcc's table.py print_log2_hist / print_linear_hist prints for
 the same counts: the expected strings below are bcc's output, captured), data and JSON, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where bpfkit looks for the kernel configuration (no privileges needed)."""
 
 import gzip

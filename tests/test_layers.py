@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's layers and import rules (docs/architecture.md), checked.
 
 * No module-level import cycle in bpfkit/: the top-level imports of every module (read with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's view of the kernel ABI against the kernel's own UAPI headers.
 
 One C program, generated from bpfkit's declarations and compiled with gcc against

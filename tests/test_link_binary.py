@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Uprobe targets without a kernel: symbol -> file offset, library names, ld.so cache parsing.
 
 A small C program is built with gcc into a temporary directory (skipped if gcc is missing); the

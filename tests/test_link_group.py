@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LinkGroup, attach_many and close_links without a kernel.
 
 The links here are stand-ins: a failing close() and a close that blocks until others run

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Closing many ioctl-mode (PERF_EVENT_IOC_SET_BPF) perf events concurrently (issue #19 item 11):
 real uprobes, real closes; the close of each perf event fd is observed (not changed) to see
 which thread ran it. benchmarks/bench_attach.py --ioctl-only gives the figures."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pure parts of the cgroup, netns, socket and netfilter link kinds (no root, no kernel):
 hook names, enum parsing, section skip reasons, info decoding. The kernel behaviour is in
 integration/test_link_{cgroup,netns,socket,netfilter}.py."""

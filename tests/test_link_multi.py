@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-attach without a kernel: modes, cookie alignment, sections, info decoding."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.link.sampling without a kernel: event names, rate checks, targets, probe specs and the
 error messages (integration/test_link_sampling.py runs the real thing)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The link layer's pure parts: section targets, probe names, tracefs lines, symbols, modes."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Raw tracepoint, tracing and iterator links without a kernel: argument checks, the section
 table, the iterator parameter layout, the pre-5.7 fd object (a real pre-5.7 kernel is not
 available here, so it wraps a pipe fd), and the probe-spec/target agreement check."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Metrics configs (bpfkit.metrics.config): the YAML shape, and every mistake reported with the
 file and the line it is on; the label decoders on known inputs (kallsyms and cgroup ids read
 from this machine)."""

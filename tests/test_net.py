@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Network attach: option parsing, anchors, error meanings, constants against the UAPI headers.
 No root, no kernel objects (the attach paths are tested in integration/test_net_*.py)."""
 

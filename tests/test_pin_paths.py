@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pin names and pin directories (bpfkit._kernel.bpffs): names from the object must be one path
 component that stays in its directory; directories are judged by statfs before creation."""
 

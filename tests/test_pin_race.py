@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Maps pinned by name, made by two loaders at once (issue #19 item 6).
 
 The loser of the race finds the path taken when it pins (BPF_OBJ_PIN: EEXIST) and must reuse the

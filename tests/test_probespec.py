@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpftrace-grammar probe specs: every form, every alias, and errors that point at the bad part."""
 
 import pytest

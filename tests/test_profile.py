@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.profile's formats: folded stacks, pprof (read back through the same descriptors, and
 checked against profile.proto's field numbers by decoding the wire format by hand), speedscope
 JSON, and the SVG flame graph (well-formed XML, one frame per node, its script inline)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The section-name table (libbpf's section_defs as data) and libbpf's matching rules."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Typed skeletons (bpfkit.skelgen, bpfkit.skeleton, `bpfkit gen skeleton`), without a kernel:
 generation for the examples and several bpf/ objects, the generated modules under mypy --strict
 (and mypy catching misuse through them), the committed example skeletons up to date, names that

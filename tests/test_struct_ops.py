@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """struct_ops parsing (no kernel) and the layout against this kernel's BTF (read-only
 /sys/kernel/btf/vmlinux; skipped where it lacks struct bpf_struct_ops_tcp_congestion_ops)."""
 

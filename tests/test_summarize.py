@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/summarize.py: the per-run and total lines the CI and the matrix end with."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit.symbols on real files and processes: a C workload with a known call chain built here
 (integration/stack_workload.py), in four copies (symbols; stripped with a debug file by build
 id; stripped with MiniDebugInfo; stripped bare), resolved in a live process through

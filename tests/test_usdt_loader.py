@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loader side of USDT programs (no kernel): libbpf's usdt.bpf.h declares its helpers
 ``__weak __hidden`` global functions, which libbpf marks static in BTF so the verifier checks
 them in their caller's context (a global function is verified alone, with unknown

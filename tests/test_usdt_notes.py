@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """USDT note and argument-spec parsing (bpfkit.usdt.notes/args): no kernel, no root.
 
 The real binary is integration/usdt/usdt_target.c built with gcc and sys/sdt.h; synthetic

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """user_events without a kernel: formats, payload layout, typed emit, status parsing, the CLI's
 argument handling. The kernel side runs in integration/test_user_events.py (a VM kernel with
 CONFIG_USER_EVENTS)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's user_events ABI against the kernel's include/uapi/linux/user_events.h.
 
 One C program compiled against the UAPI headers prints sizeof/offsetof of every field of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """integration/vm_kernels.py: how Debian kernel packages are found and unpacked.
 
 Package lists are stand-ins for `apt-cache pkgnames` (the names are sid's and bookworm's as of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """integration/vm.py's handling of a guest kernel panic.
 
 The panic text is the console of a real run (Debian 6.12 under TCG, November 2026). The retry

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """examples/syscount written with bcc: the same tool (system calls by process, top N every
 interval, --pid, --syscall), the same output, for benchmarks/bench_syscount.py to compare
 lines of code, start-up time and memory. Runs with Debian's python3-bpfcc (/usr/bin/python3).

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: Apache-2.0
 // The libbpf side of benchmarks/bench_attach.py: the same attach/detach work bpfkit does,
 // done by libbpf (linked statically, >= 1.3 for bpf_program__attach_uprobe_multi).
 //

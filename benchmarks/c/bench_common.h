@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
 // What every libbpf harness of benchmarks/ shares: clocks and a quiet libbpf.
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H

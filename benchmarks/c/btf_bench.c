@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: Apache-2.0
 // The libbpf side of benchmarks/bench_btf.py: btf__parse() of a BTF blob (what libbpf does
 // with /sys/kernel/btf/vmlinux before a CO-RE load: read, check and index every type), then
 // btf__find_by_name_kind() of each NAME (a struct), ROUNDS times.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: Apache-2.0
 // The libbpf side of benchmarks/bench_load.py's in-process rows: bpf_object__open_file() of
 // OBJ (parsing the ELF), then bpf_object__load() (maps created, programs relocated and
 // loaded: what bpfkit's Collection(spec) does with a parsed spec), then bpf_object__close(),

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* `counts`, an array of COUNT_SLOTS u64 counters the tests read, and bump(slot). Define
  * COUNT_SLOTS before including; needs <linux/bpf.h> and <bpf/bpf_helpers.h> first. */
 #ifndef BPFKIT_COUNTS_H

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* log2 slots as libbpf-tools' bits.bpf.h computes them (slot 0 holds 0 and 1): the histograms of
  * bpf/hist_syscall_lat.bpf.c and bpf/metrics_demo.bpf.c. */
 #ifndef BPFKIT_LOG2_H

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Counting stacks the way bpfkit.profile reads them (docs/stacks.md, "The counts convention"):
  * a hash `counts` keyed by struct stack_key (pid, user and kernel stack ids, comm) whose value
  * is a __u64 (samples or a time), and the stack-trace map `stacks` the ids index. Used by the

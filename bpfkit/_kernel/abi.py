@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cffi declarations of the structs bpfkit passes to and reads from the kernel.
 
 These mirror include/uapi/linux/bpf.h and include/uapi/linux/perf_event.h of Linux 6.12 field for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bpf(2) system call and thin typed wrappers around its commands.
 
 Only this module (and its siblings in bpfkit._kernel) call the kernel. Wrappers take and return

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pin paths in bpffs, checked before anything is created.
 
 Names that end up in a pin path (a map pinned by name, a program or link pinned by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Why the kernel said EPERM/EACCES: the capabilities this process really holds, the sysctls that
 admit unprivileged use, and the refusals that are no capability at all.
 

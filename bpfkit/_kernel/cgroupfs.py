@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cgroup v2 directories: where the cgroup2 filesystem is mounted, opening a cgroup, ids.
 
 cgroup BPF programs attach to a cgroup v2 directory, named by an fd opened on it (O_RDONLY |

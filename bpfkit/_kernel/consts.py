@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kernel constants bpfkit uses, as enums whose member names are the UAPI names minus a prefix.
 
 The bpf(2) ones (map/program/attach/link types, flags) are defined in bpfkit.spec.consts, pure

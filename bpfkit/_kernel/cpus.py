@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CPU sets from sysfs: which CPUs are online and which could ever be (per-CPU maps size by it)."""
 
 from __future__ import annotations

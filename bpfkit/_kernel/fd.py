@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """File-descriptor ownership: every kernel object bpfkit makes is held by exactly one FD."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the running kernel says about itself outside bpf(): its build configuration and its
 symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf does.
 

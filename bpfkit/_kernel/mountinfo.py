@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """/proc/self/mountinfo: where each filesystem is mounted (tracefs, cgroup2 ...)."""
 
 from __future__ import annotations

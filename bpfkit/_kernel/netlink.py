@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Network namespaces and the rtnetlink requests bpfkit makes, through pyroute2.
 
 Two kernel facts shape this module:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Process identity that survives PID reuse and PID namespaces (for tracefs probe ownership).
 
 A bare PID names a process badly: the number is reused after the process dies, and inside a PID

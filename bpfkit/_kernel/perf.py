@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf_event_open(2) and the perf ioctls.
 
 struct perf_event_attr is versioned by size: user space says in ``attr.size`` which layout it

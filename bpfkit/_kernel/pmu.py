@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Dynamic PMUs in sysfs: /sys/bus/event_source/devices/<pmu>/{type,format/*}.
 
 The kprobe PMU (4.17) and uprobe PMU (4.17) let perf_event_open create k/uprobes without

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kernel ring buffers shared with user space: mmap, memory ordering, epoll, BPF output events.
 
 Getting the terminology right:

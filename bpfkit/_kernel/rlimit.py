@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RLIMIT_MEMLOCK for kernels that still charge BPF memory to it.
 
 Before 5.11 the kernel charged map and program memory to RLIMIT_MEMLOCK (often 64 KiB or 8 MiB),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tracefs: where it is, mounting it, and reading trace event ids.
 
 Terminology (as in cilium/ebpf's link/perf_event.go):

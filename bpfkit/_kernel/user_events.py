@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The user_events ABI: tracefs ``user_events_data``, its three ioctls, and the status file.
 
 Linux user_events (CONFIG_USER_EVENTS, usable since 6.4 when it stopped depending on BROKEN and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BTF: the BPF Type Format. Parsing and marshalling of .BTF and .BTF.ext, the type model,
 CO-RE relocations and sanitising for older kernels.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Map entries as ``bpftool -j map dump`` prints them, driven by BTF (pure data, no syscalls).
 
     fmt = EntryFormatter(btf, key_type_id, value_type_id, key_size=4, value_size=16)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CO-RE: fit an object's field offsets, sizes, type ids and enum values to the target kernel.
 
 Concepts (the same as libbpf's relo_core.c, reimplemented here):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """.BTF.ext: per-section func_info, line_info and CO-RE relocation records.
 
 Layout (tools/lib/bpf/libbpf_internal.h, ``struct btf_ext_header``): magic, version, flags,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The running kernel's BTF, parsed once per process and cached.
 
     from bpfkit.btf import kernel

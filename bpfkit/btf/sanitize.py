@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rewrite an object's BTF into what the running kernel's BTF loader accepts.
 
 clang emits BTF kinds newer than many kernels; the kernel refuses a whole blob over one kind it

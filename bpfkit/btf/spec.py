@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BTF blobs: parse the kernel's binary format into types, look types up, marshal them back.
 
 Layout (include/uapi/linux/btf.h): a 24-byte ``struct btf_header``, then the type section (a

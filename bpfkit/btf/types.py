@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The BTF type model: one small class per BTF kind (include/uapi/linux/btf.h).
 
 Types refer to each other by type id (an ``int``), exactly as BTF does; :class:`bpfkit.btf.BTF`

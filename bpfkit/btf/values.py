@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Typed values: bytes laid out as a BTF type <-> Python values (issue #21).
 
     codec = value_codec(btf, type_id)          # compiled once per type

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``bpfkit`` command. Uses only bpfkit's public API; heavy imports stay inside commands."""
 
 import os as _os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m bpfkit.cli``: as the console script, SIGINT and SIGTERM while the command's
 modules import end it quietly (exit 128+N; see bpfkit/__init__.py, which cannot tell this
 case apart: argv[0] is still ``-m`` while the package imports)."""

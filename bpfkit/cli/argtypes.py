@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """argparse ``type=`` functions that check ranges, so a number the kernel cannot take is a usage
 error naming the range (exit 2) rather than an OverflowError deep in cffi."""
 

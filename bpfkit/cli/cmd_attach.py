@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit attach``: load an object, attach its programs, stay until Ctrl-C or SIGTERM.
 
     bpfkit attach prog.bpf.o                                   # every program whose section names a target

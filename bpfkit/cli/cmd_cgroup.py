@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit cgroup show|tree``: the programs attached to cgroups, like ``bpftool cgroup``.
 
     bpfkit cgroup show PATH [--effective] [--json]   # every hook of one cgroup

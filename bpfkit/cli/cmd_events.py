@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit events``: print what BPF programs send through a pinned ring buffer or perf array.
 
     bpfkit events /sys/fs/bpf/opensnoop/events                       # hex records

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit features``: what this kernel supports, probed like ``bpftool feature probe``."""
 
 from __future__ import annotations

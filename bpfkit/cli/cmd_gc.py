@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit gc``: remove the tracefs probes of bpfkit processes that no longer run.
 
 Probes that bpfkit makes through kprobe_events/uprobe_events are named

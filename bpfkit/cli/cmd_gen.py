@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit gen skeleton OBJ``: a typed Python module for one object (bpftool gen skeleton,
 cilium's bpf2go): Record classes for its structs, IntEnums, and a skeleton class whose
 attributes are the object's programs, maps and global variables (docs/skeleton.md).

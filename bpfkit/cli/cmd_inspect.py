@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit inspect OBJ``: the programs, maps and variables of an object file, without loading it."""
 
 from __future__ import annotations

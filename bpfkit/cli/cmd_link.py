@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit link list|show|pin|detach``: the bpf_links in the system, like ``bpftool link``.
 
     bpfkit link list [--json]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit list [PATTERN] [--json]``: probes in bpftrace's spelling, like ``bpftrace -l``."""
 
 from __future__ import annotations

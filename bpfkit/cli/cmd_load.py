@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit load OBJ PIN_DIR``: load every program of an object and pin programs and maps,
 like ``bpftool prog loadall OBJ PIN_DIR pinmaps PIN_DIR``."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit map list|show|dump``: the maps in the system, like ``bpftool map``.
 
     bpfkit map list [--json]

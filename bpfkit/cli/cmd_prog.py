@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit prog list|show``: the programs loaded in the system, like ``bpftool prog``.
 
     bpfkit prog list [--json]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit usdt list BINARY``: the USDT probes a binary carries, with their arguments.
 
 Reads the binary's ``.note.stapsdt`` notes (no root, no kernel): one line per probe site

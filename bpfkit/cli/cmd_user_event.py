@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``bpfkit user-event``: list, register, emit and delete Linux user_events (CONFIG_USER_EVENTS).
 
     bpfkit user-event list

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Did-you-mean hints for symbols a probe spec names but the kernel or binary lacks.
 
 ``symbol do_sys_open not found in /proc/kallsyms (did you mean do_sys_openat2?)``: the close

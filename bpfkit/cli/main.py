@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Entry point of the ``bpfkit`` command: argument parsing, dispatch and exit codes.
 
 Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``HELP``,

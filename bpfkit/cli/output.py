@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared printing for the ``bpfkit`` sub-commands: tables, JSON lines, and event records.
 
 Text output is for people and may change; ``--json`` output is one JSON object per line with

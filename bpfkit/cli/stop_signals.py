@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SIGINT/SIGTERM as a stop request that the main thread waits for, without a lost wakeup.
 
 A Python-level signal handler runs only when the main thread next executes bytecode. A signal

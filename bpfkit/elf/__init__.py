@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading BPF ELF objects into specs: pure parsing, no syscalls, no root.
 
 :func:`parse_object` turns an object's bytes into a :class:`bpfkit.CollectionSpec`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Externs: ``__kconfig`` and ``__ksym`` declarations an object leaves for the loader to fill.
 
 clang leaves an undefined symbol per extern and describes it in BTF: a VAR (or, for kernel

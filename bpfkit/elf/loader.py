@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ELF object -> CollectionSpec: programs, maps, global data, relocations, BTF. No syscalls.
 
 Following libbpf's reading of what clang emits:

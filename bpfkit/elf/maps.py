@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Map definitions in an object: the legacy ``maps`` section and BTF-defined ``.maps``.
 
 Legacy: one fixed-size record per map symbol, ``struct bpf_map_def`` (type, key_size,

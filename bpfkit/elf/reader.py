@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpfkit's one ELF reader: BPF objects, executables and shared objects (uprobes, USDT, the
 process tracker) and ELF files holding BTF (a vmlinux image, BTFHub-style files).
 

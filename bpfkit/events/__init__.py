@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Readers of what BPF programs send: perf event arrays, BPF ring buffers, sideband records.
 
 * :class:`RingBuffer` reads BPF_MAP_TYPE_RINGBUF maps (several in one poll);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pieces shared by the perf and ring buffer readers: header validation of fixed-size runs,
 waiting (sync and asyncio), and how lost records are reported."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Perf event arrays: reading what ``bpf_perf_event_output`` sends (4.4).
 
 How it fits together: for every online CPU the reader opens a ``PERF_COUNT_SW_BPF_OUTPUT``

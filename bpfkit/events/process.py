@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who is that pid? A process tracker built on perf sideband records.
 
 A BPF program reports a pid and an instruction address; turning that into "``libfoo.so`` +

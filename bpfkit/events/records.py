@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Record types and decoding: PERF_RECORD_* from perf rings, and fixed-layout payloads.
 
 Two kinds of decoding live here:

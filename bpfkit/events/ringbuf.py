@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF ring buffers: reading BPF_MAP_TYPE_RINGBUF (5.8), writing BPF_MAP_TYPE_USER_RINGBUF (6.1).
 
 A ring buffer map is one buffer for all CPUs. Each record starts with an 8-byte header

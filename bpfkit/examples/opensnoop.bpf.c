@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // bpfkit's bundled example: an opensnoop-like tracer. Every openat(2) (the
 // syscalls:sys_enter_openat tracepoint) and every libc fopen() call (a uprobe) sends one
 // `struct event` through the ring buffer `events`:
@@ -102,4 +102,4 @@ int handle_kprobe(struct x86_regs *ctx)
 	return emit((const char *)ctx->si, 0, SOURCE_KPROBE);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the running kernel can do, asked once per process.
 
     from bpfkit import features

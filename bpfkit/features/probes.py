@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Feature probes: small, conclusive experiments asking the running kernel what it can do.
 
 Each probe does the least that proves the point, in the style of libbpf's ``probe_*`` and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Attaching programs: every attach function returns a :class:`Link`.
 
     from bpfkit import link

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """User-space binaries for uprobes: symbols to file offsets, and library names to paths.
 
 Pure file parsing (no syscalls beyond reading files), through bpfkit's one ELF reader

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared parts of the network attach kinds (xdp.py, tc.py): the attach-path option, the
 kernel-feature probes that pick a path, interface and program checks.
 """

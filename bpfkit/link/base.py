@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Link protocol, RawLink (any bpf_link fd), pinned links and the system's links.
 
 A *link* is what attaching returns: the attachment of one program to one hook. When the kernel

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cgroups: programs that run for every process of a cgroup v2 directory and its descendants.
 
     with link.attach_cgroup("/sys/fs/cgroup/unified/app", prog) as lk: ...   # the section's hook

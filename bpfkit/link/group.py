@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Many links at once: LinkGroup, attach_many, close_links.
 
 Closing a perf-event probe is slow on recent kernels: releasing the bpf_link waits for an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF iterators: programs that walk kernel objects and print into a seq_file.
 
 An iterator program (``SEC("iter/task")``, BPF_PROG_TYPE_TRACING with BPF_TRACE_ITER, 5.8) is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kprobes and kretprobes: a kprobe program on a kernel symbol (or symbol+offset).
 
 Two ways to make the probe, as cilium/ebpf's link/kprobe.go:

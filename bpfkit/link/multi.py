@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-attach: one program on many kernel functions (kprobe_multi) or many offsets of one
 binary (uprobe_multi) through a single bpf_link, each target with its own cookie.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """netfilter: a program as a netfilter hook function, beside iptables/nftables chains.
 
     with link.attach_netfilter(prog, "ipv4", "local_out", priority=100, netns="blue") as lk: ...

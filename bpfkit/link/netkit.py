@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """netkit: sched_cls programs inside a netkit device pair's transmit routine.
 
     lk = link.attach_netkit(prog, "nk0")                          # on the primary device

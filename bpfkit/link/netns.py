@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Network namespaces: programs that run for a whole namespace rather than one interface.
 
     with link.attach_netns(prog, netns="blue") as lk: ...      # flow_dissector or sk_lookup

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Perf events, and attaching programs to them: the plumbing under tracepoints, k/uprobes.
 
 Getting the terminology right (as cilium/ebpf's link/perf_event.go puts it):

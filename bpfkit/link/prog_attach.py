@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF_PROG_ATTACH: the attachment style before bpf_links, and still the only one for some hooks.
 
     link.raw_attach_program(cgroup_fd, prog, AttachType.CGROUP_INET_EGRESS, flags=BPF_F_ALLOW_MULTI)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sampling: a SEC("perf_event") program run on every overflow of a perf counter.
 
 A counter (a software event such as cpu-clock or page-faults, or a hardware one such as cycles,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Socket programs: filters on one socket, reuseport selection, and programs of sockmaps.
 
     with link.attach_socket_filter(sock, prog): ...          # SO_ATTACH_BPF on a socket you pass

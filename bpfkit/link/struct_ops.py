@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Registering struct_ops maps (bpfkit.struct_ops): a BPF TCP congestion control, a sched_ext
 scheduler, ... goes live when its map is attached.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tc: sched_cls programs on an interface's ingress or egress path, after the skb is built.
 
     with link.tc("eth0", prog, "ingress") as lk: ...                 # tcx link, else cls_bpf

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """k/uprobes made through tracefs (kprobe_events, uprobe_events): naming, ownership, cleanup.
 
 Unlike a PMU probe, which lives exactly as long as its perf event fd, a probe written into

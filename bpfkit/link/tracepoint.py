@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tracepoints: a program on a static trace event, through a perf event.
 
 The event's id comes from tracefs ``events/<group>/<name>/id``; a PERF_TYPE_TRACEPOINT perf

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Raw tracepoints and BTF-enabled tracing programs (fentry, fexit, fmod_ret, tp_btf, lsm).
 
 Terms:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Uprobes and uretprobes: a kprobe-type program on a user-space binary's code.
 
 The kernel places a uprobe at a *file offset* of a binary (inode + offset), so it fires in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """XDP: programs on a network interface's receive path, before (driver mode) or just after
 (generic mode) the kernel builds an skb, or on the NIC itself (offload).
 

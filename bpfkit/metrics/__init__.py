@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Maps as Prometheus metrics (``bpfkit attach --metrics``), and events as OpenTelemetry logs
 (docs/metrics.md). Needs the ``metrics`` extra (prometheus_client, PyYAML)."""
 

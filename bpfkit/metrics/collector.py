@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A prometheus_client Collector that reads BPF maps when Prometheus scrapes.
 
 Each scrape walks every planned map once with batch lookups (``Map.raw_batches()``:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Metrics configs (``bpfkit attach --metrics-config FILE``): what automatic naming cannot know,
 in the spirit of ebpf_exporter's configs (docs/metrics.md):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Label decoders of metrics configs (docs/metrics.md), as ebpf_exporter's: each turns a key
 field's value (an int, or the bytes of an array) into the label's text.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Records of ring buffers and perf event arrays as OpenTelemetry log records
 (``bpfkit attach --otlp ENDPOINT``; docs/metrics.md). Needs the ``otlp`` extra
 (opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http).

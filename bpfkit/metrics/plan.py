@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a map becomes as Prometheus metrics, decided once from its BTF key and value types.
 
 A :class:`MapMetrics` names the metric families of one map and how each sample is read from a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The /metrics endpoint on an address of the user's: a threading WSGI server answering with
 the Prometheus text format (version 0.0.4) of bpfkit's collectors (MapCollector.render, the
 fast path; any other prometheus_client Collector through its generate_latest). No process or

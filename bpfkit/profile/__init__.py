@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Profiles: stacks counted by BPF programs, symbolized, written for the tools people read
 them with (docs/stacks.md): folded stacks (flamegraph.pl, inferno), pprof (go tool pprof,
 Parca, Pyroscope), speedscope JSON, and a self-contained interactive SVG flame graph."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Profiles from BPF maps: the counts-by-stack convention of ``bpfkit attach --stacks``.
 
 The program counts into a hash map whose key is a struct holding a process id, the stack ids

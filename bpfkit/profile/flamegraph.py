@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A self-contained interactive SVG flame graph, written by bpfkit (no external script, font
 or stylesheet): the layout of Brendan Gregg's flamegraph.pl, root at the bottom, each frame
 as wide as its share of the total, children sorted by name. In a browser: hover shows a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Text formats of a profile: folded stacks and speedscope JSON; writing any format by the
 output file's name."""
 

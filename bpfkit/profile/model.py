@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A profile: stacks (frame names, root first) with a value each, and what the value counts."""
 
 from __future__ import annotations

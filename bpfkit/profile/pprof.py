@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pprof: the gzipped protobuf ``perftools.profiles.Profile`` that ``go tool pprof``, Parca,
 Pyroscope and Grafana read (github.com/google/pprof, proto/profile.proto).
 

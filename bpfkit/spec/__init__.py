@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The spec layer: what an object file holds, as plain data, with no kernel in sight.
 
 Parsing an object (bpfkit.elf), its BTF (bpfkit.btf) and its section names (bpfkit.sections)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CollectionSpec: everything in one object file, before it meets the kernel, and VariableSpec,
 one global variable of it (the spec layer: no syscalls). bpfkit.collection.Collection loads one.
 """

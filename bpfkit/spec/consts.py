@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bpf(2) constants a spec needs: object types (maps, programs, attach points, links) and their
 flags, as enums whose member names are the UAPI names minus a prefix.
 

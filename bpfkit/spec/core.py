@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CO-RE computation for a spec against BTF that is given (a BTF or a file), without loading:
 how each program's relocations resolve. The spec layer: no syscalls. Resolving against the
 running kernel's BTF reads /sys/kernel/btf, which is the kernel side's (bpfkit.kernelfit) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """load_spec: a BPF ELF object (a path or its bytes) parsed into a CollectionSpec. No syscalls
 (the spec layer)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MapSpec: everything needed to create a map, as plain data (the spec layer: no syscalls).
 
 The kernel object made from it is bpfkit.maps.Map.

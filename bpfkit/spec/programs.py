@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ProgramSpec: a program as parsed from an object or written by hand, as plain data (the spec
 layer: no syscalls). The kernel object loaded from it is bpfkit.program.Program.
 """

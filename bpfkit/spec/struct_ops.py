@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """struct_ops specs: each variable of a ``.struct_ops``/``.struct_ops.link`` section as a
 :class:`StructOpsSpec`, and the layout of one as a kernel's value computed against that
 kernel's BTF (given, not read here). The spec layer: no syscalls; finding the running kernel's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Addresses -> symbols, for the whole of bpfkit (docs/stacks.md).
 
 * :class:`~bpfkit.symbols.kernel.KernelSymbols`: /proc/kallsyms (vmlinux, modules, BPF

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One binary's symbols, from wherever a distribution keeps them.
 
 A stripped binary keeps only .dynsym (the exported names). The rest is found, in this order

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kernel symbols from /proc/kallsyms: the core kernel's, loaded modules' (``name [module]``)
 and BPF programs' (``bpf_prog_<tag>_<name> [bpf]``, listed while bpf_jit_kallsyms is on, the
 default with the JIT), loaded once into sorted arrays and looked up by bisection.

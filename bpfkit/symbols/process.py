@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A process's executable mappings (/proc/PID/maps) and its perf map (/tmp/perf-PID.map).
 
 A user address resolves through the mapping holding it: file offset = addr - start + pgoff,

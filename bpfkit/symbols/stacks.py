@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stack traces as the kernel hands them out, decoded.
 
 * ``BPF_MAP_TYPE_STACK_TRACE`` values (``bpf_get_stackid``): ``value_size / 8`` u64 instruction

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """USDT (user statically defined tracing) probes: read them from a binary, attach to them.
 
     from bpfkit import usdt

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """USDT argument specs (x86-64): ``-4@%eax``, ``8@$5``, ``-8@-16(%rbp)``, ``8@(%rsp)``.
 
 sys/sdt.h records each probe argument as ``SIZE@OPERAND``: the size in bytes (negative for

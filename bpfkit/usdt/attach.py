@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Attaching a program to a USDT probe: one uprobe per probe site, semaphore counted.
 
 A USDT probe is a ``nop`` the compiler left in the code, so attaching is attaching a uprobe at

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A binary's USDT probes, from its ``.note.stapsdt`` ELF notes (pure parsing, no syscalls;
 the file is read by bpfkit.elf.reader, bpfkit's one ELF reader).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """user_events: trace events that this Python process defines and emits.
 
 Modules: ``fields`` (field declarations and the annotations naming them), ``format`` (an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Registering, emitting and attaching one user event (user_events_data, the enable bit)."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A user event's fields: their declarations as the kernel parses them (user_field_size(),
 kernel/trace/trace_events_user.c) and the Python annotations that name them."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A user event's format: its name and fields, built from the kernel's command text, a dataclass
 or a function signature, and how values are packed into the payload emit() writes."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The system's user events: listing them (user_events_status) and deleting them."""
 
 from __future__ import annotations

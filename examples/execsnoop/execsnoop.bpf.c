@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // execsnoop: every execve(2) with its arguments, like bcc's execsnoop.
 // syscalls:sys_enter_execve copies the arguments (user memory, still mapped before the exec)
 // into a `struct event` kept per thread in `execs`; syscalls:sys_exit_execve adds the result
@@ -93,4 +93,4 @@ int exit_execve(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """execsnoop: trace every execve(2) with its arguments (bcc's execsnoop).
 
     python examples/execsnoop/execsnoop.py

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // funclatency: how long a user-space function takes, as a log2 histogram (bcc's funclatency
 // for uprobes). A uprobe at the function's entry stamps the thread; a uretprobe at its return
 // adds the elapsed time to `hist`, a global array in .bss read after load. The programs'
@@ -64,4 +64,4 @@ int BPF_KRETPROBE(func_exit)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

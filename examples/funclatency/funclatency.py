@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """funclatency: time a user-space function, as a log2 histogram (bcc's funclatency, uprobes).
 
     python examples/funclatency/funclatency.py --func malloc              # libc's malloc

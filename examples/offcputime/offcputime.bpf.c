@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // examples/offcputime: time spent off CPU, by stack (bcc's and libbpf-tools' offcputime).
 // At sched_switch (a raw tracepoint: it runs in the task leaving the CPU, before the switch)
 // the leaving task's stacks and the time are kept by thread id; when that thread is switched
@@ -52,4 +52,4 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """offcputime: time spent off CPU (blocked, sleeping, preempted), by stack -- bcc's
 offcputime, with bpfkit.
 

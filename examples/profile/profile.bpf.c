@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // examples/profile: sample every CPU (perf_event, cpu-clock at 99 Hz by default) and count
 // the (process, user stack, kernel stack) seen, as bcc's profile does, in the maps of
 // bpf/include/stack_counts.h: the convention bpfkit.profile reads (docs/stacks.md).
@@ -25,4 +25,4 @@ int profile(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """profile: sample stacks on every CPU (99 Hz by default) and write a flame graph, pprof,
 folded stacks or speedscope JSON -- bcc's profile, with bpfkit.
 

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // runqlat: run-queue latency, how long runnable tasks wait for a CPU, as a log2 histogram
 // (bcc's and libbpf-tools' runqlat). Raw tracepoints: sched_wakeup and sched_wakeup_new
 // (TP_PROTO(struct task_struct *p)) stamp the task made runnable; sched_switch
@@ -99,4 +99,4 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """runqlat: run-queue (scheduler) latency as a log2 histogram (bcc's runqlat).
 
     python examples/runqlat/runqlat.py 1 5          # five 1-second histograms

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // syscount: system calls counted by process, like bcc's `syscount -P`.
 // Every system call enters through the raw_syscalls:sys_enter tracepoint (one tracepoint for
 // all of them, its `id` field is the syscall number); the count goes to `counts`, keyed by the
@@ -50,4 +50,4 @@ int sys_enter(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

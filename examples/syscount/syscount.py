@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """syscount: system calls by process, top N every interval (bcc's `syscount -P`).
 
     python examples/syscount/syscount.py --interval 1 --count 2

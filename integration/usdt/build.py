@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build the USDT test binary (usdt_target.c + usdt_twice.c) with gcc and sys/sdt.h."""
 
 from __future__ import annotations

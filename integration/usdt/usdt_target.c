@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A traced program for bpfkit's USDT tests (integration/test_usdt.py).
  *
  * Probes (sys/sdt.h from systemtap-sdt-dev):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The bpfkit:twice probe of usdt_target.c: one probe name at two sites, without a semaphore
  * (sys/sdt.h decides per translation unit whether probes have semaphores). */
 #include <sys/sdt.h>
