@@ -30,8 +30,7 @@ if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
     _quiet_signals()
 
 from ._lazy import lazy_getattr
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 _LAZY = {
     "Map": "bpfkit.maps",

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from .._version import __version__
+
 TYPE_CHECKING = False  # not typing's: importing typing costs a few ms at start-up, for annotations only
 if TYPE_CHECKING:
     from typing import Any
@@ -170,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Load eBPF objects, attach them and read what they send.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print full details of errors")
+    parser.add_argument("--version", action="version", version=f"bpfkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
     for name, text in COMMANDS:
         cmd = sub.add_parser(name, help=text)
