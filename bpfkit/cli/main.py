@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # Every sub-command in the order `bpfkit --help` lists them, with its module's HELP (the same
 # text; tests/test_cli_lazy.py checks): the top-level parser needs no sub-command module, and a
 # sub-command's module (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so
-# `bpfkit load ...` imports one of the fourteen.
+# `bpfkit load ...` imports one of the fifteen.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("attach", "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"),
     ("inspect", "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"),
@@ -48,6 +48,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("usdt", "list the USDT probes of a binary"),
     ("list", "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"),
     ("gen", "generate code from an object: a typed Python skeleton"),
+    ("completion", "print a bash or zsh completion script for bpfkit"),
 )
 
 
@@ -109,6 +110,10 @@ def command_module(name: str) -> ModuleType:
         from . import cmd_gen
 
         return cmd_gen
+    if name == "completion":
+        from . import cmd_completion
+
+        return cmd_completion
     raise KeyError(name)
 
 
