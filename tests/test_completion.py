@@ -55,9 +55,9 @@ def complete(script: Path, *lines: str, cwd: Path = REPO) -> list[list[str]]:
 
 
 def test_commands_options_and_choices(script: Path) -> None:
-    top, at, opts, mode, mode_eq, link, shells = complete(
+    top, at, opts, mode, mode_eq, link, shells, features = complete(
         script, "bpfkit ", "bpfkit at", "bpfkit attach --me", "bpfkit attach x.o --mode ", "bpfkit attach --mode=io",
-        "bpfkit link ", "bpfkit completion ")
+        "bpfkit link ", "bpfkit completion ", "bpfkit features ringbuf ring")
     assert top == [name for name, _ in COMMANDS]
     assert at == ["attach"]
     assert opts == ["--metrics", "--metrics-config"]
@@ -65,6 +65,7 @@ def test_commands_options_and_choices(script: Path) -> None:
     assert mode_eq == ["ioctl"]  # bash replaces the part after '=': the value alone
     assert link == ["list", "show", "pin", "detach"]
     assert shells == ["bash", "zsh"]
+    assert features == ["ringbuf", "ringbuf_overwrite"]  # bpfkit.features' names, as many as given
 
 
 def test_object_files_then_program_and_map_names(script: Path, bpf_obj, tmp_path: Path) -> None:

@@ -80,6 +80,10 @@ _KIND_BY_COMMAND_DEST = {("bpfkit cgroup show", "path"): "dir", ("bpfkit link pi
 def _kind(command: str, action: argparse.Action) -> str:
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         return "words:" + " ".join(str(c) for c in action.choices)
+    if (command, action.dest) == ("bpfkit features", "names"):
+        from ..features import names  # the registry's names (no probe runs)
+
+        return "words:" + " ".join(names())
     by_command = _KIND_BY_COMMAND_DEST.get((command, action.dest))
     if by_command:
         return by_command
