@@ -24,7 +24,9 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/*
 ARG PIP_CERT=""
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# LICENSE, LICENSES/: pyproject.toml's license-files, which the wheel carries.
+COPY pyproject.toml README.md LICENSE ./
+COPY LICENSES ./LICENSES
 COPY bpfkit ./bpfkit
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
  && python3 -m venv /opt/bpfkit \
@@ -53,14 +55,16 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRI
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
-      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus \
+      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus zsh \
  && rm -rf /var/lib/apt/lists/*
 
 # A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):
 #   --volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro --build-arg PIP_CERT=/run/host-ca.crt
 ARG PIP_CERT=""
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# LICENSE, LICENSES/: pyproject.toml's license-files, which the wheel carries.
+COPY pyproject.toml README.md LICENSE ./
+COPY LICENSES ./LICENSES
 COPY bpfkit ./bpfkit
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
  && python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && touch .venv/.bpfkit-installed

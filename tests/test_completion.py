@@ -116,10 +116,39 @@ def test_probe_specs_from_tracefs(script: Path, bpf_obj) -> None:
     assert "vfs_read" in funcs and all(f.startswith("vfs_rea") for f in funcs)
 
 
-def test_zsh_script_is_the_bash_completion_through_bashcompinit(script: Path) -> None:
+# As zsh's _bash_complete (bashcompinit) sets COMP_* before it calls `compgen -F _bpfkit`, whose
+# emulation (sh, ksharrays) the function then runs in.
+ZSH_DRIVER = r'''
+source "$1"; shift
+for line in "$@"; do
+    words=( ${(z)line} ); [[ $line == *" " ]] && words+=( "" )
+    CURRENT=${#words}
+    local -x COMP_LINE="$words" COMP_POINT COMP_CWORD
+    local -a COMP_WORDS COMPREPLY
+    (( COMP_POINT = ${#line} )); (( COMP_CWORD = CURRENT - 1 )); COMP_WORDS=( "${words[@]}" )
+    print -r -- "${(pj:\t:)${(f)"$(compgen -F _bpfkit -- ${words[CURRENT]})"}}"
+done
+'''
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh (scripts/setup.sh installs it)")
+def test_zsh_completes_through_bashcompinit(tmp_path: Path, bpf_obj) -> None:
     proc = subprocess.run([str(BIN / "bpfkit"), "completion", "zsh"], check=False, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0
-    assert "bashcompinit && bashcompinit" in proc.stdout and proc.stdout.endswith(script.read_text())
+    assert proc.returncode == 0 and "bashcompinit && bashcompinit" in proc.stdout
+    script = tmp_path / "bpfkit.zsh"
+    script.write_text(proc.stdout)
+    obj = bpf_obj("minimal")
+    lines = ["bpfkit at", "bpfkit attach --mode=io", f"bpfkit attach {obj} -p ",
+             f"bpfkit attach {obj} tracepoint:syscalls:sys_enter_openat"]
+    # HOME: compinit writes its dump (.zcompdump) there.
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(tmp_path)}
+    run = subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER, "driver", str(script), *lines],
+                         check=False, capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    rows = [[c for c in row.split("\t") if c] for row in run.stdout.split("\n")[:-1]]
+    assert rows[:3] == [["attach"], ["--mode=ioctl"], ["count_getppid"]]  # zsh replaces the whole word
+    if TRACEFS is not None and (TRACEFS / "events/syscalls/sys_enter_openat").is_dir():
+        assert "tracepoint:syscalls:sys_enter_openat" in rows[3]
 
 
 def test_completion_without_a_shell_is_a_usage_error() -> None:

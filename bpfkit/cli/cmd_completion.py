@@ -169,10 +169,13 @@ def zsh_script(t: Tables) -> str:
             + bash_script(t))
 
 
-# The completion function. Words are taken from COMP_LINE up to the cursor (split on blanks),
-# not from COMP_WORDS, which bash splits at ':' and '=' as well (COMP_WORDBREAKS): a probe spec
-# is one word here. Candidates are then trimmed up to the last ':' or '=' of the current word,
-# as bash-completion's __ltrim_colon_completions does, since bash replaces only the part after it.
+# The completion function, for bash and for zsh's bashcompinit (so: no compgen, whose zsh
+# emulation neither filters -W words nor takes -X; no variable named path or words, which zsh
+# ties to PATH and to its completion). Words are taken from COMP_LINE up to the cursor (split
+# on blanks), not from COMP_WORDS, which bash splits at ':' and '=' as well (COMP_WORDBREAKS): a
+# probe spec is one word here. In bash, candidates are then trimmed up to the last ':' or '=' of
+# the current word, as bash-completion's __ltrim_colon_completions does, since bash replaces
+# only the part after it.
 _BASH_FUNCTIONS = r'''
 _bpfkit_tracefs() {
     local d
@@ -180,6 +183,25 @@ _bpfkit_tracefs() {
         [[ -d $d/events ]] && { printf '%s' "$d"; return 0; }
     done
     return 1
+}
+
+_bpfkit_words() {  # _bpfkit_words CUR WORD...: the words starting with CUR
+    local cur=$1 w
+    shift
+    for w in "$@"; do
+        [[ $w == "$cur"* ]] && printf '%s\n' "$w"
+    done
+}
+
+_bpfkit_paths() {  # _bpfkit_paths CUR [GLOB]: directories (with a '/') and the files matching GLOB
+    local f
+    for f in "$1"*; do
+        if [[ -d $f ]]; then
+            printf '%s/\n' "$f"
+        elif [[ -e $f && ${f##*/} == ${2:-*} ]]; then
+            printf '%s\n' "$f"
+        fi
+    done
 }
 
 _bpfkit_dirs_in() {  # _bpfkit_dirs_in DIR PREFIX: names of DIR's sub-directories starting with PREFIX
@@ -194,7 +216,7 @@ _bpfkit_dirs_in() {  # _bpfkit_dirs_in DIR PREFIX: names of DIR's sub-directorie
 _bpfkit_probe() {  # candidates for a probe spec being typed
     local cur=$1 tfs kind rest group
     if [[ $cur != *:* ]]; then
-        compgen -W "$_bpfkit_probe_kinds" -- "$cur"
+        _bpfkit_words "$cur" $_bpfkit_probe_kinds
         return
     fi
     kind=${cur%%:*} rest=${cur#*:}
@@ -222,66 +244,73 @@ _bpfkit_probe() {  # candidates for a probe spec being typed
     esac
 }
 
+_bpfkit_kinds() {  # the caller's `kinds`: the positionals' kinds of command path $1 (tab-separated)
+    local IFS=$'\t'
+    set -f; kinds=( ${_bpfkit_positionals[$1]} ); set +f
+}
+
 _bpfkit_values() {  # _bpfkit_values KIND CUR OBJECT: candidates, one a line
     local kind=$1 cur=$2 obj=$3
     case $kind in
-        words:*) compgen -W "${kind#words:}" -- "$cur" ;;
-        object) compgen -d -S / -- "$cur"; compgen -f -X '!*.o' -- "$cur" ;;
-        program) [[ -n $obj ]] && compgen -W "$(bpfkit completion --programs "$obj" 2>/dev/null)" -- "$cur" ;;
-        map) [[ -n $obj ]] && compgen -W "$(bpfkit completion --maps "$obj" 2>/dev/null)" -- "$cur" ;;
+        words:*) _bpfkit_words "$cur" ${kind#words:} ;;
+        object) _bpfkit_paths "$cur" '*.o' ;;
+        program) [[ -n $obj ]] && _bpfkit_words "$cur" $(bpfkit completion --programs "$obj" 2>/dev/null) ;;
+        map) [[ -n $obj ]] && _bpfkit_words "$cur" $(bpfkit completion --maps "$obj" 2>/dev/null) ;;
         bpffs)
             if [[ -z $cur || /sys/fs/bpf/ == "$cur"* ]] && [[ $cur != /sys/fs/bpf/* ]]; then
                 printf '%s\n' /sys/fs/bpf/
             else
-                compgen -d -S / -- "$cur"; compgen -f -- "$cur" | while read -r f; do [[ -d $f ]] || printf '%s\n' "$f"; done
+                _bpfkit_paths "$cur"
             fi ;;
         probe) _bpfkit_probe "$cur" ;;
-        dir) compgen -d -S / -- "$cur" ;;
-        file) compgen -d -S / -- "$cur"; compgen -f -- "$cur" ;;
+        dir) _bpfkit_paths "$cur" / ;;  # '/': no file name matches, directories only
+        file) _bpfkit_paths "$cur" ;;
     esac
 }
 
 _bpfkit() {
     local line=${COMP_LINE:0:${COMP_POINT:-${#COMP_LINE}}}
-    local -a words
+    local -a line_words
     if [[ -n $COMP_LINE ]]; then
         local IFS=$' \t\n'
-        set -f; words=( $line ); set +f
-        [[ $line =~ [[:space:]]$ ]] && words+=( "" )
+        set -f; line_words=( $line ); set +f
+        [[ $line =~ [[:space:]]$ ]] && line_words+=( "" )
     else
-        words=( "${COMP_WORDS[@]:0:COMP_CWORD+1}" )
+        line_words=( "${COMP_WORDS[@]:0:COMP_CWORD+1}" )
     fi
-    local cur=${words[${#words[@]}-1]} path=bpfkit obj="" npos=0 i w kind
+    # (Keys with a blank go through $key: zsh keeps the quotes of ${a["x y"]} inside "...".)
+    local cur=${line_words[${#line_words[@]}-1]} cmdpath=bpfkit obj="" npos=0 i w kind key
     local -a kinds
-    for (( i = 1; i < ${#words[@]} - 1; i++ )); do
-        w=${words[i]}
+    for (( i = 1; i < ${#line_words[@]} - 1; i++ )); do
+        w=${line_words[i]}
         if [[ $w == --* && $w == *=* ]]; then
             continue
         elif [[ $w == -* ]]; then
-            [[ -n ${_bpfkit_option_kinds["$path $w"]+x} ]] && (( i++ ))
+            key="$cmdpath $w"
+            [[ -n ${_bpfkit_option_kinds[$key]+x} ]] && (( i++ ))
             continue
         fi
-        if (( npos == 0 )) && [[ " ${_bpfkit_commands[$path]} " == *" $w "* ]]; then
-            path="$path $w"
+        if (( npos == 0 )) && [[ " ${_bpfkit_commands[$cmdpath]} " == *" $w "* ]]; then
+            cmdpath="$cmdpath $w"
             continue
         fi
-        IFS=$'\t' read -r -a kinds <<< "${_bpfkit_positionals[$path]}"
+        _bpfkit_kinds "$cmdpath"
         kind=${kinds[npos]:-}
         (( npos >= ${#kinds[@]} && ${#kinds[@]} > 0 )) && kind=${kinds[${#kinds[@]}-1]}
         [[ ${kind%\*} == object ]] && obj=$w
         (( npos++ ))
     done
-    local prev=${words[${#words[@]}-2]} out=""
-    if (( ${#words[@]} > 2 )) && [[ $prev == -* && -n ${_bpfkit_option_kinds["$path $prev"]+x} ]]; then
-        out=$(_bpfkit_values "${_bpfkit_option_kinds["$path $prev"]}" "$cur" "$obj")
-    elif [[ $cur == --*=* && -n ${_bpfkit_option_kinds["$path ${cur%%=*}"]+x} ]]; then
-        out=$(_bpfkit_values "${_bpfkit_option_kinds["$path ${cur%%=*}"]}" "${cur#*=}" "$obj" | sed "s|^|${cur%%=*}=|")
+    local prev=${line_words[${#line_words[@]}-2]} out="" prev_key="$cmdpath ${line_words[${#line_words[@]}-2]}" eq_key="$cmdpath ${cur%%=*}"
+    if (( ${#line_words[@]} > 2 )) && [[ $prev == -* && -n ${_bpfkit_option_kinds[$prev_key]+x} ]]; then
+        out=$(_bpfkit_values "${_bpfkit_option_kinds[$prev_key]}" "$cur" "$obj")
+    elif [[ $cur == --*=* && -n ${_bpfkit_option_kinds[$eq_key]+x} ]]; then
+        out=$(_bpfkit_values "${_bpfkit_option_kinds[$eq_key]}" "${cur#*=}" "$obj" | sed "s|^|${cur%%=*}=|")
     elif [[ $cur == -* ]]; then
-        out=$(compgen -W "${_bpfkit_options[$path]}" -- "$cur")
-    elif [[ -n ${_bpfkit_commands[$path]+x} ]] && (( npos == 0 )); then
-        out=$(compgen -W "${_bpfkit_commands[$path]}" -- "$cur")
+        out=$(_bpfkit_words "$cur" ${_bpfkit_options[$cmdpath]})
+    elif [[ -n ${_bpfkit_commands[$cmdpath]+x} ]] && (( npos == 0 )); then
+        out=$(_bpfkit_words "$cur" ${_bpfkit_commands[$cmdpath]})
     else
-        IFS=$'\t' read -r -a kinds <<< "${_bpfkit_positionals[$path]}"
+        _bpfkit_kinds "$cmdpath"
         if (( npos < ${#kinds[@]} )); then
             kind=${kinds[npos]}
         elif (( ${#kinds[@]} == 0 )); then
@@ -294,8 +323,9 @@ _bpfkit() {
     fi
     COMPREPLY=()
     local c trim=""
-    # bash replaces only the part of the word after its last ':' or '=' (COMP_WORDBREAKS).
-    if [[ $cur == *[:=]* ]]; then
+    # bash replaces only the part of the word after its last ':' or '=' (COMP_WORDBREAKS);
+    # zsh (no COMP_WORDBREAKS) the whole word.
+    if [[ $COMP_WORDBREAKS == *:* && $cur == *[:=]* ]]; then
         trim=${cur%"${cur##*[:=]}"}
     fi
     while IFS= read -r c; do
