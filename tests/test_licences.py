@@ -13,7 +13,9 @@ The files checked: bpfkit/**/*.py, bpf/** (*.c, *.h, Makefile), examples/** (*.p
 scripts/* (every file), benchmarks/** (*.py, *.c, *.h, *.sh), tests/**/*.py, integration/**
 (*.py, *.c, *.sh) and conftest.py. Left out, and why: skeletons (examples/*/*_skel.py) are
 `bpfkit gen skeleton`'s output, whose licence is the user's (tests/test_skeleton.py checks they
-are current); tests/corpus/ holds data; bpf/.output/ and __pycache__/ are build products.
+are current); tests/corpus/ holds data; bpf/.output/ and __pycache__/ are build products;
+docs/, deploy/ (Kubernetes manifests), the Dockerfile and pyproject.toml are not source code
+(they fall under the package's Apache-2.0 by the LICENSE at the root).
 The SPDX line is the first line, or the second after a `#!` line.
 """
 
