@@ -37,8 +37,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Self, Union
+from typing import TYPE_CHECKING, Any, Union
 
+from ._closing import ClosesOnExit
 from ._kernel.consts import PerfSwId
 from ._kernel.cpus import online_cpus
 from ._kernel.fd import FD
@@ -701,7 +702,7 @@ def auto_attach(
 
 
 # -------------------------------------------------------------------------- attach_all
-class AttachedLinks(Mapping[str, Link]):
+class AttachedLinks(Mapping[str, Link], ClosesOnExit):
     """The links :func:`attach_all` made, by program (or struct_ops map) name; the programs it
     skipped with the reason (``skipped``); and of those, the struct_ops callbacks that run
     through a map it registered (``callbacks``: program -> map). Closing closes every link (in
@@ -731,11 +732,6 @@ class AttachedLinks(Mapping[str, Link]):
         if errors:
             raise errors[0]
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"AttachedLinks({list(self.links)}, skipped={list(self.skipped)})"

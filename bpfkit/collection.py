@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._closing import ClosesOnExit
 from .btf import BTF
 from .errors import BPFKitError, KernelError, NotFoundError, UsageError, VerifierError
 from .maps import Map, MapSpec, PinType
@@ -74,7 +75,7 @@ def _adjust_ringbuf_size(size: int) -> int:
     return mul * page
 
 
-class Collection:
+class Collection(ClosesOnExit):
     """The maps and programs of a CollectionSpec, loaded into the kernel.
 
     ``programs`` and ``maps`` map names to :class:`Program` and :class:`Map`. Closing the
@@ -655,11 +656,6 @@ class Collection:
         if self._fit is not None:
             self._fit.close()
 
-    def __enter__(self) -> Collection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Collection({len(self.programs)} programs, {len(self.maps)} maps)"

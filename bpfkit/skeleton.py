@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overload
 
+from ._closing import ClosesOnExit
 from ._kernel.ring import RingMapping
 from .attach import AttachedLinks
 from .btf.types import Kind
@@ -112,7 +113,7 @@ _DESCRIPTORS = (ProgramAttr, MapAttr, Variable)
 _INSTANCE = frozenset({"spec", "collection", "links", "object_path"})
 
 
-class Skeleton:
+class Skeleton(ClosesOnExit):
     """Base of generated skeleton classes (and of :func:`open`'s). ``OBJECT``: where
     :meth:`open` finds the object, relative to the generated module's directory;
     ``RECORDS``: the Record subclasses structs decode into, by struct name."""
@@ -202,11 +203,6 @@ class Skeleton:
     def loaded(self) -> bool:
         return self.collection is not None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "attached" if self.links is not None else "loaded" if self.collection is not None else "open"

@@ -29,8 +29,8 @@ PACKAGE = REPO / "bpfkit"
 # it; EXCEPT names the modules that belong to a later layer despite their package's prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Shared by all: the exception tree, bounded reads of regular files, lazy re-exports, the
-    # version (bpfkit.__version__, `bpfkit --version`).
-    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version")),
+    # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit).
+    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing")),
     # The spec layer: object files, BTF, section names, instructions, CO-RE against a given
     # BTF, and the spec dataclasses. No syscalls; aya-obj's role.
     ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm", "bpfkit.skelgen")),

@@ -9,6 +9,7 @@ import warnings
 import weakref
 from typing import ClassVar, TypeVar
 
+from .._closing import ClosesOnExit
 from ..errors import KernelError, NotFoundError, UsageError
 from .bpffs import pin_object
 
@@ -26,7 +27,7 @@ def _close_leaked(raw: int) -> None:
         pass
 
 
-class FD:
+class FD(ClosesOnExit):
     """Owns one file descriptor and closes it exactly once.
 
     Close explicitly with :meth:`close`, as a context manager, or (as a safety net) when the
@@ -85,11 +86,6 @@ class FD:
         self._finalizer.detach()
         return raw
 
-    def __enter__(self) -> FD:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __int__(self) -> int:
         return self.raw
@@ -98,7 +94,7 @@ class FD:
         return f"FD({self._raw})" if self._raw >= 0 else "FD(closed)"
 
 
-class PinnableObject:
+class PinnableObject(ClosesOnExit):
     """Pin, unpin and close for a kernel object held through ``self.fd`` and named ``self.name``
     (Map, Program): a pin in bpffs keeps the object alive after this process closes its fd."""
 
@@ -145,8 +141,3 @@ class PinnableObject:
     def closed(self) -> bool:
         return self.fd.closed
 
-    def __enter__(self: _P) -> _P:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

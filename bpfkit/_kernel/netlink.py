@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from .._closing import ClosesOnExit
 from ..errors import KernelError, NotFoundError, UsageError, kernel_error
 from .abi import ffi, libc
 from .fd import FD
@@ -65,7 +66,7 @@ NETNS_RUN_DIR = "/run/netns"  # where `ip netns add NAME` bind-mounts the namesp
 
 
 # --------------------------------------------------------------------------- namespaces
-class Netns:
+class Netns(ClosesOnExit):
     """A network namespace, held open by an fd on its nsfs file.
 
     While this object is open the namespace (and its interfaces) lives on even after
@@ -154,11 +155,6 @@ class Netns:
     def closed(self) -> bool:
         return self.fd.closed
 
-    def __enter__(self) -> Netns:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Netns({self.name!r}, fd={self.fd!r})"

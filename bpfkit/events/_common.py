@@ -10,6 +10,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .._closing import ClosesOnExit
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def as_callable(obj: Any, what: str) -> Any:
 _T = TypeVar("_T")
 
 
-class PolledReader(Generic[_T]):
+class PolledReader(Generic[_T], ClosesOnExit):
     """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
     their rings, ``consume``/``poll`` of their own, and this lifecycle, iteration and asyncio
     face. ``_T`` is what iterating yields: a record's view, or ``(cpu, view)``."""
@@ -210,8 +211,3 @@ class PolledReader(Generic[_T]):
     def closed(self) -> bool:
         return self._poller.closed
 
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from .._kernel.consts import PerfAttrFlag, PerfSample
 from .._kernel.cpus import online_cpus
@@ -191,7 +192,7 @@ def _pids() -> Iterator[int]:
 
 
 # ----------------------------------------------------------------------------- tracker
-class ProcessTracker:
+class ProcessTracker(ClosesOnExit):
     """Follows every process's comm, executable and mappings from perf sideband records
     merged with a /proc snapshot (see the module docs).
 
@@ -511,11 +512,6 @@ class ProcessTracker:
     def closed(self) -> bool:
         return self._poller is not None and self._poller.closed
 
-    def __enter__(self) -> ProcessTracker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 PAGE_SIZE = _ring.PAGE_SIZE

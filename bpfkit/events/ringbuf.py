@@ -28,6 +28,7 @@ from itertools import starmap
 from operator import length_hint
 from typing import Any
 
+from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
@@ -445,7 +446,7 @@ class Reservation:
             self.discard() if exc_type is not None else self.submit()
 
 
-class UserRingBuffer:
+class UserRingBuffer(ClosesOnExit):
     """Writer of a BPF_MAP_TYPE_USER_RINGBUF (6.1): user space produces, a BPF program drains
     with ``bpf_user_ringbuf_drain``. One writer at a time (not thread-safe, as in libbpf).
 
@@ -537,8 +538,3 @@ class UserRingBuffer:
     def closed(self) -> bool:
         return self._poller.closed
 
-    def __enter__(self) -> UserRingBuffer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -17,7 +17,7 @@ from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
-from .base import HeldProgramAttachment, _prog_fd
+from .base import HeldProgramAttachment, _prog_fd, choice_of
 
 __all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target", "check_program"]
 
@@ -35,12 +35,7 @@ class NetAttachMode(enum.Enum):
 
     @classmethod
     def of(cls, value: NetAttachMode | str) -> NetAttachMode:
-        if isinstance(value, NetAttachMode):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise UsageError(f"unknown network attach mode {value!r}: expected auto, link or netlink") from None
+        return choice_of(cls, value, "network attach mode")
 
 
 # ------------------------------------------------------------------------ feature probes

@@ -12,11 +12,13 @@ NotSupportedError, what they cannot do.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import errno
 import os
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
+from .._closing import ClosesOnExit
 from .._kernel import bpf as _bpf
 from .._kernel.bpffs import pin_object
 from .._kernel.consts import LinkType, PerfEventType
@@ -40,6 +42,24 @@ __all__ = [
     "iter_links",
     "register_link_class",
 ]
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def choice_of(cls: type[E], value: E | str, what: str, aliases: Mapping[str, str] | None = None) -> E:
+    """A member of the string enum ``cls`` from a member or its value in any case (``"AUTO"``),
+    or from one of the ``aliases`` of a value; else a UsageError naming ``what`` and the values
+    allowed (the ``of()`` of every mode enum)."""
+    if isinstance(value, cls):
+        return value
+    text = str(value).lower()
+    try:
+        return cls((aliases or {}).get(text, text))
+    except ValueError:
+        names = [str(m.value) for m in cls]
+        expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise UsageError(f"unknown {what} {value!r}: expected {expected}") from None
 
 
 @runtime_checkable
@@ -223,7 +243,7 @@ def _prog_fd(prog: ProgramArg) -> int:
 
 
 # ----------------------------------------------------------------------------- RawLink
-class RawLink:
+class RawLink(ClosesOnExit):
     """Any bpf_link fd: pin, unpin, update, detach, info, close.
 
     Classes for specific link kinds subclass it; :func:`link_from_fd` picks the right class
@@ -322,11 +342,6 @@ class RawLink:
         """Release this process's reference: the link ends unless it is pinned."""
         self.fd.close()
 
-    def __enter__(self) -> RawLink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _where(self) -> str:
         """What ``repr`` says of the attachment before the fd ("" or text ending in ", ")."""
@@ -337,7 +352,7 @@ class RawLink:
         return f"{type(self).__name__}({self._where()}fd={self.fd!r}{pinned})"
 
 
-class FdOnlyLink:
+class FdOnlyLink(ClosesOnExit):
     """An attachment that is a plain fd, not a bpf_link (PERF_EVENT_IOC_SET_BPF, a pre-5.7
     raw tracepoint): the program runs until the fd closes, and pin, unpin, update, detach and
     info raise the NotSupportedError that :meth:`_unsupported` describes."""
@@ -366,11 +381,6 @@ class FdOnlyLink:
     def close(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class HeldProgramAttachment(FdOnlyLink):

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
+from .._closing import ClosesOnExit
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
 from .base import Link, LinkInfos, load_pinned_link
@@ -132,7 +133,7 @@ def close_links(links: Iterable[_Closable], workers: int | None = None) -> list[
     return errors
 
 
-class LinkGroup:
+class LinkGroup(ClosesOnExit):
     """An ordered set of links that is itself a Link.
 
     ``close()`` closes every member concurrently; ``pin(dir)`` pins member *i* at ``dir/i``;
@@ -272,11 +273,6 @@ class LinkGroup:
         group._pinned_dir = path
         return group
 
-    def __enter__(self) -> LinkGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         pinned = f", pinned under {self._pinned_dir}" if self._pinned_dir else ""

@@ -56,7 +56,7 @@ from .._kernel import tracefs as _tracefs
 from .._kernel.consts import BPF_F_KPROBE_MULTI_RETURN, BPF_F_UPROBE_MULTI_RETURN, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
-from .base import LinkInfo, RawLink, _decode_info, _prog_fd, register_info_decoder, register_link_class
+from .base import LinkInfo, RawLink, _decode_info, _prog_fd, choice_of, register_info_decoder, register_link_class
 from .group import LinkGroup, attach_many
 from .kprobe import kprobe, kretprobe, validate_kernel_symbol
 from .perf_event import AttachMode
@@ -92,12 +92,7 @@ class MultiMode(enum.Enum):
 
     @classmethod
     def of(cls, value: MultiMode | str) -> MultiMode:
-        if isinstance(value, MultiMode):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise UsageError(f"unknown multi-attach mode {value!r}: expected auto, multi or perf") from None
+        return choice_of(cls, value, "multi-attach mode")
 
 
 # ------------------------------------------------------------------------------- info

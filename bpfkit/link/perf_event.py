@@ -38,7 +38,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from . import tracefs_probes
-from .base import FdOnlyLink, RawLink, _prog_fd, register_link_class
+from .base import FdOnlyLink, RawLink, _prog_fd, choice_of, register_link_class
 from .tracefs_probes import TracefsProbe
 
 __all__ = ["AttachMode", "PerfEvent", "PerfEventLink", "PerfEventIoctlLink", "attach_perf_event", "have_perf_link"]
@@ -53,12 +53,7 @@ class AttachMode(enum.Enum):
 
     @classmethod
     def of(cls, value: AttachMode | str) -> AttachMode:
-        if isinstance(value, AttachMode):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise UsageError(f"unknown attach mode {value!r}: expected auto, link or ioctl") from None
+        return choice_of(cls, value, "attach mode")
 
 
 class PerfEvent:

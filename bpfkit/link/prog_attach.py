@@ -29,7 +29,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import dup_prog_fd, prog_id_of, prog_name
-from .base import HeldProgramAttachment, _prog_fd
+from .base import HeldProgramAttachment, _prog_fd, choice_of
 
 __all__ = ["ProgAttachMode", "ProgAttachment", "raw_attach_program", "raw_detach_program"]
 
@@ -43,13 +43,7 @@ class ProgAttachMode(enum.Enum):
 
     @classmethod
     def of(cls, value: ProgAttachMode | str) -> ProgAttachMode:
-        if isinstance(value, ProgAttachMode):
-            return value
-        text = {"legacy": "prog_attach", "attach": "prog_attach"}.get(str(value).lower(), str(value).lower())
-        try:
-            return cls(text)
-        except ValueError:
-            raise UsageError(f"unknown attach mode {value!r}: expected auto, link or prog_attach") from None
+        return choice_of(cls, value, "attach mode", {"legacy": "prog_attach", "attach": "prog_attach"})
 
 
 def _target_fd(target: Any) -> int:

@@ -23,6 +23,7 @@ import dataclasses
 import errno
 from typing import Any, NoReturn, TypeGuard, overload
 
+from .._closing import ClosesOnExit
 from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
 from .._kernel.consts import AttachType, LinkType, MapFlag, MapType
@@ -131,7 +132,7 @@ def _struct_ops_map(m: MapLike | ProgramArg) -> MapLike:
 register_link_class(LinkType.STRUCT_OPS, StructOpsLink)
 
 
-class StructOpsMapLink:
+class StructOpsMapLink(ClosesOnExit):
     """A struct_ops map registered without a bpf_link (a ``.struct_ops`` map, or any before
     6.4): it stays registered until :meth:`close` deletes the map's element (the map itself
     belongs to its Collection), even past the process: the kernel holds a registered map.
@@ -206,11 +207,6 @@ class StructOpsMapLink:
         except BPFKitError as exc:
             raise exc.wrap(f"unregister {_what(self.map)}")
 
-    def __enter__(self) -> StructOpsMapLink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"StructOpsMapLink({self.map.name!r}{', closed' if self._closed else ''})"

@@ -53,7 +53,7 @@ from ._net import (
     prog_name,
     resolve_target,
 )
-from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _prog_fd, choice_of, register_info_decoder, register_link_class
 
 __all__ = ["TcDirection", "Anchor", "TcxInfo", "TcxLink", "ClsBpfLink", "TcxProgram", "TcQuery", "TcFilter",
            "tc", "tcx", "tc_query"]
@@ -78,12 +78,7 @@ class TcDirection(enum.Enum):
 
     @classmethod
     def of(cls, value: TcDirection | str) -> TcDirection:
-        if isinstance(value, TcDirection):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise UsageError(f"unknown tc direction {value!r}: expected ingress or egress") from None
+        return choice_of(cls, value, "tc direction")
 
 
 def _direction(direction: Any, prog: ProgramArg) -> TcDirection:

@@ -53,7 +53,7 @@ from ._net import (
     prog_name,
     resolve_target,
 )
-from .base import RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _prog_fd, choice_of, register_info_decoder, register_link_class
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
 
@@ -76,15 +76,8 @@ class XdpMode(enum.Enum):
     def of(cls, value: XdpMode | str | None) -> XdpMode:
         if value is None:
             return cls.AUTO
-        if isinstance(value, XdpMode):
-            return value
-        text = str(value).lower()
-        text = {"skb": "generic", "xdpgeneric": "generic", "native": "driver", "drv": "driver",
-                "hw": "offload", "xdpoffload": "offload"}.get(text, text)
-        try:
-            return cls(text)
-        except ValueError:
-            raise UsageError(f"unknown XDP mode {value!r}: expected auto, generic, driver or offload") from None
+        return choice_of(cls, value, "XDP mode", {"skb": "generic", "xdpgeneric": "generic", "native": "driver",
+                                                  "drv": "driver", "hw": "offload", "xdpoffload": "offload"})
 
 
 _MODE_FLAGS = {

@@ -18,6 +18,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from .._closing import ClosesOnExit
 from ..errors import KernelError, UsageError
 from .collector import MapCollector
 
@@ -39,7 +40,7 @@ class _Quiet(WSGIRequestHandler):
         pass  # no line on stderr per scrape
 
 
-class MetricsServer:
+class MetricsServer(ClosesOnExit):
     """Serves ``collectors`` on http://HOST:PORT/metrics (and /) until :meth:`close`; one
     scrape at a time (the maps are read by one thread)."""
 
@@ -93,8 +94,3 @@ class MetricsServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -8,6 +8,7 @@ import struct
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from .._closing import ClosesOnExit
 from .._kernel import tracefs as _tracefs
 from .._kernel import user_events as _ue
 from .._kernel.fd import FD
@@ -32,7 +33,7 @@ def available() -> bool:
     return _ue.available()
 
 
-class UserEventsFile:
+class UserEventsFile(ClosesOnExit):
     """One open ``user_events_data``: register several events on it, each with its own write
     index. A registration holds a reference to its event until the file is closed, so an event
     registered here can only be deleted after :meth:`close`."""
@@ -54,11 +55,6 @@ class UserEventsFile:
             ev.close()
         self.fd.close()
 
-    def __enter__(self) -> UserEventsFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # The enable words of events that could not be unregistered: the kernel may still write into
@@ -84,7 +80,7 @@ def _release(fd: FD, own_fd: bool, word: Any, enabler: Enabler, registered: list
         fd.close()
 
 
-class UserEvent:
+class UserEvent(ClosesOnExit):
     """A registered user event: :attr:`enabled`, :meth:`emit`, :meth:`attach`, :meth:`close`,
     :meth:`delete`.
 
@@ -272,11 +268,6 @@ class UserEvent:
         self.close()
         delete(self.name, timeout=timeout, missing_ok=True)
 
-    def __enter__(self) -> UserEvent:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("enabled" if self.enabled else "disabled")
