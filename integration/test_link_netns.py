@@ -39,8 +39,9 @@ def ns() -> Iterator[str]:
     try:
         # No IPv6 in the namespace: DAD, router solicitations and MLD reports would cross the
         # veth pair at moments of their own and reach the flow dissector, breaking exact counts.
-        subprocess.run(["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                        "net.ipv6.conf.default.disable_ipv6=1"], check=True, capture_output=True)
+        # (written to /proc/sys in the namespace: minbase Debian has no sysctl(8))
+        subprocess.run(["ip", "netns", "exec", name, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+                        "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"], check=True, capture_output=True)
         for cmd in (("link", "set", "lo", "up"),
                     ("link", "add", "d0", "numtxqueues", "4", "type", "veth", "peer", "name", "d1"),
                     ("addr", "add", "10.202.0.1/24", "dev", "d0"), ("link", "set", "d0", "up"),

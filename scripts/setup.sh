@@ -42,10 +42,17 @@ fi
 # first event 247 -> 122 ms). A wheel ships bytecode; the checkout gets it here.
 .venv/bin/python -m compileall -q -j 0 bpfkit >/dev/null
 
-# tracefs and bpffs are not always mounted (ENVIRONMENT.md); bpfkit copes itself, but the
+# tracefs, bpffs and cgroup2 are not always mounted (ENVIRONMENT.md); bpfkit copes itself, but the
 # tests and bpftool expect them.
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 mountpoint -q /sys/fs/bpf 2>/dev/null || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+# cgroup v2: the cgroup link tests make their own cgroup under a cgroup2 mount, found in
+# /proc/self/mountinfo (hybrid hosts have it at /sys/fs/cgroup/unified; a container may have none).
+if ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
+  cg2=/sys/fs/cgroup/unified
+  mkdir -p "$cg2" 2>/dev/null || { cg2=/run/bpfkit-cgroup2; mkdir -p "$cg2"; }
+  mount -t cgroup2 none "$cg2" 2>/dev/null || echo "setup: note: could not mount cgroup2 at $cg2: the cgroup tests will fail" >&2
+fi
 
 # Newer kernel UAPI headers for tests/test_layout.py (the host's linux-libc-dev is older than
 # the structs bpfkit declares; sid's has the names newer than 6.12); cached after the first run,
