@@ -41,3 +41,15 @@ def test_a_used_parser_is_complete() -> None:
     args = cli.build_parser().parse_args(["load", "x.o", "/sys/fs/bpf/x"])
     assert args._run is cli.command_module("load").run and args._offline is False
     assert cli.build_parser().parse_args(["usdt", "list", "/bin/true"])._offline is True
+
+
+def test_an_interrupt_wrapped_by_python_counts_as_one() -> None:
+    """Ctrl-C inside a lazy import can reach the command wrapped: Python turns an exception from
+    a dataclass field's __set_name__ into RuntimeError (seen on a clean clone's CI run)."""
+    from bpfkit.cli.main import _interrupted
+
+    wrapped = RuntimeError("Error calling __set_name__ on 'Field' instance 'func_info' in 'ProgramSpec'")
+    wrapped.__cause__ = KeyboardInterrupt()
+    assert _interrupted(wrapped)
+    assert _interrupted(KeyboardInterrupt())
+    assert not _interrupted(RuntimeError("a real bug"))
