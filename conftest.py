@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,15 @@ def bpf_object(name: str) -> Path:
 def bpf_obj():
     """``bpf_obj("minimal")`` -> Path of the compiled object."""
     return bpf_object
+
+
+@pytest.fixture
+def sleeper() -> Iterator[int]:
+    """The pid of a `sleep 300` (a target for probes' pid filters), killed after the test."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
 
 
 def start_attached(cmd: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], list[str]]:

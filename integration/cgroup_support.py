@@ -129,3 +129,9 @@ def bpffs_dir(tag: str) -> str:
     path = os.path.join(root, f"bpfkit_test_{tag}_{os.getpid()}")
     os.mkdir(path)
     return path
+
+
+def count(coll: Any, slot: int) -> int:
+    """Slot ``slot`` of the test objects' ``counts`` array (bpf/include/counts.h), typed through
+    BTF: a __u64."""
+    return int(coll.maps["counts"][slot])

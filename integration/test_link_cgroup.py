@@ -24,7 +24,7 @@ import bpfkit
 from bpfkit import link
 from bpfkit.errors import KernelError, NotSupportedError, UsageError
 
-from .cgroup_support import Cgroup, bpffs_dir
+from .cgroup_support import Cgroup, bpffs_dir, count
 
 FROM_PORT, TO_PORT = 4811, 4812
 SLOT_CONNECT, SLOT_REWRITTEN, SLOT_EGRESS, SLOT_SYSCTL, SLOT_DEV, SLOT_SOCKOPT, SLOT_CREATE, SLOT_SOCKOPS, \
@@ -80,8 +80,6 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
         yield c
 
 
-def count(coll: bpfkit.Collection, slot: int) -> int:
-    return int(coll.maps["counts"][slot])  # typed through BTF: a __u64
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from bpfkit import link
 from bpfkit._kernel import netlink as nl
 from bpfkit.errors import KernelError, UsageError
 
-from .cgroup_support import bpffs_dir
+from .cgroup_support import bpffs_dir, count
 
 PORT = 7301
 
@@ -45,8 +45,6 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
         yield c
 
 
-def count(coll: bpfkit.Collection, slot: int) -> int:
-    return int(coll.maps["counts"][slot])  # typed through BTF: a __u64
 
 
 def send(ns: str, n: int) -> list[str]:

@@ -22,7 +22,7 @@ from bpfkit import link
 from bpfkit._kernel import netlink as nl
 from bpfkit.errors import KernelError, UsageError
 
-from .cgroup_support import bpffs_dir
+from .cgroup_support import bpffs_dir, count
 
 LISTEN_PORT, PORT_LO, PORT_HI = 7000, 7100, 7110
 SLOT_STEERED, SLOT_LOOKUPS, SLOT_DISSECTED = range(3)
@@ -69,8 +69,6 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
         yield c
 
 
-def count(coll: bpfkit.Collection, slot: int) -> int:
-    return int(coll.maps["counts"][slot])  # typed through BTF: a __u64
 
 
 def sock_in(ns: str, kind: int = socket.SOCK_STREAM) -> socket.socket:

@@ -21,7 +21,7 @@ import bpfkit
 from bpfkit import link
 from bpfkit.errors import KernelError, NotSupportedError, UsageError
 
-from .cgroup_support import bpffs_dir
+from .cgroup_support import bpffs_dir, count
 
 SLOT_FILTER, SLOT_DROPPED, SLOT_REUSEPORT, SLOT_PARSER, SLOT_VERDICT, SLOT_MSG = range(6)
 MODES = ["link", "prog_attach"]
@@ -33,8 +33,6 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
         yield c
 
 
-def count(coll: bpfkit.Collection, slot: int) -> int:
-    return int(coll.maps["counts"][slot])  # typed through BTF: a __u64
 
 
 def _fd64(s: socket.socket) -> bytes:

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -82,14 +82,6 @@ def _wait_for_handler(pid: int, timeout: float = 20.0) -> float:
             break
         time.sleep(0.0005)
     return time.monotonic()
-
-
-@pytest.fixture
-def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "3600"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
 
 
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="needs bpftool")

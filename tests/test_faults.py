@@ -17,7 +17,6 @@ import errno
 import gc
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -30,6 +29,8 @@ from bpfkit._kernel import bpf as _bpf
 from bpfkit._kernel import perf as _perf
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.errors import BPFKitError, kernel_error
+
+from .uprobe_support import uprobe_program
 
 pytestmark = pytest.mark.root
 
@@ -196,22 +197,6 @@ def test_load_reusing_a_pin(bpf_obj, bpffs_dir: Path, faults: FaultInjector) -> 
     assert "BPF_OBJ_GET" in calls and "BPF_OBJ_PIN" not in calls, calls
 
 
-def _uprobe_program() -> Any:
-    """A minimal kprobe-type program (r0 = 0; exit), made by hand: it loads on every kernel
-    (the objects under bpf/ with a uprobe section call bpf_get_attach_cookie, 5.15+; 5.10 is
-    where the SET_BPF fallback is exercised for real)."""
-    from bpfkit import asm
-    from bpfkit.program import Program, ProgramSpec
-
-    return Program(ProgramSpec("fault_uprobe", bpfkit.ProgType.KPROBE, asm.return_imm(0)))
-
-
-@pytest.fixture
-def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
 
 
 @pytest.mark.parametrize("mode, use_tracefs", [("link", False), ("ioctl", False), ("link", True), ("ioctl", True)])
@@ -224,7 +209,7 @@ def test_uprobe_attach(bpf_obj, faults: FaultInjector, sleeper: int, mode: str, 
         pytest.skip("kernel lacks uprobe_pmu")
     if mode == "link" and not features.probe("perf_link").supported:
         pytest.skip("kernel lacks perf_link")
-    with _uprobe_program() as prog:
+    with uprobe_program() as prog:
         prog_id = int(_bpf.obj_info(prog.fd, "struct bpf_prog_info").id)
         exe = link.Executable("libc")
 
@@ -254,7 +239,7 @@ def test_group_pin(bpf_obj, bpffs_dir: Path, faults: FaultInjector, sleeper: int
 
     if not features.probe("perf_link").supported:
         pytest.skip("kernel lacks perf_link (pinning needs bpf_links)")
-    with _uprobe_program() as prog:
+    with uprobe_program() as prog:
         exe = link.Executable("libc")
         group = link.attach_many(["getpid", "getppid", "getuid"], lambda s: exe.uprobe(s, prog, pid=sleeper))
         try:

@@ -5,39 +5,22 @@ which thread ran it. benchmarks/bench_attach.py --ioctl-only gives the figures."
 
 from __future__ import annotations
 
-import subprocess
 import threading
-from typing import Any, Iterator
 
 import pytest
 
-import bpfkit
 from bpfkit import link
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit._kernel.fd import FD
 from bpfkit.link.perf_event import PerfEventIoctlLink
+
+from .uprobe_support import uprobe_program
 
 pytestmark = [pytest.mark.root, pytest.mark.feature("uprobe_pmu")]
 
 NAMES = ["getpid", "getppid", "getuid", "geteuid", "getgid", "getegid"]
 
 
-def _uprobe_program() -> Any:
-    """A minimal kprobe-type program (r0 = 0; exit), made by hand: it loads on every kernel
-    (the objects under bpf/ with a uprobe section call bpf_get_attach_cookie, 5.15+; 5.10 is
-    where the SET_BPF fallback is exercised for real)."""
-    from bpfkit import asm
-    from bpfkit.program import Program, ProgramSpec
-
-    return Program(ProgramSpec("fault_uprobe", bpfkit.ProgType.KPROBE, asm.return_imm(0)))
-
-
-@pytest.fixture
-def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
 
 
 def test_ioctl_perf_events_close_in_the_pool(bpf_obj, sleeper: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,7 +35,7 @@ def test_ioctl_perf_events_close_in_the_pool(bpf_obj, sleeper: int, monkeypatch:
             closed_by[self.raw] = threading.current_thread().name
         real_close(self)
 
-    with _uprobe_program() as prog:
+    with uprobe_program() as prog:
         exe = link.Executable("libc")
         group = link.attach_many(NAMES, lambda s: exe.uprobe(s, prog, pid=sleeper, mode="ioctl"))
         if tracefs_too:
