@@ -29,17 +29,11 @@ from bpfkit._kernel.consts import LinkType
 from bpfkit.errors import KernelError, NotSupportedError, UsageError
 
 from .cgroup_support import bpffs_dir
-from .test_net_support import counter, run
+from .test_net_support import counter, no_ipv6, run
 
 A_ADDR, B_ADDR = "10.202.0.1", "10.202.0.2"
 PORT = 7311
 NEEDS = "netkit links need Linux 6.7 with CONFIG_NETKIT"
-
-
-def _no_ipv6() -> None:
-    for conf in ("all", "default"):
-        with open(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "w") as f:
-            f.write("1")
 
 
 class NetkitPair:
@@ -53,7 +47,7 @@ class NetkitPair:
             for name in (self.a, self.b):
                 run("ip", "netns", "add", name)
                 self.ns[name] = nl.Netns.open(name)
-                self.ns[name].run(_no_ipv6)
+                self.ns[name].run(no_ipv6)
             self.ns[self.a].run(nl.netkit_add, "nkp", "nkq", peer_policy=peer_policy, peer_netns=self.ns[self.b])
             for name, dev, addr in ((self.a, "nkp", A_ADDR), (self.b, "nkq", B_ADDR)):
                 run("ip", "-n", name, "addr", "add", f"{addr}/24", "dev", dev)

@@ -23,6 +23,7 @@ from bpfkit._kernel import netlink as nl
 from bpfkit.errors import KernelError, UsageError
 
 from .cgroup_support import bpffs_dir, count
+from .test_net_support import no_ipv6
 
 LISTEN_PORT, PORT_LO, PORT_HI = 7000, 7100, 7110
 SLOT_STEERED, SLOT_LOOKUPS, SLOT_DISSECTED = range(3)
@@ -37,11 +38,8 @@ def ns() -> Iterator[str]:
     name = f"bpfkit_t_{os.getpid()}_ns"
     _ip("netns", "add", name)
     try:
-        # No IPv6 in the namespace: DAD, router solicitations and MLD reports would cross the
-        # veth pair at moments of their own and reach the flow dissector, breaking exact counts.
-        # (written to /proc/sys in the namespace: minbase Debian has no sysctl(8))
-        subprocess.run(["ip", "netns", "exec", name, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
-                        "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"], check=True, capture_output=True)
+        with nl.Netns.open(name) as handle:
+            handle.run(no_ipv6)  # the flow dissector counts every packet: none of IPv6's own
         for cmd in (("link", "set", "lo", "up"),
                     ("link", "add", "d0", "numtxqueues", "4", "type", "veth", "peer", "name", "d1"),
                     ("addr", "add", "10.202.0.1/24", "dev", "d0"), ("link", "set", "d0", "up"),

@@ -44,9 +44,14 @@ def netns_names() -> set[str]:
     return {line.split()[0] for line in run("ip", "netns", "list").splitlines() if line.strip()}
 
 
-def _write_sysctl(path: str, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
+def no_ipv6() -> None:
+    """Turn IPv6 off in the calling thread's network namespace (``Netns.run(no_ipv6)``), before its
+    devices exist so that ``default`` applies to them: DAD, router solicitations and MLD reports
+    would otherwise cross a veth pair at moments of their own and break exact packet counts.
+    Written to /proc/sys directly: minbase Debian has no sysctl(8)."""
+    for conf in ("all", "default"):
+        with open(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "w") as f:
+            f.write("1")
 
 
 class NetPair:
@@ -60,9 +65,7 @@ class NetPair:
             for name in (self.a, self.b):
                 run("ip", "netns", "add", name)
                 ns = self.ns[name] = nl.Netns.open(name)
-                # Before the veths exist, so that `default` applies to them.
-                for conf in ("all", "default"):
-                    ns.run(_write_sysctl, f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "1")
+                ns.run(no_ipv6)  # before the veths exist
             run("ip", "link", "add", "va", "netns", self.a, "address", MAC_A, "type", "veth",
                 "peer", "name", "vb", "netns", self.b, "address", MAC_B)
             for name, dev, addr, peer_addr, peer_mac in ((self.a, "va", NET_A_ADDR, NET_B_ADDR, MAC_B),
