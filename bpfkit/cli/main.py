@@ -318,24 +318,6 @@ def _main(argv: Sequence[str] | None, command_line: bool) -> int:
     except MemoryError:
         print("bpfkit: error: out of memory (ENOMEM)", file=sys.stderr)
         return EXIT_FAILED
-    except Exception as exc:
-        if _interrupted(exc):
-            return EXIT_INTERRUPTED
-        raise
-
-
-def _interrupted(exc: BaseException) -> bool:
-    """Whether ``exc`` wraps a Ctrl-C/SIGTERM: a KeyboardInterrupt raised while a command imports
-    a module lazily can come back wrapped, e.g. in the RuntimeError Python raises when it
-    interrupts a dataclass field's __set_name__."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 if __name__ == "__main__":
