@@ -142,6 +142,26 @@ def test_ringbuf_callback_error_consumes_that_record():
     assert drain(fake) == [payload(i) for i in range(151, 300)]
 
 
+def test_ringbuf_callback_error_deep_in_a_long_run():
+    # 3,000 records: the run windows (8, 32, ..., 2048) cross the 1,024-record chunks in which
+    # views are cut (deliver_views); the failing record and those before it stay consumed.
+    fake = FakeRingbuf(1 << 17)
+    for i in range(3000):
+        assert fake.output(payload(i))
+    seen: list[int] = []
+
+    def cb(view):
+        seq = struct.unpack_from("<Q", view)[0]
+        seen.append(seq)
+        if seq == 2000:
+            raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        fake.ring.consume(cb, -1)
+    assert seen == list(range(2001))
+    assert drain(fake) == [payload(i) for i in range(2001, 3000)]
+
+
 def test_ringbuf_decoded_and_batches():
     fake = FakeRingbuf(1 << 16)
     for i in range(700):
@@ -286,6 +306,26 @@ def test_perf_fixed_samples_wrap_at_any_offset(start):
     got, lost = perf_drain(fake)
     assert got == [padded(p) for p in sent] and lost == 0
     assert fake.ctl[129] == fake.ctl[128]
+
+
+def test_perf_callback_error_deep_in_a_long_run():
+    fake = FakePerf(1 << 18, start=(1 << 18) - 4000)  # 3,000 records that also wrap
+    for i in range(3000):
+        assert fake.sample(payload(i))
+    seen: list[int] = []
+
+    def cb(cpu, view):
+        assert cpu == 3
+        seq = struct.unpack_from("<Q", view)[0]
+        seen.append(seq)
+        if seq == 2000:
+            raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        fake.ring.consume(cb, lambda c, n: None, -1)
+    assert seen == list(range(2001))
+    got, lost = perf_drain(fake)
+    assert got == [padded(payload(i)) for i in range(2001, 3000)] and lost == 0
 
 
 def test_perf_lost_records_are_reported():

@@ -51,7 +51,7 @@ from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from .._protocols import UpdatableMapLike
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release, warn_lost
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_views, release, warn_lost
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["PerfBuffer", "PerfRing"]
@@ -150,6 +150,7 @@ class PerfRing:
         single = fmt.record_struct() if fmt is not None and not batches else None
         need = fmt.size if fmt is not None else 0  # 0: a view takes any length
         strides: dict[int, struct.Struct] = {}
+        done = [0]  # records a failing callback's run consumed (deliver_views)
         tail = ctl[_TAIL]
         n = 0
         while True:
@@ -200,20 +201,19 @@ class PerfRing:
                         if n == limit:
                             return n
                         continue
-                    if buf is data:
-                        k = min(head - tail, size - off) // rsize
+                    # a run needs RUN_MIN records waiting (checked without a call: this is the
+                    # per-record path of a trickle, where min() alone is a fifth of the cost)
+                    if buf is data and head - tail >= RUN_MIN * rsize:
+                        k = (head - tail if head - tail < size - off else size - off) // rsize
                         if k >= RUN_MIN:
                             left = limit - n if limit >= 0 else RUN_MAX
                             m = self._run(off, k, rsize, raw, left, RUN_MAX)
                             if m > 1:
                                 if single is None:  # views
-                                    start = off + _RAW_AT
-                                    o = start
                                     try:
-                                        for o in range(start, start + m * rsize, rsize):
-                                            cb(cpu, data[o : o + raw])
+                                        deliver_views(cb, cpu, data, off, m, rsize, _RAW_AT, raw, done)
                                     except BaseException:
-                                        ctl[_TAIL] = tail + (o - start) + rsize
+                                        ctl[_TAIL] = tail + done[0] * rsize
                                         raise
                                 else:
                                     assert fmt is not None

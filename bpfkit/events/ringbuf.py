@@ -33,7 +33,7 @@ from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
 from ..errors import BPFKitError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, release
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_views, release
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
@@ -135,6 +135,7 @@ class _Ring:
         single = fmt.record_struct() if fmt is not None and not batches else None
         size = fmt.size if fmt is not None else 0  # 0: a view takes any length
         strides: dict[int, struct.Struct] = {}
+        done = [0]  # records a failing callback's run consumed (deliver_views)
         cons = cq[0]
         n = 0
         while True:
@@ -186,13 +187,10 @@ class _Ring:
                     m = self._run(off, k, stride, hdr, left)
                     if m > 1:
                         if single is None:  # views
-                            start = off + HDR
-                            o = start
                             try:
-                                for o in range(start, start + m * stride, stride):
-                                    cb(data[o : o + ln])
+                                deliver_views(cb, None, data, off, m, stride, HDR, ln, done)
                             except BaseException:
-                                cq[0] = cons + (o - start) + stride
+                                cq[0] = cons + done[0] * stride
                                 raise
                         else:
                             assert fmt is not None
