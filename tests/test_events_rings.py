@@ -124,42 +124,25 @@ def test_ringbuf_limit_and_resume():
     assert drain(fake) == [payload(i) for i in range(123, 500)]
 
 
-def test_ringbuf_callback_error_consumes_that_record():
-    fake = FakeRingbuf(1 << 16)
-    for i in range(300):
-        fake.output(payload(i))
-    seen: list[int] = []
-
-    def cb(view):
-        seq = struct.unpack_from("<Q", view)[0]
-        seen.append(seq)
-        if seq == 150:
-            raise KeyError("stop")
-
-    with pytest.raises(KeyError):
-        fake.ring.consume(cb, -1)
-    assert seen[-1] == 150
-    assert drain(fake) == [payload(i) for i in range(151, 300)]
-
-
-def test_ringbuf_callback_error_deep_in_a_long_run():
-    # 3,000 records: the run windows (8, 32, ..., 2048) cross the 1,024-record chunks in which
-    # views are cut (deliver_views); the failing record and those before it stay consumed.
-    fake = FakeRingbuf(1 << 17)
-    for i in range(3000):
+# 3,000 records: the run windows (8, 32, ..., 2048) cross the 1,024-record chunks in which
+# views are cut (deliver_views); the failing record and those before it stay consumed.
+@pytest.mark.parametrize(("count", "fail_at", "size"), [(300, 150, 1 << 16), (3000, 2000, 1 << 17)])
+def test_ringbuf_callback_error_consumes_that_record(count, fail_at, size):
+    fake = FakeRingbuf(size)
+    for i in range(count):
         assert fake.output(payload(i))
     seen: list[int] = []
 
     def cb(view):
         seq = struct.unpack_from("<Q", view)[0]
         seen.append(seq)
-        if seq == 2000:
+        if seq == fail_at:
             raise KeyError("stop")
 
     with pytest.raises(KeyError):
         fake.ring.consume(cb, -1)
-    assert seen == list(range(2001))
-    assert drain(fake) == [payload(i) for i in range(2001, 3000)]
+    assert seen == list(range(fail_at + 1))
+    assert drain(fake) == [payload(i) for i in range(fail_at + 1, count)]
 
 
 def test_ringbuf_decoded_and_batches():
