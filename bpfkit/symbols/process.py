@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 
 __all__ = ["Mapping", "parse_maps", "PerfMap", "PROT_EXEC"]
 
@@ -39,20 +40,21 @@ class Mapping:
         return addr - self.start + self.pgoff
 
 
+# An executable mapping's line: "start-end perms offset maj:min inode   path" (hex but the
+# inode), perms "r-xp"-like with x third; one findall over the text picks them (most lines of a
+# process's maps are data mappings, skipped by the regex engine without Python code).
+_EXEC_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ..x. ([0-9a-f]+) ([0-9a-f]+):([0-9a-f]+) (\d+) *(.*)$", re.M)
+
+
 def parse_maps(text: str) -> list[Mapping]:
     """Executable, file-backed (or [vdso]) mappings from /proc/PID/maps text, by address."""
     out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5 or "x" not in parts[1]:
-            continue
-        path = parts[5].strip() if len(parts) > 5 else ""
+    for lo, hi, pgoff, maj, mn, ino, tail in _EXEC_LINE.findall(text):
+        path = tail.strip()
         if not path or (path.startswith("[") and path != "[vdso]"):
             continue
-        lo, hi = parts[0].split("-")
-        maj, mn = parts[3].split(":")
-        out.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path.removesuffix(" (deleted)"),
-                           int(maj, 16), int(mn, 16), int(parts[4]), PROT_EXEC | 1))
+        out.append(Mapping(int(lo, 16), int(hi, 16), int(pgoff, 16), path.removesuffix(" (deleted)"),
+                           int(maj, 16), int(mn, 16), int(ino), PROT_EXEC | 1))
     out.sort(key=lambda m: m.start)
     return out
 
