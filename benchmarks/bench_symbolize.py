@@ -95,11 +95,14 @@ print(json.dumps(out))
 
 
 def best_of(runs: int, fn: Callable[[], object]) -> float:
+    """The least CPU time of ``runs`` calls; what a call returns is freed after its timing (bcc
+    frees nothing of a dropped symbol cache: its SymbolCache has no destructor)."""
     best = float("inf")
     for _ in range(runs):
         t = time.thread_time()
-        fn()
+        kept = fn()
         best = min(best, time.thread_time() - t)
+        del kept
     return best
 
 
@@ -166,10 +169,11 @@ def main() -> None:
                     firsts[label] = pick
 
         def ours() -> dict[str, object]:
-            def kload() -> None:
+            def kload() -> Symbolizer:
                 s = Symbolizer()
                 s._kernel = KernelSymbols.load()
                 s.kernel_frame(kaddrs[0])
+                return s
 
             sym = Symbolizer()
             sym._kernel = ksyms  # the table loaded above: lookups timed apart from the load
@@ -183,14 +187,20 @@ def main() -> None:
                 for a in uaddrs:
                     user_frame(pid, a)
 
-            def cold() -> None:
-                fresh = Symbolizer().user_frame
+            def cold() -> Symbolizer:
+                fresh = Symbolizer()
                 for a in uaddrs[:1000]:
-                    fresh(pid, a)
+                    fresh.user_frame(pid, a)
+                return fresh
+
+            def first(a: int) -> Symbolizer:
+                fresh = Symbolizer()
+                fresh.user_frame(pid, a)
+                return fresh
 
             user_frame(pid, uaddrs[0])
             return {"kload": best_of(args.runs, kload), "kernel": best_of(args.runs, kernel_frames),
-                    "ufirst": {label: best_of(args.runs, lambda a=a: Symbolizer().user_frame(pid, a))
+                    "ufirst": {label: best_of(args.runs, lambda a=a: first(a))
                                for label, a in firsts.items()},
                     "ucold": best_of(args.runs, cold), "user": best_of(args.runs, user_frames)}
 

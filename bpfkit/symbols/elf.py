@@ -324,11 +324,11 @@ class FileSymbols:
         return self._found(self._order[i], starts[i], addr)
 
     def _scan(self, addr: int, lo: int = 0) -> tuple[str, int] | None:
-        """The first lookups, by one pass over the functions from the ``lo``-th (C-level
-        filter and max, and array.index): cheaper than sorting them until a few lookups have
-        been made."""
+        """The first lookups, by one pass over the functions from the ``lo``-th (a generator
+        into max, then array.index): cheaper than sorting them until a few lookups have been
+        made."""
         values = self._values
-        start = max(filter(addr.__ge__, values[lo:] if lo else values), default=0)
+        start = max((v for v in (values[lo:] if lo else values) if v <= addr), default=0)
         if not start:
             return None
         k = values.index(start, lo)

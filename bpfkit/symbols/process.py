@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import re
 
 __all__ = ["Mapping", "parse_maps", "PerfMap", "PROT_EXEC"]
 
@@ -40,21 +39,25 @@ class Mapping:
         return addr - self.start + self.pgoff
 
 
-# An executable mapping's line: "start-end perms offset maj:min inode   path" (hex but the
-# inode), perms "r-xp"-like with x third; one findall over the text picks them (most lines of a
-# process's maps are data mappings, skipped by the regex engine without Python code).
-_EXEC_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ..x. ([0-9a-f]+) ([0-9a-f]+):([0-9a-f]+) (\d+) *(.*)$", re.M)
-
-
 def parse_maps(text: str) -> list[Mapping]:
     """Executable, file-backed (or [vdso]) mappings from /proc/PID/maps text, by address."""
     out = []
-    for lo, hi, pgoff, maj, mn, ino, tail in _EXEC_LINE.findall(text):
-        path = tail.strip()
+    for line in text.splitlines():
+        # "start-end perms offset maj:min inode   path", perms like "r-xp": most lines are data
+        # mappings, passed over by their x alone.
+        sp = line.find(" ")
+        if line[sp + 3:sp + 4] != "x":
+            continue
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        path = parts[5].strip() if len(parts) > 5 else ""
         if not path or (path.startswith("[") and path != "[vdso]"):
             continue
-        out.append(Mapping(int(lo, 16), int(hi, 16), int(pgoff, 16), path.removesuffix(" (deleted)"),
-                           int(maj, 16), int(mn, 16), int(ino), PROT_EXEC | 1))
+        lo, hi = parts[0].split("-")
+        maj, mn = parts[3].split(":")
+        out.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), path.removesuffix(" (deleted)"),
+                           int(maj, 16), int(mn, 16), int(parts[4]), PROT_EXEC | 1))
     out.sort(key=lambda m: m.start)
     return out
 
