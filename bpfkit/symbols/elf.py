@@ -328,7 +328,7 @@ class FileSymbols:
         into max, then array.index): cheaper than sorting them until a few lookups have been
         made."""
         values = self._values
-        start = max((v for v in (values[lo:] if lo else values) if v <= addr), default=0)
+        start = max((v for v in filter(None, values[lo:] if lo else values) if v <= addr), default=0)
         if not start:
             return None
         k = values.index(start, lo)
