@@ -248,6 +248,7 @@ class FileSymbols:
             self._sizes += t.sizes
         self._starts: array[int] | None = None
         self._scans = 0
+        self._raw: bytes | None = None  # _values' bytes, for _scan
 
     def _index(self) -> None:
         values, sizes = self._values, self._sizes
@@ -325,21 +326,32 @@ class FileSymbols:
 
     def _scan(self, addr: int, lo: int = 0) -> tuple[str, int] | None:
         """The first lookups, by one pass over the functions from the ``lo``-th (a generator
-        into max, then array.index): cheaper than sorting them until a few lookups have been
-        made."""
+        into max; the entries holding that value found by bytes.find in the array's bytes):
+        cheaper than sorting them until a few lookups have been made."""
         values = self._values
         start = max((v for v in filter(None, values[lo:] if lo else values) if v <= addr), default=0)
         if not start:
             return None
-        k = values.index(start, lo)
-        if not self._sizes[k]:  # a sized one at the same address wins
-            try:
-                j = k
-                while not self._sizes[j := values.index(start, j + 1)]:
-                    pass
-                k = j
-            except ValueError:
-                pass
+        raw = self._raw
+        if raw is None:
+            raw = self._raw = values.tobytes()
+        want = start.to_bytes(8, sys.byteorder)
+        # Searched for by its significant bytes (the zero bytes of a small value would make
+        # the search stop at every zero), then checked whole and aligned.
+        sig = (start.bit_length() + 7) // 8
+        pattern = want[:sig] if sys.byteorder == "little" else want[8 - sig:]
+        shift = 0 if sys.byteorder == "little" else 8 - sig
+        k = -1
+        at = raw.find(pattern, lo * 8 + shift)
+        while at >= 0:
+            pos = at - shift
+            if pos % 8 == 0 and raw[pos:pos + 8] == want:  # a whole entry
+                if k < 0:
+                    k = pos // 8
+                if self._sizes[pos // 8]:  # a sized one at the same address wins
+                    k = pos // 8
+                    break
+            at = raw.find(pattern, at + 1)
         return self._found(k, start, addr)
 
     def _found(self, k: int, start: int, addr: int) -> tuple[str, int] | None:
