@@ -140,6 +140,9 @@ class Symbolizer:
             st = os.stat(path)
         except OSError:
             return None
+        return self._file(path, name, st)
+
+    def _file(self, path: str, name: str | None, st: os.stat_result) -> FileSymbols | None:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns)
         if key in self._files:
             self._files.move_to_end(key)
@@ -209,10 +212,13 @@ class Symbolizer:
         used while it lives: /proc/PID/root/<path>); None for [vdso] and unreadable files."""
         if not m.path.startswith("/"):
             return None
-        path = m.path
-        if pid is not None and os.path.exists(f"/proc/{pid}/root{m.path}"):
-            path = f"/proc/{pid}/root{m.path}"
-        return self.file(path, m.path)
+        if pid is not None:
+            inside = f"/proc/{pid}/root{m.path}"
+            try:
+                return self._file(inside, m.path, os.stat(inside))
+            except OSError:
+                pass  # the process is gone (or its root unreadable): the path as seen from here
+        return self.file(m.path, m.path)
 
     def mapping_frame(self, m: Mapping, addr: int, pid: int | None = None) -> Frame:
         """``addr`` inside mapping ``m`` (one the caller knows, such as the process tracker's

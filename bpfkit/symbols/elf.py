@@ -75,7 +75,7 @@ class _Elf:
     """What the symbolizer needs of one ELF file, read through ``read(offset, size)``: the
     section headers (type, offset, size, link, entsize), PT_LOAD segments, the build id."""
 
-    def __init__(self, read: Callable[[int, int], bytes], size: int, path: str) -> None:
+    def __init__(self, read: Callable[[int, int], bytes], size: int, path: str, *, segments: bool = True) -> None:
         self.read, self.size, self.path = read, size, path
         ident = read(0, 64)
         if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
@@ -98,7 +98,7 @@ class _Elf:
         self.shstrndx = shstrndx
         phdr = struct.Struct(e + ("IIQQQQQQ" if self.is64 else "IIIIIIII"))
         self.loads: list[tuple[int, int, int, bool]] = []  # (p_offset, p_filesz, p_vaddr, executable)
-        if phoff and phnum and phentsize >= phdr.size:
+        if segments and phoff and phnum and phentsize >= phdr.size:  # (a debug file's are the binary's)
             raw = self._bytes(phoff, phnum * phentsize, "program headers")
             for i in range(phnum):
                 f = phdr.unpack_from(raw, i * phentsize)
@@ -204,8 +204,8 @@ class _Table:
         return (raw[:at] if at > 0 else raw).decode("utf-8", "replace")
 
 
-def _read_file(path: str) -> tuple[Callable[[int, int], bytes], int, Callable[[], None]]:
-    """(read, size, close) of the regular file at ``path``, with bpfkit errors."""
+def _read_file(path: str) -> tuple[Callable[[int, int], bytes], os.stat_result, Callable[[], None]]:
+    """(read, stat, close) of the regular file at ``path``, with bpfkit errors."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -216,7 +216,7 @@ def _read_file(path: str) -> tuple[Callable[[int, int], bytes], int, Callable[[]
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise ParseError(f"binary {path}: not a regular file")
-    return (lambda off, size: os.pread(fd, size, off)), st.st_size, lambda: os.close(fd)
+    return (lambda off, size: os.pread(fd, size, off)), st, lambda: os.close(fd)
 
 
 class FileSymbols:
@@ -268,17 +268,15 @@ class FileSymbols:
         """Read ``path`` (``name``: the path it is known by, for debug files found by path,
         when ``path`` is reached through /proc/PID/root). Raises bpfkit errors for a missing,
         unreadable or malformed file."""
-        read, size, close = _read_file(path)
+        read, st, close = _read_file(path)
         try:
-            elf = _Elf(read, size, path)
+            elf = _Elf(read, st.st_size, path)
             tables = elf.function_tables()
             bid = elf.build_id()
             sources = [".dynsym" if t.dynamic else ".symtab" for t in tables]
             extra = None
             if not elf.has(SHT_SYMTAB):
-                mini_at = elf.section_named(".gnu_debugdata")
-                mini = elf.section_data(mini_at) if mini_at is not None else None
-                extra = _extra_symbols(name or path, bid, debug_root, mini, path)
+                extra = _extra_symbols(name or path, bid, debug_root, path, st)
         except OSError as exc:
             raise KernelError("read binary", exc.errno or 0, path) from None
         finally:
@@ -363,34 +361,43 @@ class FileSymbols:
         return (name, addr - start) if name else None
 
 
-def _extra_symbols(path: str, bid: str | None, root: str, mini: bytes | None,
-                   shown: str) -> Callable[[], tuple[list[_Table], str] | None]:
+def _extra_symbols(path: str, bid: str | None, root: str, opened: str,
+                   st: os.stat_result) -> Callable[[], tuple[list[_Table], str] | None]:
     """What a first miss reads: a separate debug file (by build id, then path), else the
-    MiniDebugInfo of ``mini`` (.gnu_debugdata's bytes)."""
+    MiniDebugInfo in the .gnu_debugdata section of the binary (``opened`` again, if it is
+    still the file ``st`` describes)."""
     def load() -> tuple[list[_Table], str] | None:
         for candidate in debug_file_candidates(path, bid, root):
             tables = _symbols_of(candidate, bid)
             if tables is not None:
                 return tables, candidate
-        if mini:
+        try:
+            read, now, close = _read_file(opened)
             try:
-                data = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(mini, max_length=_DEBUGDATA_LIMIT)
-                elf = _Elf(lambda off, size: data[off:off + size], len(data), f"{shown}[.gnu_debugdata]")
-                return elf.function_tables(), ".gnu_debugdata"
-            except (lzma.LZMAError, BPFKitError):
+                if (now.st_dev, now.st_ino, now.st_mtime_ns) != (st.st_dev, st.st_ino, st.st_mtime_ns):
+                    return None  # replaced since it was read
+                elf = _Elf(read, now.st_size, opened, segments=False)
+                at = elf.section_named(".gnu_debugdata")
+                mini = elf.section_data(at) if at is not None else b""
+            finally:
+                close()
+            if not mini:
                 return None
-        return None
+            data = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(mini, max_length=_DEBUGDATA_LIMIT)
+            inner = _Elf(lambda off, size: data[off:off + size], len(data), f"{opened}[.gnu_debugdata]",
+                         segments=False)
+            return inner.function_tables(), ".gnu_debugdata"
+        except (lzma.LZMAError, BPFKitError, OSError):
+            return None
     return load
 
 
 def _symbols_of(path: str, bid: str | None) -> list[_Table] | None:
     """A separate debug file's functions, if it exists, parses, and matches the build id."""
-    if not os.path.isfile(path):
-        return None
     try:
-        read, size, close = _read_file(path)
+        read, st, close = _read_file(path)  # NotFoundError when there is none
         try:
-            elf = _Elf(read, size, path)
+            elf = _Elf(read, st.st_size, path, segments=False)
             if bid is not None and elf.build_id() not in (None, bid):
                 return None  # a stale debug file of another build
             return elf.function_tables()
