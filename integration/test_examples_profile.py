@@ -77,6 +77,11 @@ def test_profile_kernel_frames(bpf_obj: Any, workload: Workload, tmp_path: Path)
     first_k = next(i for i, f in enumerate(stack) if f.endswith(KERNEL_SUFFIX))
     assert any("getppid" in f for f in stack[:first_k]), stack
     assert all(f.endswith(KERNEL_SUFFIX) for f in stack[first_k:]), stack
+    # The syscall's own function (__x64_sys_getppid, __arm64_sys_getppid, __do_sys_getppid;
+    # sys_getppid before 4.17's wrappers) is named, below the syscall entry.
+    names = [f.removesuffix(KERNEL_SUFFIX) for f in stack[first_k:]]
+    print("kernel part:", ";".join(names))
+    assert any(n.endswith("sys_getppid") for n in names), names
 
 
 def test_profile_outputs(bpf_obj: Any, workload: Workload, tmp_path: Path) -> None:

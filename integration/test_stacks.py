@@ -170,7 +170,10 @@ def test_cli_attach_stacks_output(bpf_obj: Any, workload: Workload, tmp_path: Pa
         mine = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                 if line.startswith("workload;")}
         total = sum(mine.values())
-        good = sum(n for s, n in mine.items() if s.split(";")[-5:] == CHAIN[::-1])
+        # The user part: a sample taken while an interrupt ran in the process adds kernel
+        # frames on top (asm_sysvec_apic_timer_interrupt_[k];...), more of them on a busy host.
+        user = {s: [f for f in s.split(";") if not f.endswith("_[k]")] for s in mine}
+        good = sum(n for s, n in mine.items() if user[s][-5:] == CHAIN[::-1])
         assert total >= 20 and good >= 0.9 * total, mine
     else:
         assert 'data-n="spin"' in text and 'data-n="workload"' in text

@@ -17,6 +17,17 @@ cd "$(dirname "$0")/.."
 # zsh: tests/test_completion.py runs `bpfkit completion zsh` in a real zsh.
 APT_PACKAGES=(python3 python3-venv ca-certificates mount clang-19 llvm-19 libbpf-dev bpftool gcc make
               libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 kmod prometheus zsh)
+# linux-perf (+79 MB, ~5 s): integration/test_stacks_vs_perf.py compares bpfkit's profile with
+# `perf record -g` (Debian 12's perf 6.1; it records on newer kernels too, checked on 6.18).
+APT_PACKAGES+=(linux-perf)
+# golang-go (+476 MB with golang-1.19-src, ~14 s): integration/test_profile_tools.py opens
+# bpfkit's pprof output with `go tool pprof -top`.
+APT_PACKAGES+=(golang-go)
+# chromium (+640 MB with its dependencies, ~32 s; measured on a minbase bookworm with the
+# packages above): the headless-Chromium check of the SVG flame graph in
+# integration/test_profile_tools.py, which skips without it. Opt-in for its size:
+# BPFKIT_SETUP_CHROMIUM=1 scripts/setup.sh (docs/stacks.md).
+if [ "${BPFKIT_SETUP_CHROMIUM:-0}" = 1 ]; then APT_PACKAGES+=(chromium); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

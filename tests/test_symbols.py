@@ -171,3 +171,67 @@ def test_decode_stacks() -> None:
     assert decode_build_id_stack(entries) == [(bid.hex(), 0x1139), (None, 0x7F00DEAD)]
     with pytest.raises(Exception, match="not a whole number of 32-byte struct bpf_stack_build_id"):
         decode_build_id_stack(entries[:40])
+
+
+def test_kallsyms_lookups_match_a_plain_parse() -> None:
+    """KernelSymbols (blocks of addresses converted on first use, non-text lines stepped over)
+    against a plain reading of the same text: text symbols only, sorted, at each address a
+    global one (T, W) over a local one."""
+    import random
+    from bisect import bisect_right
+
+    from bpfkit.symbols.kernel import _BLOCK
+
+    with open("/proc/kallsyms", "rb") as f:
+        text = f.read()
+    ksyms = KernelSymbols(text)
+    best: dict[int, tuple[bool, str, str]] = {}
+    for line in text.decode().splitlines():
+        addr_s, kind, rest = line.split(" ", 2)
+        if kind not in "tTwW":
+            continue
+        name, _, mod = rest.partition("\t")
+        addr, rank = int(addr_s, 16), (kind in "TW", name, mod.strip("[]"))
+        if addr not in best or rank > best[addr]:  # global first; then the last name, as sorted lines have it
+            best[addr] = rank
+    starts = sorted(best)
+    sym = Symbolizer()
+    sym._kernel = ksyms  # kernel_frame has its own (inlined) copy of the lookup: checked on the same table
+    rng = random.Random(27)
+    # Random text addresses, and the lines around block boundaries (where a lookup's block
+    # starts mid-group).
+    probes = [starts[rng.randrange(len(starts))] + rng.randrange(64) for _ in range(3000)]
+    probes += [ksyms.address_at(i) + d for i in range(_BLOCK, len(ksyms), _BLOCK) for d in (-1, 0, 1)]
+    for addr in probes:
+        i = bisect_right(starts, addr) - 1
+        want = None if i < 0 else (best[starts[i]][1], addr - starts[i], best[starts[i]][2])
+        got = ksyms.lookup(addr)
+        assert (None if got is None else tuple(got)) == want, hex(addr)
+        f = sym.kernel_frame(addr)
+        assert (f.name, f.offset) == ((want[0], want[1]) if want else (None, addr)), hex(addr)
+
+
+def test_file_lookups_scan_then_index(workload: Workload) -> None:
+    """A file's first lookups scan its functions, later ones bisect a sorted index: the same
+    answers for every offset of its executable segment (the workload with symbols, and libc
+    with its debug file when one is installed)."""
+    import random
+
+    from bpfkit.symbols import elf as symelf
+
+    rng = random.Random(27)
+    for path in (str(workload.workload), "/usr/lib/x86_64-linux-gnu/libc.so.6"):
+        if not os.path.exists(path):
+            continue
+        fs = symelf.FileSymbols.load(path)
+        off, size = next((o, s) for o, s, _, x in fs._loads if x)
+        offsets = [rng.randrange(off, off + size) for _ in range(2000)]
+        for o in offsets[:50]:
+            fs.lookup(o)  # the debug file, if any, is read on the first miss
+        scanned = []
+        for o in offsets:
+            fs._starts, fs._scans = None, 0
+            scanned.append(fs.lookup(o))
+        fs._index()
+        assert [fs.lookup(o) for o in offsets] == scanned
+        assert sum(1 for s in scanned if s) > len(offsets) // 2

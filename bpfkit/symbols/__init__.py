@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from ..errors import BPFKitError
 from .elf import DEFAULT_DEBUG_ROOT, FileSymbols
-from .kernel import KALLSYMS, KernelSymbol, KernelSymbols
+from .kernel import _BLOCK, KALLSYMS, KernelSymbol, KernelSymbols
 from .process import Mapping, PerfMap, parse_maps
 from .stacks import BuildIdFrame, decode_build_id_stack, decode_stack
 
@@ -57,6 +57,9 @@ class Frame(NamedTuple):
         if self.module:
             return self.module if self.module.startswith("[") else f"[{os.path.basename(self.module)}]"
         return "[unknown]"
+
+
+_new_frame = tuple.__new__  # Frame(...) without the NamedTuple's Python-level __new__ (hot paths)
 
 
 @dataclasses.dataclass(slots=True)
@@ -99,12 +102,32 @@ class Symbolizer:
         return self._kernel
 
     def kernel_frame(self, addr: int) -> Frame:
-        k = self.kernel
-        i = k.index(addr)
-        if i < 0:
-            return Frame(addr, None, addr, "[kernel]")
-        name, module = k.entry(i)
-        return Frame(addr, name, addr - k.address_at(i), f"[{module}]" if module else "[kernel]")
+        # KernelSymbols.index and entry inlined: this is the per-frame hot path
+        # (benchmarks/bench_symbolize.py, against bcc's BPF.ksym).
+        k = self._kernel
+        if k is None:
+            k = self.kernel
+        b = bisect_right(k._heads, addr) - 1
+        if b < 0:
+            return _new_frame(Frame, (addr, None, addr, "[kernel]"))
+        blk = k._blocks[b] or k._block(b)
+        j = bisect_right(blk, addr) - 1
+        i = b * _BLOCK + j
+        start = blk[j]
+        w = k._width
+        line = k._lines[i]
+        c = line[w + 1]
+        if c != "T" and c != "W" and (c not in "tw" or j == 0 or blk[j - 1] == start):
+            # not a global text symbol alone at its address: see KernelSymbols._settle
+            i = k._settle(i)
+            if i < 0:
+                return _new_frame(Frame, (addr, None, addr, "[kernel]"))
+            line = k._lines[i]
+            start = k.address_at(i)
+        tab = line.find("\t", w + 3)
+        if tab < 0:  # vmlinux
+            return _new_frame(Frame, (addr, line[w + 3:], addr - start, "[kernel]"))
+        return _new_frame(Frame, (addr, line[w + 3:tab], addr - start, line[tab + 1:]))  # "[module]"
 
     def kernel_stack(self, addrs: Iterable[int]) -> list[Frame]:
         return [self.kernel_frame(a) for a in addrs]
@@ -117,6 +140,9 @@ class Symbolizer:
             st = os.stat(path)
         except OSError:
             return None
+        return self._file(path, name, st)
+
+    def _file(self, path: str, name: str | None, st: os.stat_result) -> FileSymbols | None:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns)
         if key in self._files:
             self._files.move_to_end(key)
@@ -186,10 +212,13 @@ class Symbolizer:
         used while it lives: /proc/PID/root/<path>); None for [vdso] and unreadable files."""
         if not m.path.startswith("/"):
             return None
-        path = m.path
-        if pid is not None and os.path.exists(f"/proc/{pid}/root{m.path}"):
-            path = f"/proc/{pid}/root{m.path}"
-        return self.file(path, m.path)
+        if pid is not None:
+            inside = f"/proc/{pid}/root{m.path}"
+            try:
+                return self._file(inside, m.path, os.stat(inside))
+            except OSError:
+                pass  # the process is gone (or its root unreadable): the path as seen from here
+        return self.file(m.path, m.path)
 
     def mapping_frame(self, m: Mapping, addr: int, pid: int | None = None) -> Frame:
         """``addr`` inside mapping ``m`` (one the caller knows, such as the process tracker's

@@ -43,8 +43,13 @@ def parse_maps(text: str) -> list[Mapping]:
     """Executable, file-backed (or [vdso]) mappings from /proc/PID/maps text, by address."""
     out = []
     for line in text.splitlines():
+        # "start-end perms offset maj:min inode   path", perms like "r-xp": most lines are data
+        # mappings, passed over by their x alone.
+        sp = line.find(" ")
+        if line[sp + 3:sp + 4] != "x":
+            continue
         parts = line.split(None, 5)
-        if len(parts) < 5 or "x" not in parts[1]:
+        if len(parts) < 5:
             continue
         path = parts[5].strip() if len(parts) > 5 else ""
         if not path or (path.startswith("[") and path != "[vdso]"):
