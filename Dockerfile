@@ -56,6 +56,7 @@ RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
       systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus zsh \
+      linux-perf golang-go chromium \
  && rm -rf /var/lib/apt/lists/*
 
 # A build behind a TLS-intercepting proxy can pass its CA bundle (integration/container.sh does):

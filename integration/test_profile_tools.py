@@ -77,7 +77,7 @@ window.addEventListener("load", function () {
 def _chromium(url: str, tmp: Path) -> tuple[str, str]:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("chromium is not installed (Debian's chromium; BPFKIT_SETUP_CHROMIUM=1 scripts/setup.sh installs it): "
+        pytest.skip("chromium is not installed (Debian's chromium; scripts/setup.sh installs it unless BPFKIT_SETUP_CHROMIUM=0): "
                     "it opens the SVG flame graph")
     run = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
                           f"--user-data-dir={tmp / 'profile'}", "--dump-dom", url],
