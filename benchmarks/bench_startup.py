@@ -51,7 +51,7 @@ def bpfkit_command(explicit: str | None) -> list[str]:
     if venv.exists():
         return [str(venv)]
     found = shutil.which("bpfkit")
-    return [found] if found else [sys.executable, "-m", "bpfkit.cli"]
+    return [found] if found else [sys.executable, "-m", "bpfkit"]
 
 
 def timed(cmd: list[str]) -> float:
