@@ -112,11 +112,11 @@ class KernelFit:
         """Resolve the __ksym externs ``programs`` use and every __kconfig one; returns the
         .kconfig map's value (None without __kconfig). (libbpf resolves every extern of the
         object; a kernel symbol only an unloaded program needs does not stop the others here.)"""
-        from .elf.externs import ExternKind
-
         externs = self.spec.externs
         if not externs:
             return None
+        from .elf.externs import ExternKind
+
         used = {name for p in programs for _, name in p.extern_refs}
         try:
             ksyms = [e for e in externs.values() if e.kind == ExternKind.KSYM and e.name in used]

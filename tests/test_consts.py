@@ -82,13 +82,20 @@ def test_flag_bits_are_distinct_powers_of_two() -> None:
 
 
 def test_syscall_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
     import platform
+    import types
 
-    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert os.uname().machine == platform.machine()  # what syscall_number reads, without importing platform
+
+    def machine(name: str) -> None:
+        monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine=name))
+
+    machine("x86_64")
     assert syscall_number("bpf") == 321 and syscall_number("perf_event_open") == 298
-    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    machine("aarch64")
     assert syscall_number("bpf") == 280 and syscall_number("perf_event_open") == 241
-    monkeypatch.setattr(platform, "machine", lambda: "s390x")
+    machine("s390x")
     with pytest.raises(NotSupportedError, match="s390x"):
         syscall_number("bpf")
 

@@ -12,7 +12,7 @@ tests/test_layout.py checks every value against the installed UAPI headers.
 from __future__ import annotations
 
 import enum
-import platform
+import os
 
 from ..spec.consts import (
     BPF_ANY as BPF_ANY,
@@ -377,7 +377,7 @@ _SYSCALLS = {
 
 def syscall_number(name: str) -> int:
     """The syscall number of ``name`` on this machine's architecture."""
-    arch = platform.machine()
+    arch = os.uname().machine  # platform.machine(), without importing platform (~1 ms)
     try:
         return _SYSCALLS[arch][name]
     except KeyError:

@@ -353,3 +353,7 @@ BPF_RINGBUF_HDR_SZ = 8
 
 # The value libbpf and the kernel use for kern_version when "any" is meant.
 KERNEL_VERSION_MAGIC = 0xFFFFFFFE
+
+# The ELF sections of struct_ops maps (libbpf: SEC(".struct_ops"), SEC(".struct_ops.link")); here, not in
+# spec/struct_ops.py, so an object without them is parsed without importing that module.
+STRUCT_OPS_SECTIONS = (".struct_ops", ".struct_ops.link")
