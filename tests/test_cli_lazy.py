@@ -109,3 +109,33 @@ def test_python_m_bpfkit_is_the_command() -> None:
     assert usage.returncode == 2
     assert usage.stderr.startswith("usage: bpfkit load [-h]")
     assert "error: the following arguments are required: OBJ, PIN_DIR" in usage.stderr
+
+
+def test_help_width_is_shutils_without_importing_it() -> None:
+    """bpfkit.cli.main.terminal_columns: shutil.get_terminal_size().columns (argparse's width)
+    for $COLUMNS set, unset or bad, and stdout a terminal of some width or not a terminal."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    code = ("import sys; from bpfkit.cli.main import terminal_columns; had = 'shutil' in sys.modules; "
+            "import shutil; print(terminal_columns(), shutil.get_terminal_size().columns, had)")
+    for columns in (None, "57", "0", "-3", "x"):
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        if columns is not None:
+            env["COLUMNS"] = columns
+        piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                               check=True).stdout.split()
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 123, 0, 0))
+        try:
+            subprocess.run([sys.executable, "-c", code], stdout=follower, cwd=REPO, env=env, check=True)
+            on_tty = os.read(leader, 1000).decode().split()
+        finally:
+            os.close(leader)
+            os.close(follower)
+        for ours, theirs, had in (piped, on_tty):
+            assert ours == theirs and had == "False", (columns, piped, on_tty)
+        assert on_tty[0] == (columns if columns == "57" else "123")
