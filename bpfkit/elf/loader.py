@@ -20,7 +20,6 @@ Python objects.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import re
 import struct
 from collections.abc import Callable
@@ -74,16 +73,20 @@ _MAX_DATA_SECTION = 1 << 26  # far above KMALLOC_MAX_SIZE (4 MiB on x86-64), far
 _PSEUDO_CALL_RE = re.compile(rb"\x85[\x10-\x1f]", re.S)
 
 
-@dataclasses.dataclass(eq=False)
 class _Function:
-    """A function symbol in an executable section: [start, end) in instructions."""
+    """A function symbol in an executable section: [start, end) in instructions. (Compared by
+    identity; a plain class: a dataclass costs ~1 ms of start-up to generate.)"""
 
-    name: str
-    section: Section
-    start: int
-    end: int
-    is_global: bool
-    relocs: list[tuple[int, Relocation]] = dataclasses.field(default_factory=list)  # (insn in section, rel)
+    __slots__ = ("name", "section", "start", "end", "is_global", "relocs")
+
+    def __init__(self, name: str, section: Section, start: int, end: int, is_global: bool,
+                 relocs: list[tuple[int, Relocation]] | None = None) -> None:
+        self.name = name
+        self.section = section
+        self.start = start
+        self.end = end
+        self.is_global = is_global
+        self.relocs: list[tuple[int, Relocation]] = [] if relocs is None else relocs  # (insn in section, rel)
 
     @property
     def key(self) -> tuple[int, int]:

@@ -23,7 +23,6 @@ A probe returns ``(supported, reason)``; the reason names the errno and what it 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import itertools
 import os
@@ -38,6 +37,7 @@ from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
 from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .._kernel.fd import FD
+from .._record import FrozenRecord
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
@@ -45,16 +45,19 @@ ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space
 Outcome = tuple[bool, str]
 
 
-@dataclasses.dataclass(frozen=True)
-class Probe:
+class Probe(FrozenRecord):
     """One feature: its name, table group, the first release that has it, and how to ask."""
 
+    __slots__ = ("name", "group", "min_version", "what", "how", "run")
     name: str
     group: str
     min_version: str
     what: str
     how: str
     run: Callable[[], Outcome]
+
+    def __init__(self, name: str, group: str, min_version: str, what: str, how: str, run: Callable[[], Outcome]) -> None:
+        self._set_fields(name, group, min_version, what, how, run)
 
 
 REGISTRY: dict[str, Probe] = {}
