@@ -191,9 +191,9 @@ class KernelFit:
     def fit(self, pspec: Any, code: bytearray) -> list[int]:
         """Apply CO-RE relocations and extern references to ``code`` (the program's
         instructions, patched in place); returns the fd_array the program needs ([] if none)."""
-        from .btf import core
-
         if pspec.core_relos:
+            from .btf import core
+
             if self._relocator is None:
                 if self.spec.btf is None:
                     raise UsageError(f"program {pspec.name!r} has CO-RE relocations but the spec has no BTF")
