@@ -20,7 +20,8 @@ Rows (whole processes, wall time; every round runs each row once, alternating th
 
 Prints the median and min of each, the load average, and the CPU time the attach process had
 used when its first event arrived (wall times on a loaded machine mostly measure the wait for
-a CPU). Needs `make -C bpf` (scripts/setup.sh does it).
+a CPU). Needs `make -C bpf` (scripts/setup.sh does it); compiles bpfkit's bytecode first when
+a module's .pyc is missing or stale (with PYTHONDONTWRITEBYTECODE set, each run would compile it).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def bpfkit_command(explicit: str | None) -> list[str]:
     if venv.exists():
         return [str(venv)]
     found = shutil.which("bpfkit")
-    return [found] if found else [sys.executable, "-m", "bpfkit.cli"]
+    return [found] if found else [sys.executable, "-m", "bpfkit"]
 
 
 def timed(cmd: list[str]) -> float:
@@ -128,6 +129,19 @@ def pinned(cmd: list[str], tail: list[str], maps_dir: bool = False) -> float:
         shutil.rmtree(target + "-maps", ignore_errors=True)
 
 
+def stale_bytecode() -> list[str]:
+    """bpfkit modules whose .pyc is missing or older than the source: with PYTHONDONTWRITEBYTECODE
+    set (as on the development machine), every run would compile them again and time that."""
+    import importlib.util
+
+    stale = []
+    for source in sorted((REPO / "bpfkit").rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
+            stale.append(str(source.relative_to(REPO)))
+    return stale
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-r", "--runs", type=int, default=7)
@@ -135,6 +149,11 @@ def main() -> int:
     args = parser.parse_args()
     if not all(o.exists() for o in (OBJ, LOAD_OBJ, CORE_OBJ)):
         subprocess.run(["make", "-s", "-C", str(REPO / "bpf")], check=True)
+    stale = stale_bytecode()
+    if stale:
+        print(f"compiling {len(stale)} stale bpfkit modules first ({stale[0]}, ...): python -m compileall", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "bpfkit")], check=True,
+                       stdout=subprocess.DEVNULL)
     cmd = bpfkit_command(args.bpfkit)
     python = [str(Path(cmd[0]).with_name("python"))] if cmd[0].endswith("bpfkit") else [sys.executable]
     rows: list[tuple[str, Callable[[], float]]] = [

@@ -342,6 +342,8 @@ class Collection(ClosesOnExit):
 
     def _fill_struct_ops(self) -> None:
         """Put each loaded program's fd in its slot of every struct_ops map's value."""
+        if not self._struct_ops_layouts:
+            return
         from .struct_ops import fill_programs
 
         fds = {name: int(p.fd) for name, p in self.programs.items()}

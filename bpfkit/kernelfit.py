@@ -112,11 +112,11 @@ class KernelFit:
         """Resolve the __ksym externs ``programs`` use and every __kconfig one; returns the
         .kconfig map's value (None without __kconfig). (libbpf resolves every extern of the
         object; a kernel symbol only an unloaded program needs does not stop the others here.)"""
-        from .elf.externs import ExternKind
-
         externs = self.spec.externs
         if not externs:
             return None
+        from .elf.externs import ExternKind
+
         used = {name for p in programs for _, name in p.extern_refs}
         try:
             ksyms = [e for e in externs.values() if e.kind == ExternKind.KSYM and e.name in used]
@@ -191,9 +191,9 @@ class KernelFit:
     def fit(self, pspec: Any, code: bytearray) -> list[int]:
         """Apply CO-RE relocations and extern references to ``code`` (the program's
         instructions, patched in place); returns the fd_array the program needs ([] if none)."""
-        from .btf import core
-
         if pspec.core_relos:
+            from .btf import core
+
             if self._relocator is None:
                 if self.spec.btf is None:
                     raise UsageError(f"program {pspec.name!r} has CO-RE relocations but the spec has no BTF")

@@ -333,7 +333,7 @@ def test_os_errors_at_the_cli_boundary_name_the_path(capsys) -> None:
             return ns
 
     try:
-        cli.build_parser = lambda: Parser()
+        cli.build_parser = lambda argv=None: Parser()
         assert cli.main([]) == 1
     finally:
         cli.build_parser = original

@@ -74,3 +74,68 @@ def test_an_interrupt_waits_for_the_import_it_lands_in(tmp_path, monkeypatch) ->
         cli._exit_quietly(signal.SIGALRM, sys._getframe())
     assert cli._State.pending == 0
     cli._exit_quietly(signal.SIGALRM, sys._getframe())  # nothing pending: nothing happens
+
+
+def _parse_outcome(parser: object, argv: list[str], capsys: object) -> tuple[object, str, str]:
+    try:
+        result: object = vars(parser.parse_args(argv))  # type: ignore[attr-defined]
+    except SystemExit as exc:
+        result = ("exit", exc.code)
+    out = capsys.readouterr()  # type: ignore[attr-defined]
+    return result, out.out, out.err
+
+
+def test_a_parser_for_the_named_command_parses_as_the_whole_one(capsys) -> None:
+    """build_parser(argv) makes only the sub-command argv names; results, usage errors and
+    help are those of the parser with every sub-command."""
+    cases = [["load", "x.o", "/sys/fs/bpf/d", "--set", "a=1"], ["load"], ["-v", "load", "x.o", "d"],
+             ["features", "--json"], ["load", "--bogus"], ["bogus"], ["loa", "x"], ["--verb", "load", "x", "y"],
+             ["-v"], [], ["--", "load"], ["load", "-h"], ["prog", "show", "1"], ["map", "nothing"]]
+    for argv in cases:
+        assert cli._named_command(argv) in (None, *(n for n, _ in cli.COMMANDS))
+        whole = _parse_outcome(cli.build_parser(), argv, capsys)
+        assert _parse_outcome(cli.build_parser(argv), argv, capsys) == whole, argv
+    assert cli._named_command(["-v", "load"]) == "load" and cli._named_command(["bogus"]) is None
+
+
+def test_python_m_bpfkit_is_the_command() -> None:
+    version = subprocess.run([sys.executable, "-m", "bpfkit", "--version"], capture_output=True, text=True, check=False,
+                             cwd=REPO)
+    from bpfkit import __version__
+
+    assert (version.returncode, version.stdout) == (0, f"bpfkit {__version__}\n")
+    usage = subprocess.run([sys.executable, "-m", "bpfkit", "load"], capture_output=True, text=True, cwd=REPO,
+                           check=False)
+    assert usage.returncode == 2
+    assert usage.stderr.startswith("usage: bpfkit load [-h]")
+    assert "error: the following arguments are required: OBJ, PIN_DIR" in usage.stderr
+
+
+def test_help_width_is_shutils_without_importing_it() -> None:
+    """bpfkit.cli.main.terminal_columns: shutil.get_terminal_size().columns (argparse's width)
+    for $COLUMNS set, unset or bad, and stdout a terminal of some width or not a terminal."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    code = ("import sys; from bpfkit.cli.main import terminal_columns; had = 'shutil' in sys.modules; "
+            "import shutil; print(terminal_columns(), shutil.get_terminal_size().columns, had)")
+    for columns in (None, "57", "0", "-3", "x"):
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        if columns is not None:
+            env["COLUMNS"] = columns
+        piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                               check=True).stdout.split()
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 123, 0, 0))
+        try:
+            subprocess.run([sys.executable, "-c", code], stdout=follower, cwd=REPO, env=env, check=True)
+            on_tty = os.read(leader, 1000).decode().split()
+        finally:
+            os.close(leader)
+            os.close(follower)
+        for ours, theirs, had in (piped, on_tty):
+            assert ours == theirs and had == "False", (columns, piped, on_tty)
+        assert on_tty[0] == (columns if columns == "57" else "123")

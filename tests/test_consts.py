@@ -33,7 +33,9 @@ def test_c_names() -> None:
 
 
 def test_every_c_enum_has_a_prefix() -> None:
-    for obj in vars(consts).values():
+    from bpfkit._kernel import perf_consts
+
+    for obj in {**vars(consts), **vars(perf_consts)}.values():
         if isinstance(obj, type) and issubclass(obj, consts._CEnum) and obj is not consts._CEnum:
             assert getattr(obj, "C_PREFIX", ""), obj
 
@@ -82,13 +84,20 @@ def test_flag_bits_are_distinct_powers_of_two() -> None:
 
 
 def test_syscall_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
     import platform
+    import types
 
-    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert os.uname().machine == platform.machine()  # what syscall_number reads, without importing platform
+
+    def machine(name: str) -> None:
+        monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine=name))
+
+    machine("x86_64")
     assert syscall_number("bpf") == 321 and syscall_number("perf_event_open") == 298
-    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    machine("aarch64")
     assert syscall_number("bpf") == 280 and syscall_number("perf_event_open") == 241
-    monkeypatch.setattr(platform, "machine", lambda: "s390x")
+    machine("s390x")
     with pytest.raises(NotSupportedError, match="s390x"):
         syscall_number("bpf")
 
@@ -121,3 +130,23 @@ def test_this_machines_cpus() -> None:
     possible = cpus.possible_cpus()
     assert possible and cpus.num_possible_cpus() == max(possible) + 1
     assert set(cpus.online_cpus()) <= set(possible)
+
+
+def test_perf_enums_are_made_on_first_use() -> None:
+    """bpfkit._kernel.consts gives the perf_event enums of perf_consts.py on first use (their
+    ~120 members are start-up time `bpfkit load` does not need); the names are the same objects
+    either way, and an unknown name is the usual AttributeError."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import bpfkit._kernel.consts as c; before = 'bpfkit._kernel.perf_consts' in sys.modules; "
+            "from bpfkit._kernel.consts import PerfType; from bpfkit._kernel import perf_consts; "
+            "print(before, PerfType is perf_consts.PerfType, c.PERF_IOCTLS_WITH_GROUP_FLAG is "
+            "perf_consts.PERF_IOCTLS_WITH_GROUP_FLAG)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True"]
+    from bpfkit._kernel import perf_consts
+
+    assert {n for n in consts._PERF_NAMES if getattr(consts, n) is getattr(perf_consts, n)} == consts._PERF_NAMES
+    with pytest.raises(AttributeError, match="module 'bpfkit._kernel.consts' has no attribute 'PerfNothing'"):
+        consts.PerfNothing  # noqa: B018

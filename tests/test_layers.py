@@ -30,7 +30,7 @@ PACKAGE = REPO / "bpfkit"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Shared by all: the exception tree, bounded reads of regular files, lazy re-exports, the
     # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit).
-    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing")),
+    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing", "bpfkit._record")),
     # The spec layer: object files, BTF, section names, instructions, CO-RE against a given
     # BTF, and the spec dataclasses. No syscalls; aya-obj's role.
     ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm", "bpfkit.skelgen")),
@@ -310,7 +310,7 @@ def test_spec_use_imports_no_kernel_module() -> None:
 
 
 SPEC_LAYER_PATHS = ["bpfkit/spec", "bpfkit/elf", "bpfkit/btf", "bpfkit/sections.py", "bpfkit/asm.py",
-                    "bpfkit/errors.py", "bpfkit/_files.py"]
+                    "bpfkit/errors.py", "bpfkit/_files.py", "bpfkit/_record.py"]
 
 
 def test_spec_layer_passes_mypy_strict() -> None:

@@ -37,8 +37,11 @@ from typing import Any
 
 import pytest
 
-from bpfkit._kernel import abi, consts
+from bpfkit._kernel import abi, consts, perf_consts
 from bpfkit.spec import consts as spec_consts
+
+for _name in consts._PERF_NAMES:  # made on first use: into vars(consts), as every other name
+    getattr(consts, _name)
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "uapi-headers.sh"
@@ -237,7 +240,7 @@ def _enum_checks() -> list[Check]:
     checks = []
     prefixes = {consts.MapFlag: "BPF_F_", consts.PerfSample: "PERF_SAMPLE_"}
     for obj in vars(consts).values():
-        if not (isinstance(obj, type) and issubclass(obj, enum.Enum)) or obj.__module__ not in (consts.__name__, spec_consts.__name__):
+        if not (isinstance(obj, type) and issubclass(obj, enum.Enum)) or obj.__module__ not in (consts.__name__, perf_consts.__name__, spec_consts.__name__):
             continue
         if obj is consts.PerfAttrFlag or obj.__name__.startswith("_"):
             continue

@@ -583,6 +583,7 @@ long syscall(long number, ...);
 int ioctl(int fd, unsigned long request, ...);
 int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const void *data);
 int setns(int fd, int nstype);
+int statfs(const char *path, void *buf);
 """
 
 # Structs whose layout tests/test_layout.py checks against the UAPI headers, with the C spelling.

@@ -13,7 +13,6 @@ existing ancestor is checked with statfs(2) (f_type == BPF_FS_MAGIC, include/uap
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 
@@ -25,19 +24,15 @@ __all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pi
 BPF_FS_MAGIC = 0xCAFE4A11  # include/uapi/linux/magic.h
 BPFFS_DEFAULT = "/sys/fs/bpf"
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-_libc.statfs.restype = ctypes.c_int
-
-
 def fs_magic(path: str) -> int:
     """statfs(2)'s f_type for ``path``. f_type is the first member of struct statfs
     (__fsword_t, a long, on the 64-bit ABIs; 120 bytes in all, a 256-byte buffer is ample)."""
-    buf = ctypes.create_string_buffer(256)
-    if _libc.statfs(os.fsencode(path), buf) != 0:
-        err = ctypes.get_errno()
-        raise kernel_error("statfs", err, path)
-    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+    from .abi import ffi, libc  # cffi, not ctypes: the kernel layer loads it anyway (ctypes: ~2 ms more)
+
+    buf = ffi.new("long[32]")
+    if libc.statfs(os.fsencode(path), buf) != 0:
+        raise kernel_error("statfs", ffi.errno, path)
+    return int(buf[0]) & 0xFFFFFFFF
 
 
 def nearest_existing(path: str) -> str:

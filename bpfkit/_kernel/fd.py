@@ -7,7 +7,6 @@ import fcntl
 import os
 import warnings
 import weakref
-from typing import ClassVar, TypeVar
 
 from .._closing import ClosesOnExit
 from ..errors import KernelError, NotFoundError, UsageError
@@ -15,7 +14,11 @@ from .bpffs import pin_object
 
 __all__ = ["FD", "PinnableObject"]
 
-_P = TypeVar("_P", bound="PinnableObject")
+TYPE_CHECKING = False  # typing's TypeVar with a bound compiles the bound's text: start-up time
+if TYPE_CHECKING:
+    from typing import ClassVar, TypeVar
+
+    _P = TypeVar("_P", bound="PinnableObject")
 
 
 def _close_leaked(raw: int) -> None:

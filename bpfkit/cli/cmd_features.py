@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 HELP = "probe the running kernel's BPF features"
@@ -47,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if args.unsupported:
         results = {n: r for n, r in results.items() if not r.supported}
     if args.json:
+        import json
+
         json.dump({n: {"supported": r.supported, "reason": r.reason} for n, r in results.items()},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -20,7 +20,6 @@ Python objects.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import re
 import struct
 from collections.abc import Callable
@@ -30,11 +29,9 @@ from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
 from ..errors import ParseError
 from ..sections import match_section
 from ..spec.collection import CollectionSpec, VariableSpec
-from ..spec.consts import KERNEL_VERSION_MAGIC, MapFlag, MapType, ProgType
+from ..spec.consts import KERNEL_VERSION_MAGIC, STRUCT_OPS_SECTIONS, MapFlag, MapType, ProgType
 from ..spec.maps import MapSpec
 from ..spec.programs import ProgramSpec, Reference, RefKind
-from ..spec.struct_ops import STRUCT_OPS_SECTIONS, parse_section
-from .externs import ExternKind, ExternSpec, collect_externs, kconfig_size
 from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
 from .reader import (
     SHF_EXECINSTR,
@@ -56,6 +53,10 @@ from .reader import (
     Symbol,
 )
 
+TYPE_CHECKING = False  # not typing's (its import costs ~1.5 ms at start-up; annotations only)
+if TYPE_CHECKING:
+    from .externs import ExternSpec
+
 __all__ = ["parse_object"]
 
 INSN = 8
@@ -72,16 +73,20 @@ _MAX_DATA_SECTION = 1 << 26  # far above KMALLOC_MAX_SIZE (4 MiB on x86-64), far
 _PSEUDO_CALL_RE = re.compile(rb"\x85[\x10-\x1f]", re.S)
 
 
-@dataclasses.dataclass(eq=False)
 class _Function:
-    """A function symbol in an executable section: [start, end) in instructions."""
+    """A function symbol in an executable section: [start, end) in instructions. (Compared by
+    identity; a plain class: a dataclass costs ~1 ms of start-up to generate.)"""
 
-    name: str
-    section: Section
-    start: int
-    end: int
-    is_global: bool
-    relocs: list[tuple[int, Relocation]] = dataclasses.field(default_factory=list)  # (insn in section, rel)
+    __slots__ = ("name", "section", "start", "end", "is_global", "relocs")
+
+    def __init__(self, name: str, section: Section, start: int, end: int, is_global: bool,
+                 relocs: list[tuple[int, Relocation]] | None = None) -> None:
+        self.name = name
+        self.section = section
+        self.start = start
+        self.end = end
+        self.is_global = is_global
+        self.relocs: list[tuple[int, Relocation]] = [] if relocs is None else relocs  # (insn in section, rel)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -358,7 +363,12 @@ class _ObjectParser:
                       if self.elf.sections[index].executable for rel in rels if rel.symbol.shndx == SHN_UNDEF}
         undefined = [(s.name, s.bind == STB_WEAK) for s in self.elf.symbols
                      if s.shndx == SHN_UNDEF and s.name in referenced and s.bind in (STB_GLOBAL, STB_WEAK)]
-        self.externs: dict[str, ExternSpec] = collect_externs(self.btf, undefined)
+        self.externs: dict[str, ExternSpec] = {}
+        if not undefined:  # most objects: no externs (and no need to import their module)
+            return
+        from .externs import collect_externs, kconfig_size
+
+        self.externs = collect_externs(self.btf, undefined)
         spec.externs = self.externs
         size = kconfig_size(self.externs)
         if not size:
@@ -401,6 +411,8 @@ class _ObjectParser:
             datasec = None
             if self.btf is not None:
                 datasec = next((t for t in self.btf.find(sec.name) if isinstance(t, Datasec)), None)
+            from ..spec.struct_ops import parse_section
+
             found = parse_section(self.btf, sec, self.relocs.get(sec.index, []), self.program_at, datasec)
             for var, ops in found.items():
                 self._add_map(spec, MapSpec(
@@ -510,6 +522,8 @@ class _ObjectParser:
             ext = self.externs.get(sym.name)
             if ext is None:
                 raise ParseError(f"{where}: ld_imm64 at instruction {idx} refers to undefined symbol {sym.name!r}")
+            from .externs import ExternKind
+
             if ext.kind == ExternKind.KCONFIG:
                 references.append(Reference(site, ".kconfig", RefKind.MAP_VALUE, ext.offset + imm))
             else:

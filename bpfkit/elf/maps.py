@@ -21,9 +21,9 @@ section that point at programs or maps.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
+from .._record import Record
 from ..btf import BTF
 from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..errors import ParseError
@@ -130,14 +130,16 @@ def legacy_maps(elf: ElfFile, section: Section) -> dict[int, MapSpec]:
 
 
 # -------------------------------------------------------------------------------- BTF
-@dataclasses.dataclass
-class BTFMapLayout:
+class BTFMapLayout(Record):
     """Where a BTF map lives in ``.maps``: for resolving ``values`` relocations."""
 
-    spec: MapSpec
-    offset: int  # of the map's variable in .maps
-    size: int
-    values_offset: int = -1  # byte offset of the ``values`` member, -1 when absent
+    __slots__ = ("spec", "offset", "size", "values_offset")
+
+    def __init__(self, spec: MapSpec, offset: int, size: int, values_offset: int = -1) -> None:
+        self.spec = spec
+        self.offset = offset  # of the map's variable in .maps
+        self.size = size
+        self.values_offset = values_offset  # byte offset of the ``values`` member, -1 when absent
 
 
 def btf_maps(btf: BTF, section: Section) -> list[BTFMapLayout]:

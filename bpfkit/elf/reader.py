@@ -44,10 +44,10 @@ independent check of the offsets this reader computes.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import struct
 from collections.abc import Iterator, Sequence
 
+from .._record import FrozenRecord, Record
 from ..errors import NotFoundError, ParseError
 
 __all__ = [
@@ -76,30 +76,34 @@ VERSYM_HIDDEN, VERSYM_VERSION = 0x8000, 0x7FFF
 _MAGIC = b"\x7fELF"
 
 
-@dataclasses.dataclass(slots=True)
-class Section:
-    index: int
-    name: str
-    type: int
-    flags: int
-    offset: int
-    size: int
-    link: int
-    info: int
-    addralign: int
-    entsize: int
-    data: memoryview  # empty for SHT_NOBITS
-    addr: int = 0
+class Section(Record):
+    __slots__ = ("index", "name", "type", "flags", "offset", "size", "link", "info", "addralign", "entsize", "data",
+                 "addr")
+
+    def __init__(self, index: int, name: str, type: int, flags: int, offset: int, size: int, link: int, info: int,
+                 addralign: int, entsize: int, data: memoryview, addr: int = 0) -> None:
+        self.index = index
+        self.name = name
+        self.type = type
+        self.flags = flags
+        self.offset = offset
+        self.size = size
+        self.link = link
+        self.info = info
+        self.addralign = addralign
+        self.entsize = entsize
+        self.data = data  # empty for SHT_NOBITS
+        self.addr = addr
 
     @property
     def executable(self) -> bool:
         return bool(self.flags & SHF_EXECINSTR)
 
 
-@dataclasses.dataclass(slots=True, frozen=True)
-class Segment:
+class Segment(FrozenRecord):
     """A program header (the reader keeps PT_LOAD and PT_DYNAMIC ones)."""
 
+    __slots__ = ("type", "flags", "offset", "vaddr", "filesz", "memsz")
     type: int
     flags: int
     offset: int
@@ -107,24 +111,30 @@ class Segment:
     filesz: int
     memsz: int
 
+    def __init__(self, type: int, flags: int, offset: int, vaddr: int, filesz: int, memsz: int) -> None:
+        self._set_fields(type, flags, offset, vaddr, filesz, memsz)
+
     @property
     def executable(self) -> bool:
         return bool(self.flags & PF_X)
 
 
-@dataclasses.dataclass(slots=True)
-class Symbol:
-    index: int
-    name: str  # without a version: "memcpy", never "memcpy@@GLIBC_2.14"
-    value: int
-    size: int
-    bind: int
-    type: int
-    visibility: int
-    shndx: int
-    table: str = ".symtab"  # or ".dynsym"
-    version: str = ""  # "GLIBC_2.14", or "" when unversioned
-    hidden: bool = False  # a non-default version (name@VERSION): only reached by naming it
+class Symbol(Record):
+    __slots__ = ("index", "name", "value", "size", "bind", "type", "visibility", "shndx", "table", "version", "hidden")
+
+    def __init__(self, index: int, name: str, value: int, size: int, bind: int, type: int, visibility: int,
+                 shndx: int, table: str = ".symtab", version: str = "", hidden: bool = False) -> None:
+        self.index = index
+        self.name = name  # without a version: "memcpy", never "memcpy@@GLIBC_2.14"
+        self.value = value
+        self.size = size
+        self.bind = bind
+        self.type = type
+        self.visibility = visibility
+        self.shndx = shndx
+        self.table = table  # or ".dynsym"
+        self.version = version  # "GLIBC_2.14", or "" when unversioned
+        self.hidden = hidden  # a non-default version (name@VERSION): only reached by naming it
 
     @property
     def defined(self) -> bool:
@@ -138,21 +148,26 @@ class Symbol:
         return f"{self.name}{'@' if self.hidden else '@@'}{self.version}"
 
 
-@dataclasses.dataclass(slots=True)
-class Relocation:
-    offset: int  # byte offset in the section the relocation applies to
-    type: int  # R_BPF_64_64 (1), R_BPF_64_ABS64 (2), R_BPF_64_ABS32 (3), R_BPF_64_32 (10)
-    symbol: Symbol
+class Relocation(Record):
+    __slots__ = ("offset", "type", "symbol")
+
+    def __init__(self, offset: int, type: int, symbol: Symbol) -> None:
+        self.offset = offset  # byte offset in the section the relocation applies to
+        self.type = type  # R_BPF_64_64 (1), R_BPF_64_ABS64 (2), R_BPF_64_ABS32 (3), R_BPF_64_32 (10)
+        self.symbol = symbol
 
 
-@dataclasses.dataclass(slots=True, frozen=True)
-class Note:
+class Note(FrozenRecord):
     """One ELF note: owner (NUL stripped), type, descriptor and its offset in the section."""
 
+    __slots__ = ("owner", "type", "desc", "offset")
     owner: bytes
     type: int
     desc: bytes
     offset: int
+
+    def __init__(self, owner: bytes, type: int, desc: bytes, offset: int) -> None:
+        self._set_fields(owner, type, desc, offset)
 
 
 # --------------------------------------------------------------------- the two rules

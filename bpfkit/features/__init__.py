@@ -18,8 +18,8 @@ an "inconclusive" reason and is asked again next time. docs/features.md lists th
 
 from __future__ import annotations
 
+import _thread  # threading.RLock() makes a _thread.RLock; importing threading costs ~0.7 ms of start-up
 import dataclasses
-import threading
 
 from ..errors import NotSupportedError, UsageError
 from . import probes as _probes
@@ -53,7 +53,7 @@ class FeatureInfo:
 
 
 _cache: dict[str, FeatureResult] = {}
-_lock = threading.RLock()
+_lock = _thread.RLock()
 
 
 def names() -> list[str]:

@@ -23,10 +23,8 @@ A probe returns ``(supported, reason)``; the reason names the errno and what it 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import itertools
-import mmap
 import os
 import re
 import struct
@@ -36,10 +34,10 @@ from typing import Any
 
 from .. import asm
 from .._kernel import bpf as _bpf
-from .._kernel import pmu, tracefs
 from .._kernel.abi import ffi
 from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .._kernel.fd import FD
+from .._record import FrozenRecord
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
@@ -47,16 +45,19 @@ ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space
 Outcome = tuple[bool, str]
 
 
-@dataclasses.dataclass(frozen=True)
-class Probe:
+class Probe(FrozenRecord):
     """One feature: its name, table group, the first release that has it, and how to ask."""
 
+    __slots__ = ("name", "group", "min_version", "what", "how", "run")
     name: str
     group: str
     min_version: str
     what: str
     how: str
     run: Callable[[], Outcome]
+
+    def __init__(self, name: str, group: str, min_version: str, what: str, how: str, run: Callable[[], Outcome]) -> None:
+        self._set_fields(name, group, min_version, what, how, run)
 
 
 REGISTRY: dict[str, Probe] = {}
@@ -352,6 +353,8 @@ def probe_bpf_syscall() -> Outcome:
 @_register("mmapable_maps", "syscall", "5.5", "BPF_F_MMAPABLE array maps (mmap a map's values)",
            "BPF_MAP_CREATE of an array with BPF_F_MMAPABLE, then mmap it")
 def probe_mmapable_maps() -> Outcome:
+    import mmap
+
     try:
         with (_bpf.map_create(int(MapType.ARRAY), 4, 8, 1, flags=int(MapFlag.MMAPABLE)) as fd,
               mmap.mmap(fd.raw, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)):
@@ -658,6 +661,8 @@ def probe_prog_assoc_struct_ops() -> Outcome:
 @_register("ringbuf_overwrite", "syscall", "6.19", "ring buffers that overwrite their oldest records when full (BPF_F_RB_OVERWRITE)",
            "BPF_MAP_CREATE of a one-page ring buffer with BPF_F_RB_OVERWRITE")
 def probe_ringbuf_overwrite() -> Outcome:
+    import mmap
+
     return _try(lambda: _bpf.map_create(int(MapType.RINGBUF), 0, 0, mmap.PAGESIZE, flags=int(MapFlag.RB_OVERWRITE)).close(),
                 {errno.EINVAL: (False, "BPF_MAP_CREATE(ringbuf, BPF_F_RB_OVERWRITE) gave EINVAL: flag unknown")},
                 (True, "created a ring buffer with BPF_F_RB_OVERWRITE"))
@@ -914,6 +919,8 @@ def _sysfs_probe(read: Callable[[], str]) -> Outcome:
 
 
 def _pmu_probe(name: str) -> Outcome:
+    from .._kernel import pmu
+
     def read() -> str:
         ptype = pmu.pmu_type(name)
         pmu.pmu_format(name, "retprobe")
@@ -937,6 +944,8 @@ def probe_uprobe_pmu() -> Outcome:
 @_register("uprobe_ref_ctr_pmu", "probes", "4.20", "USDT semaphores: ref_ctr_offset in the uprobe PMU",
            "read /sys/bus/event_source/devices/uprobe/format/ref_ctr_offset")
 def probe_uprobe_ref_ctr_pmu() -> Outcome:
+    from .._kernel import pmu
+
     def read() -> str:
         word, first, last = pmu.pmu_format("uprobe", "ref_ctr_offset")
         return f"uprobe PMU format/ref_ctr_offset is {word}:{first}-{last}"
@@ -967,6 +976,8 @@ PROBE_GROUP = "bpfkit_probe"
 
 def _tracefs_probe(kind: str, definition: str) -> Outcome:
     """Write one probe definition to tracefs ``<kind>_events`` and remove it at once."""
+    from .._kernel import tracefs
+
     try:
         root = tracefs.tracefs_root()
     except NotSupportedError as exc:
@@ -1126,6 +1137,8 @@ _STORAGE_TYPES = (MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAG
 def map_create_args(map_type: MapType) -> dict[str, Any]:
     """The smallest valid BPF_MAP_CREATE arguments for ``map_type`` (no fds: see
     :func:`create_minimal_map`)."""
+    import mmap
+
     args: dict[str, Any] = dict(key_size=4, value_size=4, max_entries=1, flags=0)
     if map_type == MapType.STACK_TRACE:
         args["value_size"] = 8

@@ -11,7 +11,10 @@ checks every value against the installed UAPI headers.
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import; ClassVar is for the type checker only
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
 class _CEnum(enum.IntEnum):
@@ -353,3 +356,7 @@ BPF_RINGBUF_HDR_SZ = 8
 
 # The value libbpf and the kernel use for kern_version when "any" is meant.
 KERNEL_VERSION_MAGIC = 0xFFFFFFFE
+
+# The ELF sections of struct_ops maps (libbpf: SEC(".struct_ops"), SEC(".struct_ops.link")); here, not in
+# spec/struct_ops.py, so an object without them is parsed without importing that module.
+STRUCT_OPS_SECTIONS = (".struct_ops", ".struct_ops.link")

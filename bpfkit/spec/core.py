@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from ..btf import BTF
-from ..btf.core import CORERelocator, CoreResolution, relocate
 from ..errors import NotFoundError
 
+TYPE_CHECKING = False  # not typing's (start-up time); names for the type checker only
 if TYPE_CHECKING:
+    from ..btf.core import CoreResolution
     from .collection import CollectionSpec
 
 __all__ = ["btf_arg", "resolve_core"]
@@ -41,6 +41,8 @@ def resolve_core(spec: CollectionSpec, targets: Sequence[BTF],
     lack, ``modules()``): {program: [CoreResolution]}, empty lists without CO-RE."""
     if spec.btf is None or not any(p.core_relos for p in spec.programs.values()):
         return {name: [] for name in spec.programs}
+    from ..btf.core import CORERelocator, relocate  # only objects with CO-RE relocations get here
+
     relocator = CORERelocator(spec.btf, targets, modules)
     relocator.prefetch(r for p in spec.programs.values() for _, r in p.core_relos)
     out: dict[str, list[CoreResolution]] = {}

@@ -11,10 +11,10 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from .consts import MapType
-from .struct_ops import StructOpsSpec
 
 if TYPE_CHECKING:
     from ..btf import BTF
+    from .struct_ops import StructOpsSpec
 
 __all__ = ["MapSpec", "PinType", "PERCPU_TYPES", "SIZE_FIELDS", "zero_size_fields", "zero_size_hint"]
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..btf import BTF
 from ..btf.types import Datasec, FuncProto, Kind, Pointer, Struct, Var
 from ..errors import NotFoundError, ParseError, UsageError
+from .consts import STRUCT_OPS_SECTIONS as STRUCT_OPS_SECTIONS  # re-exported (elf.loader needs only it)
 
 if TYPE_CHECKING:  # bpfkit.elf imports this module: no import back at run time
     from ..elf.reader import Relocation, Section
@@ -21,7 +22,6 @@ if TYPE_CHECKING:  # bpfkit.elf imports this module: no import back at run time
 __all__ = ["StructOpsSpec", "KernelStructOps", "Plan", "STRUCT_OPS_SECTIONS", "parse_section", "plan",
            "fill_programs", "describe"]
 
-STRUCT_OPS_SECTIONS = (".struct_ops", ".struct_ops.link")
 VALUE_PREFIX = "bpf_struct_ops_"  # the kernel's wrapper type: struct bpf_struct_ops_<name>
 
 
