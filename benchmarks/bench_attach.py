@@ -249,6 +249,12 @@ class Bench:
         self.order += 1
         return order if self.loader else ("bpfkit",)
 
+    def warm(self, t: Targets) -> None:
+        """One probe attached and closed, untimed: what bpfkit learns about the kernel once per
+        process (the uprobe PMU's type, link support) as the libbpf harness does before its
+        timing (an object's first attach probes FEAT_PERF_LINK)."""
+        bpfkit_single(self.prog, t.head(1), self.pid, "outside", 1)
+
     def multi_resolve(self, t: Targets, resolve: str) -> str:
         """How both sides name the functions in the uprobe_multi rows: offsets when libbpf
         cannot resolve the names in this binary (one warm-up run, untimed, tells)."""
@@ -368,6 +374,7 @@ def compare(args: argparse.Namespace, bench: Bench, where: str) -> None:
     every = Targets.of(exe, max(args.count, args.multi_count))
     t, mt = every.head(args.count), every.head(args.multi_count)
     s = Samples()
+    bench.warm(t)
     multi_resolve = bench.multi_resolve(mt, args.resolve)
     step(f"uprobe_multi of {len(mt.names)} functions x{args.samples}")
     bench.multi(s, mt, multi_resolve, args.samples)
@@ -466,6 +473,7 @@ def scaling(args: argparse.Namespace, bench: Bench, where: str) -> None:
         print(f"note: {exe.path} has {available} suitable functions; sizes above are cut to it", file=sys.stderr)
         sizes = sorted({min(n, available) for n in sizes})
     every = Targets.of(exe, sizes[-1])
+    bench.warm(every)
     multi_resolve = bench.multi_resolve(every.head(sizes[0]), args.resolve)
     s = Samples()
     rounds = {n: (args.samples if n < 1000 else 1) for n in sizes}
