@@ -271,29 +271,34 @@ def scaling(args: argparse.Namespace, bpftool: str, env: dict[str, str]) -> int:
             (ow, oc), (tw, tc) = compare_in_process(obj, rounds)
             med = statistics.median
             rows.append((kind, programs, insns, [med(r[0] for r in theirs), med(r[0] for r in ours),
-                                                 med(tw) if tw else 0.0, med(ow), med(tc) if tc else 0.0, med(oc)]))
+                                                 med(tw) if tw else 0.0, med(ow), med(tc) if tc else 0.0, med(oc),
+                                                 med(r[1] for r in theirs), med(r[1] for r in ours)]))
     load = os.getloadavg()
     print(f"load time against the object's size; medians of {rounds} alternating rounds; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; kernel {os.uname().release}")
-    print("whole process: bpftool prog loadall / bpfkit load (wall); in process: bpf_object__load / "
+    print("whole process: bpftool prog loadall / bpfkit load, wall and CPU; in process: bpf_object__load / "
           "Collection(spec), wall and CPU; ms")
-    head = (f"{'programs':>8} {'insns':>7}  {'bpftool':>8} {'bpfkit':>8}  {'libbpf':>8} {'bpfkit':>8} {'ratio':>6}  "
-            f"{'libbpf':>8} {'bpfkit':>8} {'ratio':>6}")
+    head = (f"{'programs':>8} {'insns':>7}  {'bpftool':>8} {'bpfkit':>8}  {'bpftool':>8} {'bpfkit':>8}  "
+            f"{'libbpf':>8} {'bpfkit':>8} {'ratio':>6}  {'libbpf':>8} {'bpfkit':>8} {'ratio':>6}")
     for kind, xname in (("programs", "program"), ("instructions", "instruction")):
         sel = [r for r in rows if r[0] == kind]
         what = f"{args.loop} loop iterations each" if kind == "programs" else \
             f"{args.scaling_programs_fixed} programs, loop unrolled"
-        print(f"\nagainst {kind} ({what}):      whole process       in process (wall)          in process (CPU)")
+        print(f"\nagainst {kind} ({what}):")
+        print(f"{'':17}  {'whole process wall':>17}  {'whole process CPU':>17}  {'in process wall':>24}  "
+              f"{'in process CPU':>24}")
         print(head)
         for _, programs, insns, v in sel:
             ratio_w = f"{v[3] / v[2]:5.2f}x" if v[2] else "     -"
             ratio_c = f"{v[5] / v[4]:5.2f}x" if v[4] else "     -"
-            print(f"{programs:8} {insns:7}  {v[0] * 1000:8.1f} {v[1] * 1000:8.1f}  {v[2] * 1000:8.1f} {v[3] * 1000:8.1f} "
+            print(f"{programs:8} {insns:7}  {v[0] * 1000:8.1f} {v[1] * 1000:8.1f}  {v[6] * 1000:8.1f} {v[7] * 1000:8.1f}  "
+                  f"{v[2] * 1000:8.1f} {v[3] * 1000:8.1f} "
                   f"{ratio_w:>6}  {v[4] * 1000:8.1f} {v[5] * 1000:8.1f} {ratio_c:>6}")
         xs = [float(r[1] if kind == "programs" else r[2]) for r in sel]
         unit, scale = ("ms", 1000) if kind == "programs" else ("us", 1e6)
-        slopes = [slope(xs, [r[3][i] for r in sel]) * scale for i in range(6)]
-        print(f"per {xname} ({unit}, least squares): whole process bpftool {slopes[0]:.3f}, bpfkit {slopes[1]:.3f}; "
+        slopes = [slope(xs, [r[3][i] for r in sel]) * scale for i in range(8)]
+        print(f"per {xname} ({unit}, least squares): whole process wall bpftool {slopes[0]:.3f}, bpfkit {slopes[1]:.3f}, "
+              f"CPU bpftool {slopes[6]:.3f}, bpfkit {slopes[7]:.3f}; "
               f"in process wall libbpf {slopes[2]:.3f}, bpfkit {slopes[3]:.3f}; CPU libbpf {slopes[4]:.3f}, "
               f"bpfkit {slopes[5]:.3f} (bpfkit's own: {slopes[5] - slopes[4]:+.3f} CPU)")
     return 0
