@@ -398,8 +398,8 @@ def compare(args: argparse.Namespace, bench: Bench, where: str) -> None:
           f"probes in {where}; kernel {os.uname().release}, {load_text()}")
     print(f"single: {resolve_text[args.resolve]}; uprobe_multi: {resolve_text[multi_resolve]}"
           + (" (libbpf cannot resolve names in a binary without .symtab)" if multi_resolve != args.resolve else ""))
-    print(f"median (min) of {args.samples}+ samples, bpfkit and libbpf {version} alternating which goes first; "
-          f"concurrent = {args.workers} threads on both sides")
+    sides = f"bpfkit and libbpf {version} alternating which goes first" if bench.loader else "bpfkit alone (no libbpf)"
+    print(f"median (min) of {args.samples}+ samples, {sides}; concurrent = {args.workers} threads on both sides")
     print(f"{'':34} {'bpfkit':>17}  {'libbpf':>17}  {'ratio':>6}  target")
 
     def row(label: str, ours: str, theirs: str | None = None, target: str = "",
