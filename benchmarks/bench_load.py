@@ -18,6 +18,14 @@ built against libbpf in this run (benchmarks/c/load_bench.c; bpf_object__open_fi
 is outside its timing as load_spec is outside bpfkit's), alternating which goes first. Target:
 <= 1.5x. The same rows for bpf/.output/minimal.bpf.o (1 program) and loader_core.bpf.o (CO-RE;
 bpfkit's vmlinux BTF is parsed once per process, libbpf's once per bpf_object__load).
+
+``--scaling``: load time against the number of programs (``--scaling-programs``, at
+``--loop`` iterations each) and against the instructions per program (``--scaling-loops``: the
+loop fully unrolled, so the instruction count grows with it, at ``--scaling-programs-fixed``
+programs), each object generated here; per object, whole processes (``bpfkit load`` against
+``bpftool prog loadall``) and in process (``Collection(spec)`` against ``bpf_object__load``,
+wall and CPU), medians of ``--scaling-rounds`` alternating rounds, then the per-program and
+per-instruction slopes (least squares) of each side, and bpfkit's above libbpf's.
 """
 
 from __future__ import annotations
@@ -97,14 +105,19 @@ int prog_{i}(void *ctx)
 }}
 """
 
+UNROLL = "\t#pragma clang loop unroll(full)\n"
+
 RINGBUF_TAIL = """{ __u64 *e = bpf_ringbuf_reserve(&events, 8, 0); if (e) { *e = acc; bpf_ringbuf_submit(e, 0); } }"""
 
 
-def generate(path: Path, programs: int, loop: int) -> None:
+def generate(path: Path, programs: int, loop: int, unroll: bool = False) -> None:
     parts = [HEADER]
     for i in range(programs):
         section = SECTIONS[i % len(SECTIONS)]
-        parts.append(BODY.format(section=section, i=i, loop=loop, tail=RINGBUF_TAIL if i % 3 == 0 else ""))
+        body = BODY.format(section=section, i=i, loop=loop, tail=RINGBUF_TAIL if i % 3 == 0 else "")
+        if unroll:  # straight-line code: the instruction count grows with the loop
+            body = body.replace("\tfor (j = 0;", UNROLL + "\tfor (j = 0;", 1)
+        parts.append(body)
     parts.append('char LICENSE[] SEC("license") = "GPL";\n')
     path.write_text("".join(parts))
 
@@ -122,7 +135,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds user+system) of running ``cmd`` to completion."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -139,6 +152,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", metavar="OBJ", help="also copy the generated object here")
     parser.add_argument("--in-process-rounds", type=int, default=7)
+    parser.add_argument("--scaling", action="store_true", help="load time against programs and instructions")
+    parser.add_argument("--scaling-programs", default="1,10,30,60,120", help="--scaling: programs per object")
+    parser.add_argument("--scaling-loops", default="1,8,32,128", help="--scaling: unrolled iterations per program")
+    parser.add_argument("--scaling-programs-fixed", type=int, default=10, help="--scaling: programs at each loop size")
+    parser.add_argument("--scaling-rounds", type=int, default=3)
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (loading BPF programs)")
@@ -148,6 +166,8 @@ def main() -> int:
 
     _bpf.ensure_bpffs("/sys/fs/bpf")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if args.scaling:
+        return scaling(args, bpftool, env)
     with tempfile.TemporaryDirectory() as tmp:
         src, obj = Path(tmp) / "bench_many.bpf.c", Path(tmp) / "bench_many.bpf.o"
         generate(src, args.programs, args.loop)
@@ -164,24 +184,7 @@ def main() -> int:
         for _ in range(10):
             bpfkit.load_spec(obj)
         parse_ms = (time.perf_counter() - start) / 10 * 1000
-        root = f"/sys/fs/bpf/bpfkit-bench-{uuid.uuid4().hex[:8]}"
-        os.mkdir(root)
-        ours, theirs, startup = [], [], []
-        try:
-            for _ in range(args.rounds):
-                # Alternate the order so neither tool always runs on a warmer kernel.
-                for tool in ("bpftool", "bpfkit") if len(ours) % 2 == 0 else ("bpfkit", "bpftool"):
-                    target = os.path.join(root, tool)
-                    if tool == "bpftool":
-                        theirs.append(timed([bpftool, "prog", "loadall", str(obj), target,
-                                             "pinmaps", target + "-maps"]))
-                    else:
-                        ours.append(timed([sys.executable, "-m", "bpfkit.cli", "load", str(obj), target], env))
-                    shutil.rmtree(target, ignore_errors=True)
-                    shutil.rmtree(target + "-maps", ignore_errors=True)
-                startup.append(timed([sys.executable, "-c", "import bpfkit.cli.main, bpfkit.collection, bpfkit._kernel.bpf"], env))
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        ours, theirs, startup = whole_processes(obj, args.rounds, bpftool, env, startup=True)
         in_process = []
         if args.in_process_rounds:
             for label, path in ((f"{len(spec.programs)} programs", obj), ("1 program", REPO / "bpf/.output/minimal.bpf.o"),
@@ -208,6 +211,96 @@ def main() -> int:
                     continue
                 ratio = statistics.median(ours_s) / statistics.median(theirs_s)
                 print(f"  {name:<14}{_ms(ours_s):>20}{_ms(theirs_s):>20}{ratio:>7.2f}x  {'met' if ratio <= 1.5 else 'NOT met'}")
+    return 0
+
+
+Runs = list[tuple[float, float]]
+
+
+def whole_processes(obj: Path, rounds: int, bpftool: str, env: dict[str, str],
+                    startup: bool = False) -> tuple[Runs, Runs, Runs]:
+    """(wall, CPU) of ``bpfkit load`` and of ``bpftool prog loadall`` of ``obj``, ``rounds``
+    times each, alternating; and of importing bpfkit alone when ``startup``."""
+    root = f"/sys/fs/bpf/bpfkit-bench-{uuid.uuid4().hex[:8]}"
+    os.mkdir(root)
+    ours: Runs = []
+    theirs: Runs = []
+    started: Runs = []
+    try:
+        for _ in range(rounds):
+            # Alternate the order so neither tool always runs on a warmer kernel.
+            for tool in ("bpftool", "bpfkit") if len(ours) % 2 == 0 else ("bpfkit", "bpftool"):
+                target = os.path.join(root, tool)
+                if tool == "bpftool":
+                    theirs.append(timed([bpftool, "prog", "loadall", str(obj), target, "pinmaps", target + "-maps"]))
+                else:
+                    ours.append(timed([sys.executable, "-m", "bpfkit.cli", "load", str(obj), target], env))
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.rmtree(target + "-maps", ignore_errors=True)
+            if startup:
+                started.append(timed([sys.executable, "-c", "import bpfkit.cli.main, bpfkit.collection, bpfkit._kernel.bpf"], env))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return ours, theirs, started
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of ys against xs."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def scaling(args: argparse.Namespace, bpftool: str, env: dict[str, str]) -> int:
+    """Load time against programs per object, then against instructions per program."""
+    import bpfkit
+
+    rounds = args.scaling_rounds
+    configs = [("programs", int(n), args.loop, False) for n in args.scaling_programs.split(",")]
+    configs += [("instructions", args.scaling_programs_fixed, int(n), True) for n in args.scaling_loops.split(",")]
+    rows: list[tuple[str, int, int, list[float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, programs, loop, unroll in configs:
+            src, obj = Path(tmp) / f"scale_{programs}_{loop}.bpf.c", Path(tmp) / f"scale_{programs}_{loop}.bpf.o"
+            generate(src, programs, loop, unroll)
+            compile_object(src, obj)
+            insns = sum(p.insn_count for p in bpfkit.load_spec(obj).programs.values())
+            print(f"[{time.strftime('%H:%M:%S')}] {kind}: {programs} programs, {insns} instructions ...",
+                  file=sys.stderr, flush=True)
+            ours, theirs, _ = whole_processes(obj, rounds, bpftool, env)
+            (ow, oc), (tw, tc) = compare_in_process(obj, rounds)
+            med = statistics.median
+            rows.append((kind, programs, insns, [med(r[0] for r in theirs), med(r[0] for r in ours),
+                                                 med(tw) if tw else 0.0, med(ow), med(tc) if tc else 0.0, med(oc),
+                                                 med(r[1] for r in theirs), med(r[1] for r in ours)]))
+    load = os.getloadavg()
+    print(f"load time against the object's size; medians of {rounds} alternating rounds; "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; kernel {os.uname().release}")
+    print("whole process: bpftool prog loadall / bpfkit load, wall and CPU; in process: bpf_object__load / "
+          "Collection(spec), wall and CPU; ms")
+    head = (f"{'programs':>8} {'insns':>7}  {'bpftool':>8} {'bpfkit':>8}  {'bpftool':>8} {'bpfkit':>8}  "
+            f"{'libbpf':>8} {'bpfkit':>8} {'ratio':>6}  {'libbpf':>8} {'bpfkit':>8} {'ratio':>6}")
+    for kind, xname in (("programs", "program"), ("instructions", "instruction")):
+        sel = [r for r in rows if r[0] == kind]
+        what = f"{args.loop} loop iterations each" if kind == "programs" else \
+            f"{args.scaling_programs_fixed} programs, loop unrolled"
+        print(f"\nagainst {kind} ({what}):")
+        print(f"{'':17}  {'whole process wall':>17}  {'whole process CPU':>17}  {'in process wall':>24}  "
+              f"{'in process CPU':>24}")
+        print(head)
+        for _, programs, insns, v in sel:
+            ratio_w = f"{v[3] / v[2]:5.2f}x" if v[2] else "     -"
+            ratio_c = f"{v[5] / v[4]:5.2f}x" if v[4] else "     -"
+            print(f"{programs:8} {insns:7}  {v[0] * 1000:8.1f} {v[1] * 1000:8.1f}  {v[6] * 1000:8.1f} {v[7] * 1000:8.1f}  "
+                  f"{v[2] * 1000:8.1f} {v[3] * 1000:8.1f} "
+                  f"{ratio_w:>6}  {v[4] * 1000:8.1f} {v[5] * 1000:8.1f} {ratio_c:>6}")
+        xs = [float(r[1] if kind == "programs" else r[2]) for r in sel]
+        unit, scale = ("ms", 1000) if kind == "programs" else ("us", 1e6)
+        slopes = [slope(xs, [r[3][i] for r in sel]) * scale for i in range(8)]
+        print(f"per {xname} ({unit}, least squares): whole process wall bpftool {slopes[0]:.3f}, bpfkit {slopes[1]:.3f}, "
+              f"CPU bpftool {slopes[6]:.3f}, bpfkit {slopes[7]:.3f}; "
+              f"in process wall libbpf {slopes[2]:.3f}, bpfkit {slopes[3]:.3f}; CPU libbpf {slopes[4]:.3f}, "
+              f"bpfkit {slopes[5]:.3f} (bpfkit's own: {slopes[5] - slopes[4]:+.3f} CPU)")
     return 0
 
 
