@@ -12,7 +12,8 @@
 # an apt package) can hide a missing set-up step; in here there are none.
 # BPFKIT_FRESH_RESULTS=dir keeps the logs and junit XML (scripts/test-matrix.sh reads them).
 # BPFKIT_FRESH_SUITE=trixie makes the machine another Debian release (its own python3);
-# BPFKIT_FRESH_SKIP_VM=1 runs test.sh's host suite only (scripts/python-leg.sh sets both).
+# BPFKIT_FRESH_ENV="VAR=VALUE ..." adds variables to the commands' bare environment
+# (scripts/python-leg.sh sets both: BPFKIT_SKIP_VM=1 runs test.sh's host suite only).
 # The host's CA bundle is lent read-only (PIP_CERT) for a TLS-intercepting proxy: that is the
 # network's, not a set-up step.
 set -uo pipefail
@@ -22,8 +23,7 @@ suite=${BPFKIT_FRESH_SUITE:-bookworm}
 image=$BASE_IMAGE
 [ "$suite" = bookworm ] || image=localhost/bpfkit-base:$suite
 ensure_base_image "$suite" "$image" || exit 1
-skip_vm=""
-[ "${BPFKIT_FRESH_SKIP_VM:-0}" = 1 ] && skip_vm="BPFKIT_SKIP_VM=1"
+extra_env=${BPFKIT_FRESH_ENV:-}
 
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "fresh-machine: note: uncommitted changes are not part of the test (it clones HEAD)" >&2
@@ -56,7 +56,7 @@ cd /src/bpfkit
 run() {
   local name=\$1 start=\$(date +%s); shift
   env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CI=true \
-    PYTHONDONTWRITEBYTECODE=1 BPFKIT_RESULTS_DIR=/results $cert_env $skip_vm "\$@" 2>&1 \
+    PYTHONDONTWRITEBYTECODE=1 BPFKIT_RESULTS_DIR=/results $cert_env $extra_env "\$@" 2>&1 \
     | tee /results/\$name.log | sed -u "s/^/[\$name] /"
   echo "\${PIPESTATUS[0]}" > /results/\$name.rc
   echo \$((\$(date +%s) - start)) > /results/\$name.seconds
