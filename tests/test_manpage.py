@@ -40,15 +40,17 @@ def test_no_page_without_a_command() -> None:
 
 
 def _render(page: str) -> str:
-    """groff's man macros to UTF-8 text: no warning allowed (-ww), overstrikes and the minus
-    and hyphen glyphs made plain, whitespace made single spaces (a paragraph may wrap anywhere)."""
+    """groff's man macros to UTF-8 text: no warning allowed (-ww), no bold or underlining, the
+    minus and hyphen glyphs made plain, whitespace made single spaces (a paragraph may wrap anywhere)."""
     groff = shutil.which("groff")
     if groff is None:
         pytest.skip("groff is not installed (scripts/setup.sh installs groff-base)")
-    done = subprocess.run([groff, "-man", "-Tutf8", "-ww"], input=page, capture_output=True, text=True,
+    # -P-cbou: plain text from grotty (groff 1.23, Debian 13's, writes SGR escapes by default).
+    done = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-P-cbou"], input=page, capture_output=True, text=True,
                           check=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
     assert done.stderr == ""
-    text = re.sub(r".\x08", "", done.stdout).replace("\u2212", "-").replace("\u2010", "-")
+    assert "\x1b[" not in done.stdout and "\x08" not in done.stdout
+    text = done.stdout.replace("\u2212", "-").replace("\u2010", "-")
     return " ".join(text.split())
 
 
