@@ -55,7 +55,7 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRI
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       python3 python3-venv clang-19 llvm-19 libbpf-dev bpftool gcc make libc6-dev linux-libc-dev \
-      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus zsh \
+      systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 ca-certificates mount kmod prometheus zsh groff-base \
       linux-perf golang-go chromium \
  && rm -rf /var/lib/apt/lists/*
 

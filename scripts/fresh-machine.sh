@@ -11,12 +11,19 @@
 # Why: CI runs on the submitting machine, where leftovers (a tool on PATH, a cache in ~/.cache,
 # an apt package) can hide a missing set-up step; in here there are none.
 # BPFKIT_FRESH_RESULTS=dir keeps the logs and junit XML (scripts/test-matrix.sh reads them).
+# BPFKIT_FRESH_SUITE=trixie makes the machine another Debian release (its own python3);
+# BPFKIT_FRESH_ENV="VAR=VALUE ..." adds variables to the commands' bare environment
+# (scripts/python-leg.sh sets both: BPFKIT_SKIP_VM=1 runs test.sh's host suite only).
 # The host's CA bundle is lent read-only (PIP_CERT) for a TLS-intercepting proxy: that is the
 # network's, not a set-up step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/podman-env.sh || exit 1
-ensure_base_image || exit 1
+suite=${BPFKIT_FRESH_SUITE:-bookworm}
+image=$BASE_IMAGE
+[ "$suite" = bookworm ] || image=localhost/bpfkit-base:$suite
+ensure_base_image "$suite" "$image" || exit 1
+extra_env=${BPFKIT_FRESH_ENV:-}
 
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "fresh-machine: note: uncommitted changes are not part of the test (it clones HEAD)" >&2
@@ -25,7 +32,7 @@ work=$(mktemp -d /var/tmp/bpfkit-fresh.XXXXXX)
 if [ -n "${BPFKIT_FRESH_RESULTS:-}" ]; then
   results=$BPFKIT_FRESH_RESULTS
   mkdir -p "$results"
-  rm -f "$results"/{demo,test}.{rc,seconds,log}
+  rm -f "$results"/{demo,test}.{rc,seconds,log} "$results/python.txt"
 else
   results=$work/results
   mkdir -p "$results"
@@ -49,22 +56,23 @@ cd /src/bpfkit
 run() {
   local name=\$1 start=\$(date +%s); shift
   env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CI=true \
-    PYTHONDONTWRITEBYTECODE=1 BPFKIT_RESULTS_DIR=/results $cert_env "\$@" 2>&1 \
+    PYTHONDONTWRITEBYTECODE=1 BPFKIT_RESULTS_DIR=/results $cert_env $extra_env "\$@" 2>&1 \
     | tee /results/\$name.log | sed -u "s/^/[\$name] /"
   echo "\${PIPESTATUS[0]}" > /results/\$name.rc
   echo \$((\$(date +%s) - start)) > /results/\$name.seconds
 }
 run demo scripts/demo.sh
 run test scripts/test.sh
+.venv/bin/python -VV > /results/python.txt 2>&1
 SCRIPT
 
-echo "fresh-machine: debootstrap minbase bookworm + clone of $commit" >&2
-podman run --rm --privileged --pid=host --network host "${volumes[@]}" "$BASE_IMAGE" bash -c "$inside"
+echo "fresh-machine: debootstrap minbase $suite + clone of $commit" >&2
+podman run --rm --privileged --pid=host --network host "${volumes[@]}" "$image" bash -c "$inside"
 podman_rc=$?
 
 status=0
 echo
-echo "fresh machine (Debian 12 minbase, commit $commit):"
+echo "fresh machine (Debian $suite minbase, $(head -n1 "$results/python.txt" 2>/dev/null || echo 'python ?'), commit $commit):"
 for name in demo test; do
   rc=$(cat "$results/$name.rc" 2>/dev/null || echo "none (podman exit $podman_rc)")
   echo "  scripts/$name.sh: exit $rc after $(cat "$results/$name.seconds" 2>/dev/null || echo '?') s"

@@ -45,14 +45,16 @@ apt_mirror() {
 }
 
 # The base image: debootstrap's minbase of bookworm (cached root filesystem), imported once.
+# `ensure_base_image SUITE IMAGE` makes another suite's (scripts/python-leg.sh: trixie).
 ensure_base_image() {
-  podman image exists "$BASE_IMAGE" && return 0
-  local root="$CACHE/podman/bookworm-root" mirror
+  local suite=${1:-bookworm} image=${2:-$BASE_IMAGE}
+  podman image exists "$image" && return 0
+  local root="$CACHE/podman/$suite-root" mirror
   if [ ! -x "$root/bin/sh" ]; then
     rm -rf "$root"
     mirror=$(apt_mirror) || return 1
-    echo "podman-env: debootstrap --variant=minbase bookworm into $root" >&2
-    debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
+    echo "podman-env: debootstrap --variant=minbase $suite into $root" >&2
+    debootstrap --variant=minbase "$suite" "$root" "$mirror" >/dev/null
   fi
-  tar -C "$root" -c . | podman import - "$BASE_IMAGE" >/dev/null
+  tar -C "$root" -c . | podman import - "$image" >/dev/null
 }

@@ -57,9 +57,14 @@ def two_maps(section: str, static: bool) -> str:
     maps = BTF_MAPS if section == ".maps" else LEGACY_MAPS
     return maps.format(static="static " if static else "") + TWO_MAP_PROGRAMS
 
-# libbpf 1.4's __ulong() (bpf_helpers.h); the host's libbpf-dev may be older.
+# __ulong() as libbpf 1.4 added it to bpf_helpers.h, defined here whatever the headers say: the
+# host's libbpf-dev (1.1) has none, and 1.5's (Debian 13) pastes __COUNTER__ unexpanded, so two
+# __ulong fields in one struct redefine one enumerator ("redefinition of enumerator
+# '__unique_value__COUNTER__'"). A middle macro expands the counter first; the field's BTF is
+# libbpf's: an anonymous enum holding VAL (ENUM64 past 32 bits).
 ULONG = """
-#ifndef __ulong
-#define __ulong(name, val) enum { ___bpf_concat(name, __LINE__) = val } name
-#endif
+#undef __ulong
+#define ___bpfkit_paste(a, b) a ## b
+#define ___bpfkit_ulong(n, name, val) enum { ___bpfkit_paste(__unique_value, n) = val } name
+#define __ulong(name, val) ___bpfkit_ulong(__COUNTER__, name, val)
 """

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # Every sub-command in the order `bpfkit --help` lists them, with its module's HELP (the same
 # text; tests/test_cli_lazy.py checks): the top-level parser needs no sub-command module, and a
 # sub-command's module (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so
-# `bpfkit load ...` imports one of the fifteen.
+# `bpfkit load ...` imports one of the sixteen.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("attach", "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"),
     ("inspect", "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"),
@@ -49,6 +49,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("list", "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"),
     ("gen", "generate code from an object: a typed Python skeleton"),
     ("completion", "print a bash or zsh completion script for bpfkit"),
+    ("man", "show the man page of bpfkit or of one of its commands (generated from the parser)"),
 )
 
 
@@ -114,6 +115,10 @@ def command_module(name: str) -> ModuleType:
         from . import cmd_completion
 
         return cmd_completion
+    if name == "man":
+        from . import cmd_man
+
+        return cmd_man
     raise KeyError(name)
 
 

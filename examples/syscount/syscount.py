@@ -12,9 +12,9 @@ syscount_skel.py is its typed skeleton (`bpfkit gen skeleton`).
 from __future__ import annotations
 
 import argparse
-import glob
 import re
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -28,7 +28,12 @@ def syscall_number(name: str) -> int:
     UAPI header (asm/unistd_64.h, linux-libc-dev)."""
     if name.isdigit():
         return int(name)
-    for header in glob.glob("/usr/include/*/asm/unistd_64.h") + glob.glob("/usr/include/asm/unistd_64.h"):
+    # This machine's multiarch directory first: Debian 13's linux-libc-dev has every
+    # architecture's asm/ (/usr/include/powerpc-linux-gnu/asm/unistd_64.h says getppid is 64).
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+    for header in (f"/usr/include/{multiarch}/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"):
+        if not Path(header).exists():
+            continue
         found = re.search(rf"^#define __NR_{re.escape(name)}\s+(\d+)", Path(header).read_text(), re.M)
         if found:
             return int(found.group(1))
