@@ -172,3 +172,37 @@ def test_core_prefetch_resolves_like_one_by_one(bpf_obj):
         out = [relocator.resolve(r, p, i, k) for k, (p, i, r) in enumerate(relos)]
         results.append([(r.result.new, r.result.poison, r.candidates) for r in out])
     assert results[0] == results[1] and results[0]
+
+
+def _kind_lookups(btf: BTF, names: list[str]) -> dict[tuple[str, Kind], list[int]]:
+    return {(n, k): [t.id for t in btf.find(n, k)] for n in names for k in Kind if k != Kind.VOID}
+
+
+def test_lookups_by_kind_agree_lazily_and_eagerly(bpf_obj):
+    """A lazy parse answers lookups of the kinds its scan indexes (struct, union, enum,
+    typedef, int, ...) from that index and the others (FUNC, VAR, ...) from the index of every
+    type: both agree with a full parse, kind by kind, flavors too."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    eager, lazy = BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)
+    names = sorted({t.name for t in eager.types if t.name})
+    assert _kind_lookups(lazy, names) == _kind_lookups(eager, names)
+    names = sorted({essential_name(n) for n in names})  # what flavor searches are given
+    for kinds in ([Kind.STRUCT], [Kind.ENUM, Kind.ENUM64], [Kind.FUNC], [Kind.STRUCT, Kind.FUNC], None):
+        want = {n: [t.id for t in ts] for n, ts in eager.find_flavors_many(names, kinds=kinds).items()}
+        assert {n: [t.id for t in ts] for n, ts in lazy.find_flavors_many(names, kinds=kinds).items()} == want
+    assert sorted(t.name for t in lazy.find_flavors_many(["task_struct"], kinds=[Kind.STRUCT])["task_struct"]) == [
+        "task_struct", "task_struct___fake", "task_struct___n", "task_struct___o"]
+    assert lazy.find_flavors_many(["task_struct"], kinds=[Kind.UNION])["task_struct"] == []
+
+
+@needs_vmlinux
+def test_vmlinux_lookups_by_kind_agree_with_a_full_parse():
+    data = open(VMLINUX, "rb").read()
+    eager, lazy = BTF.from_bytes(data), BTF.from_bytes(data, lazy=True)
+    names = ["task_struct", "pid", "file", "u32", "bpf_map_type", "list_head", "do_sys_open", "jiffies", "callback_head"]
+    for n in names:
+        for k in (Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.TYPEDEF, Kind.INT, Kind.FUNC, Kind.FWD, Kind.VAR, None):
+            assert [t.id for t in lazy.find(n, k)] == [t.id for t in eager.find(n, k)], (n, k)
+    kinds = [Kind.STRUCT, Kind.UNION]
+    assert ({n: [t.id for t in ts] for n, ts in lazy.find_flavors_many(names, kinds=kinds).items()}
+            == {n: [t.id for t in ts] for n, ts in eager.find_flavors_many(names, kinds=kinds).items()})

@@ -9,16 +9,20 @@ order. Split BTF (kernel modules) continues the id and string-offset space of a 
 Two ways to parse. ``BTF.from_bytes(blob)`` decodes every type at once and checks every
 reference (object files: small, and malformed input must fail up front). ``lazy=True`` (kernel
 BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
-then decodes a type the first time it is asked for; lookups by name search the string section
-for the name's offset and then the array of name offsets, both at C speed, and
-:meth:`BTF.find_flavors_many` searches the strings once for all the names a CO-RE load needs.
-A lazy parse of vmlinux takes about 1.5x libbpf's ``btf__parse`` (benchmarks/bench_btf.py),
-and a CO-RE load touches only a few hundred types.
+noting as it goes where the types of named kinds (struct, union, enum, typedef, int, ...:
+what CO-RE roots are, about a sixth of vmlinux) start, then decodes a type the first time it
+is asked for. Lookups by name search the string section for the name's offset and then an
+array of name offsets (of those named kinds when the lookup is for one of them, else of every
+type; built once), both at C speed; :meth:`BTF.find_flavors_many` searches the strings once
+for all the names a CO-RE load needs. A lazy parse of vmlinux takes about 1.3x libbpf's
+``btf__parse`` and the vmlinux side of a CO-RE load about 1.8x (benchmarks/bench_btf.py); a
+CO-RE load decodes only a few hundred types.
 """
 
 from __future__ import annotations
 
 import array
+import bisect
 import functools
 import gc
 import itertools
@@ -71,6 +75,7 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U32x2 = struct.Struct("<II")
 _U32x3 = struct.Struct("<III")
+_U32_BE = struct.Struct(">I")
 _MAX_RESOLVE_DEPTH = 32
 
 # Words (u32) that follow the 3-word struct btf_type, per kind: fixed, and per vlen entry.
@@ -84,11 +89,25 @@ for _top in range(256):
         _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
         _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
 
+# Kinds a lazy parse indexes by name as it scans: those CO-RE roots and lookups by kind are
+# (named types), leaving out the ~100k FUNC, FUNC_PROTO and PTR types of vmlinux (about 19k of
+# its 127k types are of these kinds). Lookups of other kinds use the index of every type.
+_INDEXED_KINDS = frozenset({Kind.INT, Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.FWD, Kind.TYPEDEF, Kind.FLOAT,
+                            Kind.ENUM64})
+
 # array.array is subscriptable at run time only from Python 3.12 (pdoc evaluates annotations).
 if TYPE_CHECKING:
     _Words: TypeAlias = array.array[int]
 else:
     _Words = array.array
+
+
+def _big_endian(values: Iterable[int]) -> bytes:
+    """u32 values as big-endian bytes."""
+    out = array.array("I", values)
+    if sys.byteorder == "little":
+        out.byteswap()
+    return out.tobytes()
 
 
 _decode_name = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
@@ -328,7 +347,11 @@ class BTF:
         # and (built on first name lookup) each own type's name offset.
         self._words: _Words | None = None
         self._starts: _Words | None = None
+        self._marks: _Words | None = None  # where the types of _INDEXED_KINDS start
+        # Name offsets as big-endian u32 bytes (a needle's last byte is then the offset's
+        # low byte, which bytes.find skips on well), of every own type and of the marked ones.
         self._name_offs: bytes | None = None
+        self._marked_name_offs: bytes | None = None
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
     # ------------------------------------------------------------------------- parsing
@@ -369,8 +392,8 @@ class BTF:
         return btf
 
     def _parse(self, words: array.array[int], lazy: bool) -> None:
-        starts = _scan(words, self.first_id)
-        self._words, self._starts = words, starts
+        starts, marks = _scan(words, self.first_id)
+        self._words, self._starts, self._marks = words, starts, marks
         if lazy:
             self.types = TypeTable(self.base.types if self.base is not None else [Void(0, "")],
                                    [None] * len(starts), self._decode_own)
@@ -396,7 +419,7 @@ class BTF:
             self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
         else:
             self.types = [Void(0, ""), *own]
-        self._words = self._starts = None  # decoded: the objects are the truth from now on
+        self._words = self._starts = self._marks = None  # decoded: the objects are the truth from now on
 
     def _decode_own(self, local: int) -> Type:
         assert self._words is not None and self._starts is not None
@@ -506,16 +529,24 @@ class BTF:
             self._by_essential.setdefault(essential_name(t.name), []).append(t)
         return t.id
 
-    def _ids_with_name_offsets(self, offsets: Iterable[int]) -> list[int]:
-        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), ascending.
-        The name offsets are kept as bytes, searched with bytes.find (C speed, ~1 ms for
-        vmlinux) for each 4-byte value, keeping word-aligned hits."""
-        assert self._words is not None and self._starts is not None
-        if self._name_offs is None:
-            words = self._words
-            self._name_offs = array.array("I", map(words.__getitem__, self._starts)).tobytes()
-        names: bytes = self._name_offs
-        pack = _U32.pack
+    def _ids_with_name_offsets(self, offsets: Iterable[int], kinds: frozenset[Kind] | None = None) -> list[int]:
+        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), of ``kinds``
+        when given, ascending. The name offsets (of the types the scan marked when ``kinds``
+        are all indexed ones, else of every type) are kept as bytes, built once and searched
+        with bytes.find (C speed) for each 4-byte value, keeping word-aligned hits."""
+        words, starts, marks = self._words, self._starts, self._marks
+        assert words is not None and starts is not None and marks is not None
+        marked = kinds is not None and kinds <= _INDEXED_KINDS
+        if marked:
+            if self._marked_name_offs is None:
+                self._marked_name_offs = _big_endian(map(words.__getitem__, marks))
+            names, where = self._marked_name_offs, marks
+        else:
+            if self._name_offs is None:
+                self._name_offs = _big_endian(map(words.__getitem__, starts))
+            names, where = self._name_offs, starts
+        pack = _U32_BE.pack
+        wanted = {int(k) for k in kinds} if kinds is not None else None
         ids: list[int] = []
         for off in set(offsets):
             if not off:
@@ -524,17 +555,22 @@ class BTF:
             at = names.find(needle)
             while at >= 0:
                 if not at & 3:
-                    ids.append(self.first_id + (at >> 2))
+                    pos = where[at >> 2]
+                    if wanted is None or (words[pos + 1] >> 24) & 0x1F in wanted:
+                        ids.append(self.first_id + (bisect.bisect_left(starts, pos) if marked else at >> 2))
                 at = names.find(needle, at + 1)
         ids.sort()
         return ids
 
-    def _own_named(self, name: str) -> list[Type]:
+    def _own_named(self, name: str, kind: Kind | None = None) -> list[Type]:
+        """Own types called ``name`` (only those of ``kind`` are guaranteed filtered on a
+        lazy parse; callers filter again)."""
         if self._search_names:
             offsets = self.strings.find(name)
             if self.base is not None:
                 offsets += self.base.strings.find(name)
-            return [self.types[i] for i in self._ids_with_name_offsets(offsets)]
+            kinds = frozenset({kind}) if kind is not None else None
+            return [self.types[i] for i in self._ids_with_name_offsets(offsets, kinds)]
         if self._by_name is None:
             index: dict[str, list[Type]] = {}
             for i in self.own_ids():
@@ -547,9 +583,9 @@ class BTF:
     def find(self, name: str, kind: Kind | None = None, *, own_only: bool = False) -> list[Type]:
         """Every type called ``name`` (of ``kind`` when given), in id order; for split BTF the
         base's first, unless ``own_only``."""
-        found = list(self._own_named(name))
+        found = list(self._own_named(name, kind))
         if self.base is not None and not own_only:
-            found = self.base.find(name) + found
+            found = self.base.find(name, kind) + found
         return [t for t in found if kind is None or t.kind == kind]
 
     def find_flavors(self, essential: str, *, own_only: bool = True) -> list[Type]:
@@ -557,10 +593,14 @@ class BTF:
         CO-RE takes as candidates for a local type), in id order."""
         return self.find_flavors_many([essential], own_only=own_only)[essential]
 
-    def find_flavors_many(self, essentials: Iterable[str], *, own_only: bool = True) -> dict[str, list[Type]]:
+    def find_flavors_many(self, essentials: Iterable[str], *, own_only: bool = True,
+                          kinds: Iterable[Kind] | None = None) -> dict[str, list[Type]]:
         """:meth:`find_flavors` for several names at once: a lazy parse searches its string
-        section once for all of them (what a CO-RE load does for an object's root types)."""
+        section once for all of them (what a CO-RE load does for an object's root types).
+        ``kinds``: only types of these kinds (a lazy parse then searches the index of named
+        kinds its scan built, a sixth of vmlinux's types, when they are all in it)."""
         wanted = list(dict.fromkeys(essentials))
+        only = frozenset(kinds) if kinds is not None else None
         found: dict[str, list[Type]] = {}
         if self._search_names:
             offsets = self.strings.find_flavors_many(wanted)
@@ -568,7 +608,7 @@ class BTF:
                 for text, base_offsets in self.base.strings.find_flavors_many(wanted).items():
                     offsets[text] += base_offsets
             for text in wanted:
-                found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text])]
+                found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text], only)]
         else:
             if self._by_essential is None:
                 index: dict[str, list[Type]] = {}
@@ -578,9 +618,9 @@ class BTF:
                         index.setdefault(essential_name(t.name), []).append(t)
                 self._by_essential = index
             for text in wanted:
-                found[text] = list(self._by_essential.get(text, []))
+                found[text] = [t for t in self._by_essential.get(text, []) if only is None or t.kind in only]
         if self.base is not None and not own_only:
-            for text, from_base in self.base.find_flavors_many(wanted, own_only=False).items():
+            for text, from_base in self.base.find_flavors_many(wanted, own_only=False, kinds=only).items():
                 found[text] = from_base + found[text]
         return found
 
@@ -661,19 +701,26 @@ class BTF:
         return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
 
 
-def _scan(words: array.array[int], first_id: int) -> array.array[int]:
-    """Where each type starts in the type section (in words): one pass over the type headers.
+def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], array.array[int]]:
+    """Where each type starts in the type section (in words), and where those of the kinds in
+    :data:`_INDEXED_KINDS` start (what CO-RE looks up by name): one pass over the type headers.
     The step to the next type is looked up by the whole info word (kind, kind_flag, vlen:
-    a few hundred distinct values in vmlinux), which halves the work per type."""
+    a few hundred distinct values in vmlinux), which halves the work per type; an indexed
+    kind's step is stored negated, so telling it apart costs one comparison."""
     starts = array.array("I")
-    add = starts.append
+    marks = array.array("I")
+    add, mark = starts.append, marks.append
     steps: dict[int, int] = {}
     i, n = 0, len(words)
     while True:
         try:
             while i < n:
                 add(i)
-                i += steps[words[i + 1]]
+                step = steps[words[i + 1]]
+                if step < 0:
+                    mark(i)
+                    step = -step
+                i += step
             break
         except KeyError:
             starts.pop()
@@ -681,13 +728,14 @@ def _scan(words: array.array[int], first_id: int) -> array.array[int]:
             size = _STEP[info >> 24]
             if size < 0:
                 raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {(info >> 24) & 0x1F}") from None
-            steps[info] = size + _PER[info >> 24] * (info & 0xFFFF)
+            size += _PER[info >> 24] * (info & 0xFFFF)
+            steps[info] = -size if (info >> 24) & 0x1F in _INDEXED_KINDS else size
         except IndexError:
             starts.pop()
             raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
     if i != n:
         raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)")
-    return starts
+    return starts, marks
 
 
 _K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
