@@ -714,14 +714,13 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
     i, n = 0, len(words)
     while True:
         try:
-            while i < n:
+            while True:  # ends with the IndexError of reading the info word past the end
                 add(i)
                 step = steps[words[i + 1]]
                 if step < 0:
                     mark(i)
                     step = -step
                 i += step
-            break
         except KeyError:
             starts.pop()
             info = words[i + 1]
@@ -732,10 +731,11 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
             steps[info] = -size if (info >> 24) & 0x1F in _INDEXED_KINDS else size
         except IndexError:
             starts.pop()
+            if i == n:
+                return starts, marks
+            if i > n:
+                raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)") from None
             raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
-    if i != n:
-        raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)")
-    return starts, marks
 
 
 _K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
