@@ -152,6 +152,12 @@ def test_split_btf_batched_flavors_include_the_first_string():
     many = parsed.find_flavors_many(["shared", "other", "absent"], own_only=False)
     assert {n: [t.name for t in ts] for n, ts in many.items()} == {
         "shared": ["shared", "shared___mod"], "other": ["other", "other___b"], "absent": []}
+    # By kind: the search stops at the largest name offset of the split part's structs
+    # (in its own strings, past the base's); the base's types come from the base's search.
+    structs = parsed.find_flavors_many(["shared", "other", "absent", "u32"], own_only=False, kinds=[Kind.STRUCT])
+    assert {n: [t.name for t in ts] for n, ts in structs.items()} == {
+        "shared": ["shared", "shared___mod"], "other": ["other", "other___b"], "absent": [], "u32": []}
+    assert [t.name for t in parsed.find_flavors_many(["u32"], own_only=False, kinds=[Kind.INT])["u32"]] == ["u32"]
 
 
 @needs_vmlinux

@@ -160,41 +160,58 @@ class StringTable:
         end = self._data.index(0, local)
         return self._data[local:end].decode("utf-8", errors="replace")
 
-    def find(self, text: str) -> list[int]:
-        """Offsets (in this table, not its base) where a string equal to ``text`` starts."""
+    def find(self, text: str, end: int | None = None) -> list[int]:
+        """Offsets (in this table, not its base) where a string equal to ``text`` starts (in
+        the first ``end`` bytes)."""
         needle = text.encode()
         if not needle:
             return [self._start] if self._data.startswith(b"\0") else []
-        return self._find_all(b"\0" + needle + b"\0", needle + b"\0")
+        return self._find_all(b"\0" + needle + b"\0", needle + b"\0", end)
 
-    def _find_all(self, pattern: bytes, first: bytes) -> list[int]:
-        """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds, and of the first
-        string when it starts with ``first`` in split BTF (a base's offset 0 is "")."""
+    def _find_all(self, pattern: bytes, first: bytes, end: int | None = None) -> list[int]:
+        """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds (in the section's
+        first ``end`` bytes), and of the first string when it starts with ``first`` in split
+        BTF (a base's offset 0 is "")."""
         data = self._data
         found = [self._start] if self._start and data.startswith(first) else []
-        at = data.find(pattern)
+        at = data.find(pattern, 0, end)
         while at >= 0:
             found.append(self._start + at + 1)
-            at = data.find(pattern, at + 1)
+            at = data.find(pattern, at + 1, end)
         return found
+
+    def _end_after(self, limit: int | None) -> int | None:
+        """How many bytes of this table hold every string that starts at or before offset
+        ``limit`` (-1: none does; None: no limit)."""
+        if limit is None:
+            return None
+        local = limit - self._start
+        if local < 0:
+            return -1
+        at = self._data.find(b"\0", min(local, len(self._data) - 1))
+        return len(self._data) if at < 0 else at + 1
 
     def find_flavors(self, essential: str) -> list[int]:
         """Offsets of strings whose :func:`essential_name` is ``essential`` (the name itself
         and ``essential___flavor`` spellings)."""
         return self.find_flavors_many([essential])[essential]
 
-    def find_flavors_many(self, essentials: Iterable[str]) -> dict[str, list[int]]:
-        """:meth:`find_flavors` for several names in one pass over the section."""
+    def find_flavors_many(self, essentials: Iterable[str], limit: int | None = None) -> dict[str, list[int]]:
+        """:meth:`find_flavors` for several names in one pass over the section (over the
+        strings that start at or before offset ``limit`` when given)."""
         wanted = {text.encode(): text for text in essentials}
         found: dict[str, list[int]] = {text: [] for text in wanted.values()}
+        end = self._end_after(limit)
+        if end == -1:
+            return found
         if len(wanted) < 3 and b"" not in wanted:
             # A few names: bytes.find of "\0name\0" and "\0name___" (C speed, and the needles
             # are selective), which beats walking every string with a regular expression.
             for raw, text in wanted.items():
-                found[text] = sorted(self.find(text) + [
-                    at for at in self._find_all(b"\0" + raw + b"___", raw + b"___") if essential_name(self.get(at)) == text])
+                found[text] = sorted(self.find(text, end) + [
+                    at for at in self._find_all(b"\0" + raw + b"___", raw + b"___", end) if essential_name(self.get(at)) == text])
             return found
-        for at, raw in self._starts_of(wanted):
+        for at, raw in self._starts_of(wanted, end):
             exact = wanted.get(raw)
             if exact is not None:
                 found[exact].append(at)
@@ -204,7 +221,7 @@ class StringTable:
                     found[text].append(at)
         return found
 
-    def _starts_of(self, needles: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    def _starts_of(self, needles: Iterable[bytes], end: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(offset, string) for every string equal to one of ``needles`` or starting with one
         followed by ``___``, ascending, in one pass (a regular expression of the alternatives:
         one C-speed walk instead of one per name). The first string counts only in split BTF
@@ -216,7 +233,7 @@ class StringTable:
             first = re.match(b"(" + body + rb")\0", data)
             if first is not None:
                 yield self._start, first.group(1)
-        for m in re.finditer(rb"\0(" + body + rb")(?=\0)", data):
+        for m in re.compile(rb"\0(" + body + rb")(?=\0)").finditer(data, 0, len(data) if end is None else end):
             yield self._start + m.start(1), m.group(1)
 
     def _lookup(self, text: str) -> int | None:
@@ -352,6 +369,7 @@ class BTF:
         # low byte, which bytes.find skips on well), of every own type and of the marked ones.
         self._name_offs: bytes | None = None
         self._marked_name_offs: bytes | None = None
+        self._marked_max = 0
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
     # ------------------------------------------------------------------------- parsing
@@ -538,8 +556,8 @@ class BTF:
         assert words is not None and starts is not None and marks is not None
         marked = kinds is not None and kinds <= _INDEXED_KINDS
         if marked:
-            if self._marked_name_offs is None:
-                self._marked_name_offs = _big_endian(map(words.__getitem__, marks))
+            self._marked_names_limit()
+            assert self._marked_name_offs is not None
             names, where = self._marked_name_offs, marks
         else:
             if self._name_offs is None:
@@ -561,6 +579,16 @@ class BTF:
                 at = names.find(needle, at + 1)
         ids.sort()
         return ids
+
+    def _marked_names_limit(self) -> int:
+        """The largest name offset of the types the scan marked (building, once, the bytes of
+        their name offsets that :meth:`_ids_with_name_offsets` searches)."""
+        if self._marked_name_offs is None:
+            assert self._words is not None and self._marks is not None
+            offs = array.array("I", map(self._words.__getitem__, self._marks))
+            self._marked_max = max(offs, default=0)
+            self._marked_name_offs = _big_endian(offs)
+        return self._marked_max
 
     def _own_named(self, name: str, kind: Kind | None = None) -> list[Type]:
         """Own types called ``name`` (only those of ``kind`` are guaranteed filtered on a
@@ -603,9 +631,12 @@ class BTF:
         only = frozenset(kinds) if kinds is not None else None
         found: dict[str, list[Type]] = {}
         if self._search_names:
-            offsets = self.strings.find_flavors_many(wanted)
+            # Only strings up to the largest name offset of the types searched can be theirs
+            # (vmlinux: struct/union/enum/... names end half-way through the strings).
+            limit = self._marked_names_limit() if only is not None and only <= _INDEXED_KINDS else None
+            offsets = self.strings.find_flavors_many(wanted, limit)
             if self.base is not None:
-                for text, base_offsets in self.base.strings.find_flavors_many(wanted).items():
+                for text, base_offsets in self.base.strings.find_flavors_many(wanted, limit).items():
                     offsets[text] += base_offsets
             for text in wanted:
                 found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text], only)]
