@@ -15,6 +15,11 @@ Rows (wall time; median and best of ROUNDS, the two sides alternating which goes
   bpfkit full parse   read + BTF.from_bytes(): every type decoded and its references checked.
                       Target: <= 10x libbpf.
 
+With --scaling, instead: how the lazy parse and the first lookup by kind (which builds the
+name index CO-RE searches) grow with the type count, on prefixes of the same BTF (the first N
+types and the whole string section; a prefix is valid for a lazy parse, which checks
+references when a type is decoded).
+
 No root needed (/sys/kernel/btf/vmlinux is world-readable); the libbpf rows need a compiler and
 libbpf (see benchmarks/c_harness.py), and are left out, saying so, without them.
 """
@@ -50,7 +55,10 @@ def main() -> int:
     parser.add_argument("--btf", default="/sys/kernel/btf/vmlinux")
     parser.add_argument("--object", default=str(REPO / "bpf" / ".output" / "core_task.bpf.o"))
     parser.add_argument("--no-full", action="store_true", help="skip the (slow) full parse")
+    parser.add_argument("--scaling", action="store_true", help="time against the type count instead")
     args = parser.parse_args()
+    if args.scaling:
+        return scaling(args.btf, args.rounds)
 
     import bpfkit
     from bpfkit.btf.core import CORERelocator
@@ -126,6 +134,41 @@ def main() -> int:
         if name in targets and ref:
             goal = f"<= {targets[name]:g}x: " + ("met" if med <= targets[name] * ref else "NOT met")
         print(f"  {name:<20}{med * 1000:>8.1f}ms{min(samples) * 1000:>8.1f}ms{ratio:>11}  {goal}")
+    return 0
+
+
+def scaling(path: str, rounds: int) -> int:
+    """Lazy parse, and lazy parse + a struct lookup, on prefixes of ``path``'s BTF."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    full = BTF.from_bytes(data, lazy=True)
+    assert full._starts is not None
+    magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
+    types = data[hdr_len + type_off : hdr_len + type_off + type_len]
+    strings = data[hdr_len + str_off : hdr_len + str_off + str_len]
+    total = len(full) - 1
+    counts = [n for n in (1_000, 4_000, 16_000, 32_000, 64_000) if n < total] + [total]
+    rows: dict[int, tuple[list[float], list[float]]] = {}
+    for n in counts:
+        end = 4 * full._starts[n] if n < total else len(types)
+        blob = struct.pack("<HBBIIIII", magic, version, flags, 24, 0, end, end, len(strings)) + types[:end] + strings
+        lazy, indexed = [], []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            btf = BTF.from_bytes(blob, lazy=True)
+            lazy.append(time.perf_counter() - start)
+            btf.find("task_struct", Kind.STRUCT)  # builds the index of named kinds, searches it
+            indexed.append(time.perf_counter() - start)
+            del btf
+        rows[n] = (lazy, indexed)
+    load = os.getloadavg()
+    print(f"{path}: prefixes of its {total} types; {rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"  {'types':>8}{'lazy parse':>14}{'ns/type':>9}{'+ lookup':>12}")
+    for n, (lazy, indexed) in rows.items():
+        med = statistics.median(lazy)
+        print(f"  {n:>8}{med * 1000:>12.2f}ms{med / n * 1e9:>9.0f}{statistics.median(indexed) * 1000:>10.2f}ms")
     return 0
 
 
