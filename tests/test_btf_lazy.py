@@ -140,6 +140,30 @@ def test_batched_flavor_search_agrees_with_one_by_one(bpf_obj):
         assert many["no_such_name"] == [] and many["task"] == []
 
 
+def test_a_flavored_name_is_not_its_own_essential_name(bpf_obj):
+    """find_flavors_many("task_struct___o") finds the types whose essential name is
+    "task_struct___o" (none in core_task; "a___o___x" for "a___o"), not the type called
+    that: lazy and full parses agree, through the few-names search and the one-pass one."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    few, many = ["task_struct___o"], ["task_struct___o", "task_struct", "core_result", "bpf_func_id"]
+    for btf in (BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)):
+        assert btf.find_flavors_many(few)["task_struct___o"] == []
+        assert btf.find_flavors_many(many)["task_struct___o"] == []
+        assert btf.find_flavors_many(many, kinds=[Kind.STRUCT])["task_struct___o"] == []
+        assert btf.find_flavors("task_struct___o") == []
+        assert len(btf.find_flavors_many(many)["task_struct"]) == 4
+    made = BTF()
+    u32 = made.add(Int(0, "u32", 4, IntEncoding.NONE, 0, 32))
+    for name in ("a", "a___o", "a___o___x"):
+        made.add(Struct(0, name, 4, [Member("x", u32, 0)]))
+    for btf in (BTF.from_bytes(made.to_bytes()), BTF.from_bytes(made.to_bytes(), lazy=True)):
+        for names in (["a___o"], ["a___o", "a", "u32"]):
+            found = btf.find_flavors_many(names)
+            assert [t.name for t in found["a___o"]] == ["a___o___x"]
+            if "a" in names:
+                assert [t.name for t in found["a"]] == ["a", "a___o"]
+
+
 def test_split_btf_batched_flavors_include_the_first_string():
     """In split BTF the string section's first string is a name too (offset 0 of a base is "")."""
     base = _base()

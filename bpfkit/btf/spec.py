@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import collections
 import functools
 import gc
 import itertools
@@ -30,7 +31,7 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, TypeAlias, cast, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -110,6 +111,8 @@ def _big_endian(values: Iterable[int]) -> bytes:
     return out.tobytes()
 
 
+_STRING = re.compile("[^\0]*")
+_match_group = cast("Callable[[re.Match[str] | None], str]", re.Match.group)  # matches: [^\0]* always does
 _decode_name = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
 
 
@@ -160,6 +163,16 @@ class StringTable:
         end = self._data.index(0, local)
         return self._data[local:end].decode("utf-8", errors="replace")
 
+    def get_many(self, offsets: Iterable[int]) -> Iterator[str]:
+        """:meth:`get` of each of ``offsets``, which the caller has checked are inside the
+        table: without a Python call per string when the section is ASCII (the kernel's are)
+        and has no base (a regular expression's match at each offset, on the section decoded
+        once)."""
+        if self.base is None and self._data.isascii():
+            text = self._data.decode("ascii")
+            return map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
+        return map(self.get, offsets)
+
     def find(self, text: str, end: int | None = None) -> list[int]:
         """Offsets (in this table, not its base) where a string equal to ``text`` starts (in
         the first ``end`` bytes)."""
@@ -198,7 +211,10 @@ class StringTable:
 
     def find_flavors_many(self, essentials: Iterable[str], limit: int | None = None) -> dict[str, list[int]]:
         """:meth:`find_flavors` for several names in one pass over the section (over the
-        strings that start at or before offset ``limit`` when given)."""
+        strings that start at or before offset ``limit`` when given). A name that has a
+        flavor itself (``task_struct___o``) is not its own essential name: it finds only
+        longer names that have it as theirs (``task_struct___o___x``), as a full parse's
+        index of essential names does."""
         wanted = {text.encode(): text for text in essentials}
         found: dict[str, list[int]] = {text: [] for text in wanted.values()}
         end = self._end_after(limit)
@@ -208,12 +224,13 @@ class StringTable:
             # A few names: bytes.find of "\0name\0" and "\0name___" (C speed, and the needles
             # are selective), which beats walking every string with a regular expression.
             for raw, text in wanted.items():
-                found[text] = sorted(self.find(text, end) + [
+                itself = self.find(text, end) if essential_name(text) == text else []
+                found[text] = sorted(itself + [
                     at for at in self._find_all(b"\0" + raw + b"___", raw + b"___", end) if essential_name(self.get(at)) == text])
             return found
         for at, raw in self._starts_of(wanted, end):
             exact = wanted.get(raw)
-            if exact is not None:
+            if exact is not None and essential_name(exact) == exact:
                 found[exact].append(at)
             if b"___" in raw:  # "name___flavor" (a valid flavor) counts for "name" too
                 text = essential_name(raw.decode("utf-8", errors="replace"))
@@ -410,34 +427,31 @@ class BTF:
         return btf
 
     def _parse(self, words: array.array[int], lazy: bool) -> None:
-        starts, marks = _scan(words, self.first_id)
-        self._words, self._starts, self._marks = words, starts, marks
         if lazy:
+            starts, marks = _scan(words, self.first_id)
+            self._words, self._starts, self._marks = words, starts, marks
             self.types = TypeTable(self.base.types if self.base is not None else [Void(0, "")],
                                    [None] * len(starts), self._decode_own)
             self._search_names = True
             return
-        name_of = _Names(self.strings).__getitem__
         first = self.first_id
-        count = first + len(starts)
-        bad: list[str] = []  # the first reference to a type that does not exist
-        # The ~500k objects of a kernel's types would set off the cyclic GC every few hundred
-        # allocations, each pass walking everything built so far (more than doubling the
-        # parse); none of them can be garbage yet, so it waits until they are built.
+        starts, kinds = _scan_kinds(words, first)
+        # The ~130k objects of a kernel's types would set off the cyclic GC every few hundred
+        # allocations, each pass walking everything built so far; none of them can be garbage
+        # yet, so it waits until they are built.
         paused = gc.isenabled()
         gc.disable()
         try:
-            own = [_decode(words, pos, first + i, name_of, count, bad) for i, pos in enumerate(starts)]
+            own = _build_all(words, starts, kinds, first, self.strings)
+            if own is None:
+                own = _decode_all(words, starts, first, self.strings)
         finally:
             if paused:
                 gc.enable()
-        if bad:
-            raise ParseError(bad[0])
         if self.base is not None:
             self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
         else:
             self.types = [Void(0, ""), *own]
-        self._words = self._starts = self._marks = None  # decoded: the objects are the truth from now on
 
     def _decode_own(self, local: int) -> Type:
         assert self._words is not None and self._starts is not None
@@ -755,24 +769,63 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
         except KeyError:
             starts.pop()
             info = words[i + 1]
-            size = _STEP[info >> 24]
-            if size < 0:
-                raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {(info >> 24) & 0x1F}") from None
-            size += _PER[info >> 24] * (info & 0xFFFF)
+            size = _step_of(info, first_id + len(starts))
             steps[info] = -size if (info >> 24) & 0x1F in _INDEXED_KINDS else size
         except IndexError:
             starts.pop()
-            if i == n:
-                return starts, marks
-            if i > n:
-                raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)") from None
-            raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
+            _check_end(i, n, first_id + len(starts))
+            return starts, marks
+
+
+def _scan_kinds(words: array.array[int], first_id: int) -> tuple[array.array[int], list[array.array[int]]]:
+    """:func:`_scan` for a full parse: where each type starts, and the indexes (in that list)
+    of the types of each kind (a list by kind number), so that a full parse builds the types
+    of a kind together."""
+    starts = array.array("I")
+    kinds = [array.array("I") for _ in range(32)]
+    add = starts.append
+    steps: dict[int, tuple[int, Callable[[int], None]]] = {}
+    i, n, count = 0, len(words), 0
+    while True:
+        try:
+            while True:  # ends as _scan's does
+                add(i)
+                step, put = steps[words[i + 1]]
+                put(count)
+                count += 1
+                i += step
+        except KeyError:
+            starts.pop()
+            info = words[i + 1]
+            steps[info] = (_step_of(info, first_id + count), kinds[(info >> 24) & 0x1F].append)
+        except IndexError:
+            starts.pop()
+            _check_end(i, n, first_id + count)
+            return starts, kinds
+
+
+def _step_of(info: int, tid: int) -> int:
+    """Words from the start of type ``tid`` (info word ``info``) to the next type's."""
+    size = _STEP[info >> 24]
+    if size < 0:
+        raise ParseError(f"BTF type {tid} has unknown kind {(info >> 24) & 0x1F}") from None
+    return size + _PER[info >> 24] * (info & 0xFFFF)
+
+
+def _check_end(i: int, n: int, tid: int) -> None:
+    """The scan read past the type section at word ``i`` (of ``n``) looking for type ``tid``:
+    fine if that is exactly the end."""
+    if i > n:
+        raise ParseError(f"BTF type section ends inside a type (type {tid - 1} is truncated)") from None
+    if i < n:
+        raise ParseError(f"BTF type {tid} (header) is truncated at the end of the type section") from None
 
 
 _K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
 _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_FUNC, _K_FUNC_PROTO, _K_VAR, _K_DATASEC = 9, 10, 11, 12, 13, 14, 15
 _K_FLOAT, _K_DECL_TAG, _K_TYPE_TAG, _K_ENUM64 = 16, 17, 18, 19
 _LINKAGE = {int(v): v for v in Linkage}
+_FUNC_LINKAGE = {(_K_FUNC << 24) | int(v): v for v in Linkage}  # a FUNC's info word: kind, linkage
 _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
@@ -797,18 +850,11 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
             raise ParseError(f"BTF FUNC {name!r} (type {tid}) has unknown linkage {vlen}")
         t = Func(tid, name, size_type, linkage)
     elif kind == _K_FUNC_PROTO:
-        w = words[x : x + 2 * vlen]
-        t = FuncProto(tid, name, size_type, [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])])
+        t = FuncProto(tid, name, size_type, _params(words, name_of, i))
     elif kind == _K_PTR:
         t = Pointer(tid, name, size_type)
     elif kind in (_K_STRUCT, _K_UNION):
-        w = words[x : x + 3 * vlen]
-        if kflag:
-            members = [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
-                       for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
-        else:
-            members = [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
-        t = (Struct if kind == _K_STRUCT else Union)(tid, name, size_type, members, kflag)
+        t = (Struct if kind == _K_STRUCT else Union)(tid, name, size_type, _members(words, name_of, i), kflag)
     elif kind == _K_CONST:
         t = Const(tid, name, size_type)
     elif kind == _K_ARRAY:
@@ -816,11 +862,7 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
     elif kind == _K_TYPEDEF:
         t = Typedef(tid, name, size_type)
     elif kind == _K_ENUM:
-        w = words[x : x + 2 * vlen]
-        values = []
-        for vn, vv in zip(w[0::2], w[1::2]):
-            values.append(EnumValue(name_of(vn) if vn else "", vv - (1 << 32) if kflag and vv >= 1 << 31 else vv))
-        t = Enum(tid, name, size_type, values, kflag)
+        t = Enum(tid, name, size_type, _enum_values(words, name_of, i), kflag)
     elif kind == _K_INT:
         raw = words[x]
         t = Int(tid, name, size_type, _ENCODING[(raw >> 24) & 0xF], (raw >> 16) & 0xFF, raw & 0xFF)
@@ -839,14 +881,7 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
     elif kind == _K_RESTRICT:
         t = Restrict(tid, name, size_type)
     elif kind == _K_ENUM64:
-        w = words[x : x + 3 * vlen]
-        values = []
-        for vn, lo, hi in zip(w[0::3], w[1::3], w[2::3]):
-            vv = (hi << 32) | lo
-            if kflag and vv >= 1 << 63:
-                vv -= 1 << 64
-            values.append(EnumValue(name_of(vn) if vn else "", vv))
-        t = Enum64(tid, name, size_type, values, kflag)
+        t = Enum64(tid, name, size_type, _enum64_values(words, name_of, i), kflag)
     elif kind == _K_TYPE_TAG:
         t = TypeTag(tid, name, size_type, kflag)
     elif kind == _K_DATASEC:
@@ -866,6 +901,139 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
                     bad.append(message)
                 break
     return t
+
+
+def _members(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[Member]:
+    """The members of the struct or union whose struct btf_type starts at word ``i``."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 3 * (info & 0xFFFF)]
+    if info >= 0x80000000:  # kind_flag: bitfield size in the offset's top byte
+        return [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
+                for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+    return [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+
+
+def _params(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[Param]:
+    """The parameters of the FUNC_PROTO whose struct btf_type starts at word ``i``."""
+    w = words[i + 3 : i + 3 + 2 * (words[i + 1] & 0xFFFF)]
+    return [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])]
+
+
+def _enum_values(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[EnumValue]:
+    """The values of the ENUM whose struct btf_type starts at word ``i`` (signed when its
+    kind_flag is set)."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 2 * (info & 0xFFFF)]
+    signed = info >= 0x80000000
+    return [EnumValue(name_of(vn) if vn else "", vv - (1 << 32) if signed and vv >= 1 << 31 else vv)
+            for vn, vv in zip(w[0::2], w[1::2])]
+
+
+def _enum64_values(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[EnumValue]:
+    """The values of the ENUM64 whose struct btf_type starts at word ``i``."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 3 * (info & 0xFFFF)]
+    signed = info >= 0x80000000
+    values = []
+    for vn, lo, hi in zip(w[0::3], w[1::3], w[2::3]):
+        vv = (hi << 32) | lo
+        if signed and vv >= 1 << 63:
+            vv -= 1 << 64
+        values.append(EnumValue(name_of(vn) if vn else "", vv))
+    return values
+
+
+def _decode_all(words: array.array[int], starts: array.array[int], first: int, strings: StringTable) -> list[Type]:
+    """Every type decoded in id order, each checked as it is: raises the ParseError of the
+    first bad name offset or linkage, else of the first reference to a type that does not
+    exist. (What a full parse does when :func:`_build_all` finds something wrong.)"""
+    name_of = _Names(strings).__getitem__
+    count = first + len(starts)
+    bad: list[str] = []  # the first reference to a type that does not exist
+    own = [_decode(words, pos, first + i, name_of, count, bad) for i, pos in enumerate(starts)]
+    if bad:
+        raise ParseError(bad[0])
+    return own
+
+
+# Kinds a full parse builds all at once (the bulk of vmlinux) in _build_all, and what from:
+# those that name or qualify one type; those with a list decoded on first use (and the words
+# of each entry in it, and the word in an entry that holds a type id, -1 for none).
+_BULK_REF = {_K_PTR: Pointer, _K_TYPEDEF: Typedef, _K_VOLATILE: Volatile, _K_CONST: Const, _K_RESTRICT: Restrict}
+_BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callable[..., list[Any]], int, int]] = {
+    _K_STRUCT: (Struct, _members, 3, 1), _K_UNION: (Union, _members, 3, 1),
+    _K_FUNC_PROTO: (FuncProto, _params, 2, 1),
+    _K_ENUM: (Enum, _enum_values, 2, -1), _K_ENUM64: (Enum64, _enum64_values, 3, -1),
+}
+
+
+def _build_all(words: array.array[int], starts: array.array[int], kinds: list[array.array[int]], first: int,
+               strings: StringTable) -> list[Type] | None:
+    """Every type, built kind by kind (``kinds``: the indexes of each kind's types, from
+    :func:`_scan_kinds`) with one C-level map per field, after checking, kind by kind with
+    max() over the words at C speed, that every name offset is inside the string section
+    and every type id a type refers to exists (and each FUNC's linkage). Members, params and
+    enum values are checked here but decoded on first use (types.py: _Deferred): building
+    their ~170k objects was most of a full parse of vmlinux. None when a check fails: the
+    caller then decodes type by type, which reports the first error in id order, with the
+    same message a parse has always given."""
+    count, nstr, get = first + len(starts), len(strings), strings.get
+    own: list[Type] = [Void(0, "")] * len(starts)  # each replaced below
+    w, raw = words.__getitem__, words.tobytes()  # bytes: the fastest to slice
+    for kind, idxs in enumerate(kinds):
+        if not idxs:
+            continue
+        pos = list(map(starts.__getitem__, idxs))
+        objs: Iterator[Type]
+        if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
+            bad: list[str] = []  # rare kinds (INT, VAR, DATASEC, ...): one by one
+            try:
+                objs = iter([_decode(words, p, first + i, get, count, bad) for i, p in zip(idxs, pos)])
+            except ParseError:
+                return None
+            if bad:
+                return None
+        else:
+            name_offs = list(map(w, pos))
+            second = list(map(w, map((2).__add__, pos)))  # size, or the type referred to
+            if max(name_offs) >= nstr:
+                return None
+            names = strings.get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
+            ids = map(first.__add__, idxs)
+            if kind in _BULK_REF or kind == _K_FUNC:
+                if max(second) >= count:
+                    return None
+                if kind == _K_FUNC:
+                    # by the whole info word: anything but the kind and a linkage is left to _decode_all
+                    linkages = list(map(_FUNC_LINKAGE.get, map(w, map((1).__add__, pos))))
+                    if None in linkages:
+                        return None
+                    objs = map(Func, ids, names, second, cast("list[Linkage]", linkages))
+                else:
+                    objs = map(_BULK_REF[kind], ids, names, second)
+            elif kind == _K_ARRAY:
+                elems, index_types = list(map(w, map((3).__add__, pos))), list(map(w, map((4).__add__, pos)))
+                if max(elems) >= count or max(index_types) >= count:
+                    return None
+                objs = map(Array, ids, names, elems, index_types, map(w, map((5).__add__, pos)))
+            else:
+                cls, decoder, per, ref = _BULK_LIST[kind]
+                infos = list(map(w, map((1).__add__, pos)))
+                begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
+                ends = map(int.__add__, begins, map((4 * per).__mul__, map((0xFFFF).__and__, infos)))
+                # every entry of every type of this kind, end to end: entries are per words each
+                entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, ends)))).cast("I")
+                if max(entries[0::per], default=0) >= nstr:  # names
+                    return None
+                if ref >= 0 and max(entries[ref::per], default=0) >= count:
+                    return None
+                if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
+                    return None
+                source = functools.partial(decoder, words, get)
+                objs = map(cls._from_section, ids, names, second, map((0x7FFFFFFF).__lt__, infos),
+                           zip(itertools.repeat(source), pos))
+        collections.deque(map(own.__setitem__, idxs, objs), maxlen=0)
+    return own
 
 
 _ONE_REF = frozenset({_K_PTR, _K_TYPEDEF, _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_TYPE_TAG, _K_FUNC, _K_VAR, _K_DECL_TAG})
