@@ -163,15 +163,15 @@ class StringTable:
         end = self._data.index(0, local)
         return self._data[local:end].decode("utf-8", errors="replace")
 
-    def get_many(self, offsets: Iterable[int]) -> Iterator[str]:
-        """:meth:`get` of each of ``offsets``, which the caller has checked are inside the
-        table: without a Python call per string when the section is ASCII (the kernel's are)
-        and has no base (a regular expression's match at each offset, on the section decoded
-        once)."""
+    def getter_many(self) -> Callable[[Iterable[int]], Iterator[str]]:
+        """A function giving :meth:`get` of each of a run of offsets, which the caller has
+        checked are inside the table (as it is now): without a Python call per string when
+        the section is ASCII (the kernel's are) and has no base (a regular expression's match
+        at each offset, on the section decoded once)."""
         if self.base is None and self._data.isascii():
             text = self._data.decode("ascii")
-            return map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
-        return map(self.get, offsets)
+            return lambda offsets: map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
+        return functools.partial(map, self.get)
 
     def find(self, text: str, end: int | None = None) -> list[int]:
         """Offsets (in this table, not its base) where a string equal to ``text`` starts (in
@@ -435,14 +435,14 @@ class BTF:
             self._search_names = True
             return
         first = self.first_id
-        starts, kinds = _scan_kinds(words, first)
+        starts, groups = _scan_groups(words, first)
         # The ~130k objects of a kernel's types would set off the cyclic GC every few hundred
         # allocations, each pass walking everything built so far; none of them can be garbage
         # yet, so it waits until they are built.
         paused = gc.isenabled()
         gc.disable()
         try:
-            own = _build_all(words, starts, kinds, first, self.strings)
+            own = _build_all(words, starts, groups, first, self.strings)
             if own is None:
                 own = _decode_all(words, starts, first, self.strings)
         finally:
@@ -777,12 +777,12 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
             return starts, marks
 
 
-def _scan_kinds(words: array.array[int], first_id: int) -> tuple[array.array[int], list[array.array[int]]]:
+def _scan_groups(words: array.array[int], first_id: int) -> tuple[array.array[int], dict[int, array.array[int]]]:
     """:func:`_scan` for a full parse: where each type starts, and the indexes (in that list)
-    of the types of each kind (a list by kind number), so that a full parse builds the types
-    of a kind together."""
+    of the types with each info word (kind, kind_flag, vlen: 297 distinct in vmlinux), so that
+    a full parse builds the types that share one together."""
     starts = array.array("I")
-    kinds = [array.array("I") for _ in range(32)]
+    groups: dict[int, array.array[int]] = {}
     add = starts.append
     steps: dict[int, tuple[int, Callable[[int], None]]] = {}
     i, n, count = 0, len(words), 0
@@ -797,11 +797,11 @@ def _scan_kinds(words: array.array[int], first_id: int) -> tuple[array.array[int
         except KeyError:
             starts.pop()
             info = words[i + 1]
-            steps[info] = (_step_of(info, first_id + count), kinds[(info >> 24) & 0x1F].append)
+            steps[info] = (_step_of(info, first_id + count), groups.setdefault(info, array.array("I")).append)
         except IndexError:
             starts.pop()
             _check_end(i, n, first_id + count)
-            return starts, kinds
+            return starts, groups
 
 
 def _step_of(info: int, tid: int) -> int:
@@ -825,7 +825,6 @@ _K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 
 _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_FUNC, _K_FUNC_PROTO, _K_VAR, _K_DATASEC = 9, 10, 11, 12, 13, 14, 15
 _K_FLOAT, _K_DECL_TAG, _K_TYPE_TAG, _K_ENUM64 = 16, 17, 18, 19
 _LINKAGE = {int(v): v for v in Linkage}
-_FUNC_LINKAGE = {(_K_FUNC << 24) | int(v): v for v in Linkage}  # a FUNC's info word: kind, linkage
 _VAR_LINKAGE = {int(v): v for v in VarLinkage}
 _ENCODING = [IntEncoding(i) for i in range(16)]
 
@@ -967,22 +966,22 @@ _BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callabl
 }
 
 
-def _build_all(words: array.array[int], starts: array.array[int], kinds: list[array.array[int]], first: int,
+def _build_all(words: array.array[int], starts: array.array[int], groups: dict[int, array.array[int]], first: int,
                strings: StringTable) -> list[Type] | None:
-    """Every type, built kind by kind (``kinds``: the indexes of each kind's types, from
-    :func:`_scan_kinds`) with one C-level map per field, after checking, kind by kind with
-    max() over the words at C speed, that every name offset is inside the string section
-    and every type id a type refers to exists (and each FUNC's linkage). Members, params and
-    enum values are checked here but decoded on first use (types.py: _Deferred): building
-    their ~170k objects was most of a full parse of vmlinux. None when a check fails: the
-    caller then decodes type by type, which reports the first error in id order, with the
-    same message a parse has always given."""
+    """Every type, built a group of types with one info word at a time (``groups``, from
+    :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one C-level map
+    per field, after checking, with max() over the words at C speed, that every name offset
+    is inside the string section and every type id a type refers to exists. Members, params
+    and enum values are checked here but decoded on first use (types.py: _Deferred):
+    building their ~170k objects was most of a full parse of vmlinux. None when a check
+    fails: the caller then decodes type by type, which reports the first error in id order,
+    with the same message a parse has always given."""
     count, nstr, get = first + len(starts), len(strings), strings.get
+    get_many = strings.getter_many()
     own: list[Type] = [Void(0, "")] * len(starts)  # each replaced below
     w, raw = words.__getitem__, words.tobytes()  # bytes: the fastest to slice
-    for kind, idxs in enumerate(kinds):
-        if not idxs:
-            continue
+    for info, idxs in groups.items():
+        kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
         pos = list(map(starts.__getitem__, idxs))
         objs: Iterator[Type]
         if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
@@ -998,17 +997,16 @@ def _build_all(words: array.array[int], starts: array.array[int], kinds: list[ar
             second = list(map(w, map((2).__add__, pos)))  # size, or the type referred to
             if max(name_offs) >= nstr:
                 return None
-            names = strings.get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
+            names = get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
             ids = map(first.__add__, idxs)
             if kind in _BULK_REF or kind == _K_FUNC:
                 if max(second) >= count:
                     return None
                 if kind == _K_FUNC:
-                    # by the whole info word: anything but the kind and a linkage is left to _decode_all
-                    linkages = list(map(_FUNC_LINKAGE.get, map(w, map((1).__add__, pos))))
-                    if None in linkages:
+                    linkage = _LINKAGE.get(vlen)
+                    if linkage is None:
                         return None
-                    objs = map(Func, ids, names, second, cast("list[Linkage]", linkages))
+                    objs = map(Func, ids, names, second, itertools.repeat(linkage))
                 else:
                     objs = map(_BULK_REF[kind], ids, names, second)
             elif kind == _K_ARRAY:
@@ -1018,20 +1016,19 @@ def _build_all(words: array.array[int], starts: array.array[int], kinds: list[ar
                 objs = map(Array, ids, names, elems, index_types, map(w, map((5).__add__, pos)))
             else:
                 cls, decoder, per, ref = _BULK_LIST[kind]
-                infos = list(map(w, map((1).__add__, pos)))
-                begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
-                ends = map(int.__add__, begins, map((4 * per).__mul__, map((0xFFFF).__and__, infos)))
-                # every entry of every type of this kind, end to end: entries are per words each
-                entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, ends)))).cast("I")
-                if max(entries[0::per], default=0) >= nstr:  # names
-                    return None
-                if ref >= 0 and max(entries[ref::per], default=0) >= count:
-                    return None
                 if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
                     return None
+                if vlen:
+                    begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
+                    # every entry of every type in the group, end to end (per words each)
+                    entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * per * vlen).__add__, begins)))))
+                    entries = entries.cast("I")
+                    if max(entries[0::per]) >= nstr:  # names
+                        return None
+                    if ref >= 0 and max(entries[ref::per]) >= count:
+                        return None
                 source = functools.partial(decoder, words, get)
-                objs = map(cls._from_section, ids, names, second, map((0x7FFFFFFF).__lt__, infos),
-                           zip(itertools.repeat(source), pos))
+                objs = map(cls._from_section, ids, names, second, itertools.repeat(flag), zip(itertools.repeat(source), pos))
         collections.deque(map(own.__setitem__, idxs, objs), maxlen=0)
     return own
 
