@@ -6,8 +6,11 @@ sequence of ``struct btf_type`` each followed by kind-specific data) and the str
 (NUL-separated names, offset 0 is ""). Type id 0 is ``void``; ids count from 1 in section
 order. Split BTF (kernel modules) continues the id and string-offset space of a base BTF.
 
-Two ways to parse. ``BTF.from_bytes(blob)`` decodes every type at once and checks every
-reference (object files: small, and malformed input must fail up front). ``lazy=True`` (kernel
+Two ways to parse. ``BTF.from_bytes(blob)`` builds every type at once and checks every name
+offset and reference up front (object files: small, and malformed input must fail up front);
+the types sharing an info word are built together, one C-level map per field, and the lists
+of members, params and enum values are decoded the first time they are read (checked before:
+see :func:`_build_all`). ``lazy=True`` (kernel
 BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
 noting as it goes where the types of named kinds (struct, union, enum, typedef, int, ...:
 what CO-RE roots are, about a sixth of vmlinux) start, then decodes a type the first time it
@@ -435,16 +438,16 @@ class BTF:
             self._search_names = True
             return
         first = self.first_id
-        starts, groups = _scan_groups(words, first)
+        count, groups = _scan_groups(words, first)
         # The ~130k objects of a kernel's types would set off the cyclic GC every few hundred
         # allocations, each pass walking everything built so far; none of them can be garbage
         # yet, so it waits until they are built.
         paused = gc.isenabled()
         gc.disable()
         try:
-            own = _build_all(words, starts, groups, first, self.strings)
+            own = _build_all(words, count, groups, first, self.strings)
             if own is None:
-                own = _decode_all(words, starts, first, self.strings)
+                own = _decode_all(words, _scan(words, first)[0], first, self.strings)
         finally:
             if paused:
                 gc.enable()
@@ -777,31 +780,28 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
             return starts, marks
 
 
-def _scan_groups(words: array.array[int], first_id: int) -> tuple[array.array[int], dict[int, array.array[int]]]:
-    """:func:`_scan` for a full parse: where each type starts, and the indexes (in that list)
-    of the types with each info word (kind, kind_flag, vlen: 297 distinct in vmlinux), so that
-    a full parse builds the types that share one together."""
-    starts = array.array("I")
-    groups: dict[int, array.array[int]] = {}
-    add = starts.append
-    steps: dict[int, tuple[int, Callable[[int], None]]] = {}
+def _scan_groups(words: array.array[int], first_id: int) -> tuple[int, dict[int, tuple[array.array[int], array.array[int]]]]:
+    """:func:`_scan` for a full parse: the number of types, and for each info word (kind,
+    kind_flag, vlen: 297 distinct in vmlinux) the indexes (id - first_id) of the types that
+    have it and where they start, so that a full parse builds those together."""
+    groups: dict[int, tuple[array.array[int], array.array[int]]] = {}
+    steps: dict[int, tuple[int, Callable[[int], None], Callable[[int], None]]] = {}
     i, n, count = 0, len(words), 0
     while True:
         try:
             while True:  # ends as _scan's does
-                add(i)
-                step, put = steps[words[i + 1]]
+                step, put, at = steps[words[i + 1]]
                 put(count)
+                at(i)
                 count += 1
                 i += step
         except KeyError:
-            starts.pop()
             info = words[i + 1]
-            steps[info] = (_step_of(info, first_id + count), groups.setdefault(info, array.array("I")).append)
+            g = groups[info] = (array.array("I"), array.array("I"))
+            steps[info] = (_step_of(info, first_id + count), g[0].append, g[1].append)
         except IndexError:
-            starts.pop()
             _check_end(i, n, first_id + count)
-            return starts, groups
+            return count, groups
 
 
 def _step_of(info: int, tid: int) -> int:
@@ -966,9 +966,9 @@ _BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callabl
 }
 
 
-def _build_all(words: array.array[int], starts: array.array[int], groups: dict[int, array.array[int]], first: int,
-               strings: StringTable) -> list[Type] | None:
-    """Every type, built a group of types with one info word at a time (``groups``, from
+def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.array[int], array.array[int]]],
+               first: int, strings: StringTable) -> list[Type] | None:
+    """The ``n`` types, built a group of types with one info word at a time (``groups``, from
     :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one C-level map
     per field, after checking, with max() over the words at C speed, that every name offset
     is inside the string section and every type id a type refers to exists. Members, params
@@ -976,13 +976,13 @@ def _build_all(words: array.array[int], starts: array.array[int], groups: dict[i
     building their ~170k objects was most of a full parse of vmlinux. None when a check
     fails: the caller then decodes type by type, which reports the first error in id order,
     with the same message a parse has always given."""
-    count, nstr, get = first + len(starts), len(strings), strings.get
+    count, nstr, get = first + n, len(strings), strings.get
     get_many = strings.getter_many()
-    own: list[Type] = [Void(0, "")] * len(starts)  # each replaced below
+    own: list[Type] = [Void(0, "")] * n  # each replaced below
     w, raw = words.__getitem__, words.tobytes()  # bytes: the fastest to slice
-    for info, idxs in groups.items():
+    for info, (idxs, starts) in groups.items():
         kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
-        pos = list(map(starts.__getitem__, idxs))
+        pos = starts.tolist()
         objs: Iterator[Type]
         if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
             bad: list[str] = []  # rare kinds (INT, VAR, DATASEC, ...): one by one
