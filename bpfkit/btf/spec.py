@@ -993,8 +993,15 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
             if bad:
                 return None
         else:
-            name_offs = list(map(w, pos))
-            second = list(map(w, map((2).__add__, pos)))  # size, or the type referred to
+            rec = _step_of(info, 0)  # words per type: one group's types all have as many
+            if rec == 3:  # a struct btf_type alone (FUNC, PTR, ...)
+                name_offs = list(map(w, pos))
+                second = list(map(w, map((2).__add__, pos)))  # size, or the type referred to
+            else:  # the group's types end to end, each word of them a column (strided views)
+                begins = list(map((4).__mul__, pos))
+                cols = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * rec).__add__, begins)))))
+                cols = cols.cast("I")
+                name_offs, second = cols[0::rec].tolist(), cols[2::rec].tolist()
             if max(name_offs) >= nstr:
                 return None
             names = get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
@@ -1010,22 +1017,15 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                 else:
                     objs = map(_BULK_REF[kind], ids, names, second)
             elif kind == _K_ARRAY:
-                elems, index_types = list(map(w, map((3).__add__, pos))), list(map(w, map((4).__add__, pos)))
-                if max(elems) >= count or max(index_types) >= count:
+                if max(cols[3::rec]) >= count or max(cols[4::rec]) >= count:  # element, index types
                     return None
-                objs = map(Array, ids, names, elems, index_types, map(w, map((5).__add__, pos)))
+                objs = map(Array, ids, names, cols[3::rec].tolist(), cols[4::rec].tolist(), cols[5::rec].tolist())
             else:
                 cls, decoder, per, ref = _BULK_LIST[kind]
                 if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
                     return None
-                if vlen:
-                    begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
-                    # every entry of every type in the group, end to end (per words each)
-                    entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * per * vlen).__add__, begins)))))
-                    entries = entries.cast("I")
-                    if max(entries[0::per]) >= nstr:  # names
-                        return None
-                    if ref >= 0 and max(entries[ref::per]) >= count:
+                for entry in range(3, rec, per):  # each entry's name offset, and type id
+                    if max(cols[entry::rec]) >= nstr or (ref >= 0 and max(cols[entry + ref::rec]) >= count):
                         return None
                 source = functools.partial(decoder, words, get)
                 objs = map(cls._from_section, ids, names, second, itertools.repeat(flag), zip(itertools.repeat(source), pos))
