@@ -12,8 +12,9 @@ Rows (wall time; median and best of ROUNDS, the two sides alternating which goes
                       Target: <= 2x libbpf.
   bpfkit lazy parse   read + BTF.from_bytes(lazy=True) alone (types found, none decoded)
   bpfkit lookup       task_struct by name on a fresh lazy parse (builds the name offsets)
-  bpfkit full parse   read + BTF.from_bytes(): every type decoded and its references checked.
-                      Target: <= 10x libbpf.
+  bpfkit full parse   read + BTF.from_bytes(): every type built, every name offset and type
+                      reference checked (members, params and enum values, checked too,
+                      are decoded when first read). Target: <= 10x libbpf.
 
 With --scaling, instead: how the lazy parse and the first lookup by kind (which builds the
 name index CO-RE searches) grow with the type count, on prefixes of the same BTF (the first N
