@@ -445,14 +445,15 @@ class BTF:
         paused = gc.isenabled()
         gc.disable()
         try:
-            own = _build_all(words, count, groups, first, self.strings)
-            if own is None:
-                own = _decode_all(words, _scan(words, first)[0], first, self.strings)
+            by_id = _build_all(words, count, groups, first, self.strings)
+            own = by_id[first:] if by_id is not None else _decode_all(words, _scan(words, first)[0], first, self.strings)
         finally:
             if paused:
                 gc.enable()
         if self.base is not None:
             self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
+        elif by_id is not None:
+            self.types = by_id  # its [0] is void
         else:
             self.types = [Void(0, ""), *own]
 
@@ -782,26 +783,26 @@ def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], arr
 
 def _scan_groups(words: array.array[int], first_id: int) -> tuple[int, dict[int, tuple[array.array[int], array.array[int]]]]:
     """:func:`_scan` for a full parse: the number of types, and for each info word (kind,
-    kind_flag, vlen: 297 distinct in vmlinux) the indexes (id - first_id) of the types that
-    have it and where they start, so that a full parse builds those together."""
+    kind_flag, vlen: 297 distinct in vmlinux) the ids of the types that have it and where
+    they start, so that a full parse builds those together."""
     groups: dict[int, tuple[array.array[int], array.array[int]]] = {}
     steps: dict[int, tuple[int, Callable[[int], None], Callable[[int], None]]] = {}
-    i, n, count = 0, len(words), 0
+    i, n, tid = 0, len(words), first_id
     while True:
         try:
             while True:  # ends as _scan's does
                 step, put, at = steps[words[i + 1]]
-                put(count)
+                put(tid)
                 at(i)
-                count += 1
+                tid += 1
                 i += step
         except KeyError:
             info = words[i + 1]
             g = groups[info] = (array.array("I"), array.array("I"))
-            steps[info] = (_step_of(info, first_id + count), g[0].append, g[1].append)
+            steps[info] = (_step_of(info, tid), g[0].append, g[1].append)
         except IndexError:
-            _check_end(i, n, first_id + count)
-            return count, groups
+            _check_end(i, n, tid)
+            return tid - first_id, groups
 
 
 def _step_of(info: int, tid: int) -> int:
@@ -968,7 +969,8 @@ _BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callabl
 
 def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.array[int], array.array[int]]],
                first: int, strings: StringTable) -> list[Type] | None:
-    """The ``n`` types, built a group of types with one info word at a time (``groups``, from
+    """The ``n`` types by id (the ids below ``first`` hold void), built a group of types with
+    one info word at a time (``groups``, from
     :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one C-level map
     per field, after checking, with max() over the words at C speed, that every name offset
     is inside the string section and every type id a type refers to exists. Members, params
@@ -978,16 +980,16 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
     with the same message a parse has always given."""
     count, nstr, get = first + n, len(strings), strings.get
     get_many = strings.getter_many()
-    own: list[Type] = [Void(0, "")] * n  # each replaced below
+    by_id: list[Type] = [Void(0, "")] * count  # from first on, each replaced below
     w, raw = words.__getitem__, words.tobytes()  # bytes: the fastest to slice
-    for info, (idxs, starts) in groups.items():
+    for info, (ids, starts) in groups.items():
         kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
         pos = starts.tolist()
         objs: Iterator[Type]
         if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
             bad: list[str] = []  # rare kinds (INT, VAR, DATASEC, ...): one by one
             try:
-                objs = iter([_decode(words, p, first + i, get, count, bad) for i, p in zip(idxs, pos)])
+                objs = iter([_decode(words, p, tid, get, count, bad) for tid, p in zip(ids, pos)])
             except ParseError:
                 return None
             if bad:
@@ -1005,7 +1007,6 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
             if max(name_offs) >= nstr:
                 return None
             names = get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
-            ids = map(first.__add__, idxs)
             if kind in _BULK_REF or kind == _K_FUNC:
                 if max(second) >= count:
                     return None
@@ -1029,8 +1030,8 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                         return None
                 source = functools.partial(decoder, words, get)
                 objs = map(cls._from_section, ids, names, second, itertools.repeat(flag), zip(itertools.repeat(source), pos))
-        collections.deque(map(own.__setitem__, idxs, objs), maxlen=0)
-    return own
+        collections.deque(map(by_id.__setitem__, ids, objs), maxlen=0)
+    return by_id
 
 
 _ONE_REF = frozenset({_K_PTR, _K_TYPEDEF, _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_TYPE_TAG, _K_FUNC, _K_VAR, _K_DECL_TAG})
