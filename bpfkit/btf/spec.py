@@ -30,10 +30,11 @@ import collections
 import functools
 import gc
 import itertools
+import operator
 import re
 import struct
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
@@ -981,7 +982,8 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
     count, nstr, get = first + n, len(strings), strings.get
     get_many = strings.getter_many()
     by_id: list[Type] = [Void(0, "")] * count  # from first on, each replaced below
-    w, raw = words.__getitem__, words.tobytes()  # bytes: the fastest to slice
+    raw = words.tobytes()  # bytes: the fastest to slice
+    from_second = memoryview(words)[2:]  # [i] is words[i + 2]
     for info, (ids, starts) in groups.items():
         kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
         pos = starts.tolist()
@@ -996,9 +998,13 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                 return None
         else:
             rec = _step_of(info, 0)  # words per type: one group's types all have as many
-            if rec == 3:  # a struct btf_type alone (FUNC, PTR, ...)
-                name_offs = list(map(w, pos))
-                second = list(map(w, map((2).__add__, pos)))  # size, or the type referred to
+            name_offs: Sequence[int]
+            second: Sequence[int]  # size, or the type referred to
+            if rec == 3 and len(pos) > 1:  # a struct btf_type alone (FUNC, PTR, ...): one
+                pick = operator.itemgetter(*pos)  # C call reads each field of every type
+                name_offs, second = pick(words), pick(from_second)
+            elif rec == 3:
+                name_offs, second = [words[pos[0]]], [words[pos[0] + 2]]
             else:  # the group's types end to end, each word of them a column (strided views)
                 begins = list(map((4).__mul__, pos))
                 cols = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * rec).__add__, begins)))))
