@@ -968,6 +968,20 @@ _BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callabl
 }
 
 
+def _columns(words: array.array[int], raw: bytes, pos: list[int], rec: int) -> Callable[[int], Sequence[int]]:
+    """For the types of ``rec`` words each starting at ``pos`` in ``words`` (``raw``: its
+    bytes), a function giving word k of each type, read at C speed: with one
+    operator.itemgetter of the starts on a view from word k (short types: one C-level read
+    per type and word), or for longer ones from the types joined end to end once (one slice
+    per type, then strided views)."""
+    if len(pos) > 1 and rec <= 9:
+        pick, view = operator.itemgetter(*pos), memoryview(words)
+        return lambda k: cast("Sequence[int]", pick(view[k:]))
+    begins = list(map((4).__mul__, pos))  # in bytes
+    cols = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * rec).__add__, begins))))).cast("I")
+    return lambda k: cols[k::rec]
+
+
 def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.array[int], array.array[int]]],
                first: int, strings: StringTable) -> list[Type] | None:
     """The ``n`` types by id (the ids below ``first`` hold void), built a group of types with
@@ -983,7 +997,6 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
     get_many = strings.getter_many()
     by_id: list[Type] = [Void(0, "")] * count  # from first on, each replaced below
     raw = words.tobytes()  # bytes: the fastest to slice
-    from_second = memoryview(words)[2:]  # [i] is words[i + 2]
     for info, (ids, starts) in groups.items():
         kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
         pos = starts.tolist()
@@ -998,18 +1011,8 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                 return None
         else:
             rec = _step_of(info, 0)  # words per type: one group's types all have as many
-            name_offs: Sequence[int]
-            second: Sequence[int]  # size, or the type referred to
-            if rec == 3 and len(pos) > 1:  # a struct btf_type alone (FUNC, PTR, ...): one
-                pick = operator.itemgetter(*pos)  # C call reads each field of every type
-                name_offs, second = pick(words), pick(from_second)
-            elif rec == 3:
-                name_offs, second = [words[pos[0]]], [words[pos[0] + 2]]
-            else:  # the group's types end to end, each word of them a column (strided views)
-                begins = list(map((4).__mul__, pos))
-                cols = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * rec).__add__, begins)))))
-                cols = cols.cast("I")
-                name_offs, second = cols[0::rec].tolist(), cols[2::rec].tolist()
+            column = _columns(words, raw, pos, rec)  # column(k): word k of each type
+            name_offs, second = column(0), column(2)  # second: size, or the type referred to
             if max(name_offs) >= nstr:
                 return None
             names = get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
@@ -1024,15 +1027,16 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                 else:
                     objs = map(_BULK_REF[kind], ids, names, second)
             elif kind == _K_ARRAY:
-                if max(cols[3::rec]) >= count or max(cols[4::rec]) >= count:  # element, index types
+                elems, index_types = column(3), column(4)
+                if max(elems) >= count or max(index_types) >= count:
                     return None
-                objs = map(Array, ids, names, cols[3::rec].tolist(), cols[4::rec].tolist(), cols[5::rec].tolist())
+                objs = map(Array, ids, names, elems, index_types, column(5))
             else:
                 cls, decoder, per, ref = _BULK_LIST[kind]
                 if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
                     return None
                 for entry in range(3, rec, per):  # each entry's name offset, and type id
-                    if max(cols[entry::rec]) >= nstr or (ref >= 0 and max(cols[entry + ref::rec]) >= count):
+                    if max(column(entry)) >= nstr or (ref >= 0 and max(column(entry + ref)) >= count):
                         return None
                 source = functools.partial(decoder, words, get)
                 objs = map(cls._from_section, ids, names, second, itertools.repeat(flag), zip(itertools.repeat(source), pos))
