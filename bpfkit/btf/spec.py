@@ -968,18 +968,13 @@ _BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callabl
 }
 
 
-def _columns(words: array.array[int], raw: bytes, pos: list[int], rec: int) -> Callable[[int], Sequence[int]]:
-    """For the types of ``rec`` words each starting at ``pos`` in ``words`` (``raw``: its
-    bytes), a function giving word k of each type, read at C speed: with one
-    operator.itemgetter of the starts on a view from word k (short types: one C-level read
-    per type and word), or for longer ones from the types joined end to end once (one slice
-    per type, then strided views)."""
-    if len(pos) > 1 and rec <= 9:
-        pick, view = operator.itemgetter(*pos), memoryview(words)
-        return lambda k: cast("Sequence[int]", pick(view[k:]))
-    begins = list(map((4).__mul__, pos))  # in bytes
-    cols = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * rec).__add__, begins))))).cast("I")
-    return lambda k: cols[k::rec]
+def _picker(words: array.array[int], pos: list[int]) -> Callable[[int], Sequence[int]]:
+    """For the types starting at ``pos`` in ``words``, a function giving word k of each, read
+    at C speed (one operator.itemgetter of the starts, on a view from word k)."""
+    if len(pos) == 1:  # itemgetter of one index gives the item, not a tuple
+        return lambda k: (words[pos[0] + k],)
+    pick, view = operator.itemgetter(*pos), memoryview(words)
+    return lambda k: cast("Sequence[int]", pick(view[k:]))
 
 
 def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.array[int], array.array[int]]],
@@ -1010,8 +1005,7 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
             if bad:
                 return None
         else:
-            rec = _step_of(info, 0)  # words per type: one group's types all have as many
-            column = _columns(words, raw, pos, rec)  # column(k): word k of each type
+            column = _picker(words, pos)  # column(k): word k of each type
             name_offs, second = column(0), column(2)  # second: size, or the type referred to
             if max(name_offs) >= nstr:
                 return None
@@ -1035,8 +1029,15 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                 cls, decoder, per, ref = _BULK_LIST[kind]
                 if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
                     return None
-                for entry in range(3, rec, per):  # each entry's name offset, and type id
-                    if max(column(entry)) >= nstr or (ref >= 0 and max(column(entry + ref)) >= count):
+                if vlen <= 3:  # each entry's name offset, and type id: a column each
+                    for entry in range(3, 3 + per * vlen, per):
+                        if max(column(entry)) >= nstr or (ref >= 0 and max(column(entry + ref)) >= count):
+                            return None
+                else:  # all the group's entries end to end (per words each): strided views
+                    begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
+                    entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * per * vlen).__add__, begins)))))
+                    entries = entries.cast("I")
+                    if max(entries[0::per]) >= nstr or (ref >= 0 and max(entries[ref::per]) >= count):
                         return None
                 source = functools.partial(decoder, words, get)
                 objs = map(cls._from_section, ids, names, second, itertools.repeat(flag), zip(itertools.repeat(source), pos))
