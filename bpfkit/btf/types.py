@@ -133,10 +133,16 @@ class _Deferred(Type):
             # Only reached when a slot is unset: the list of a type parsed in full, not read yet.
             if attr != self._deferred:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
-            decode, pos = self._src
+            try:
+                decode, pos = self._src
+            except AttributeError:  # decoded meanwhile by another thread (or never parsed)
+                return object.__getattribute__(self, attr)
             value = decode(pos)
             setattr(self, attr, value)
-            del self._src  # nothing left to decode (and copy.deepcopy/pickle need not see it)
+            try:
+                del self._src  # nothing left to decode (and copy.deepcopy/pickle need not see it)
+            except AttributeError:  # another thread decoded it at the same time
+                pass
             return value
 
     def __getstate__(self) -> object:
@@ -168,7 +174,10 @@ class _Ref(Type):
     __slots__ = ("type",)
 
     def __init__(self, id: int, name: str, type: int = 0) -> None:
-        self.id, self.name, self.type = id, name, type
+        # One store per field (no tuple): a full parse of vmlinux makes 25k of these.
+        self.id = id
+        self.name = name
+        self.type = type
 
 
 class Pointer(_Ref):
@@ -241,7 +250,11 @@ class Struct(_Deferred):
     @classmethod
     def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
         t = cls.__new__(cls)
-        t.id, t.name, t.size, t.kind_flag, t._src = id, name, size, flag, src
+        t.id = id
+        t.name = name
+        t.size = size
+        t.kind_flag = flag
+        t._src = src
         return t
 
     def member(self, name: str) -> Member | None:
@@ -277,7 +290,11 @@ class Enum(_Deferred):
     @classmethod
     def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
         t = cls.__new__(cls)
-        t.id, t.name, t.size, t.signed, t._src = id, name, size, flag, src
+        t.id = id
+        t.name = name
+        t.size = size
+        t.signed = flag
+        t._src = src
         return t
 
 
@@ -311,8 +328,11 @@ class Func(Type):
     kind = Kind.FUNC
 
     def __init__(self, id: int, name: str, type: int = 0, linkage: Linkage = Linkage.STATIC) -> None:
-        # type is a FuncProto
-        self.id, self.name, self.type, self.linkage = id, name, type, linkage
+        # type is a FuncProto. One store per field (no tuple): vmlinux has 56k FUNCs.
+        self.id = id
+        self.name = name
+        self.type = type
+        self.linkage = linkage
 
 
 class FuncProto(_Deferred):
@@ -327,7 +347,10 @@ class FuncProto(_Deferred):
     @classmethod
     def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
         t = cls.__new__(cls)
-        t.id, t.name, t.return_type, t._src = id, name, size, src
+        t.id = id
+        t.name = name
+        t.return_type = size
+        t._src = src
         return t
 
 
