@@ -992,9 +992,9 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
     get_many = strings.getter_many()
     by_id: list[Type] = [Void(0, "")] * count  # from first on, each replaced below
     raw = words.tobytes()  # bytes: the fastest to slice
-    for info, (ids, starts) in groups.items():
+    for info, (id_array, starts) in groups.items():
         kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
-        pos = starts.tolist()
+        ids, pos = id_array.tolist(), starts.tolist()  # ints made once, read twice or more
         objs: Iterator[Type]
         if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
             bad: list[str] = []  # rare kinds (INT, VAR, DATASEC, ...): one by one
