@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Self, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 __all__ = [
     "Kind", "IntEncoding", "Linkage", "VarLinkage", "Type", "Void", "Int", "Pointer", "Array",
@@ -124,9 +124,8 @@ class _Deferred(Type):
     _deferred: ClassVar[str]  # the slot decoded on first use
 
     _src: _Source
-    # Each kind's _from_section(id, name, size, kind_flag, src) builds one whose list ``src``
-    # (a decoder of a position, and the type's position) decodes on first use; a FuncProto
-    # takes its return type for ``size``.
+    # A full parse makes these with cls.__new__ and sets each slot, _src included, through
+    # its descriptor (bpfkit.btf.spec._build_all): no Python call per type.
 
     if not TYPE_CHECKING:  # mypy would take every missing attribute for one __getattr__ provides
         def __getattr__(self, attr: str) -> object:
@@ -247,15 +246,6 @@ class Struct(_Deferred):
         self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
         self.members = members if members is not None else []
 
-    @classmethod
-    def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
-        t = cls.__new__(cls)
-        t.id = id
-        t.name = name
-        t.size = size
-        t.kind_flag = flag
-        t._src = src
-        return t
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -287,15 +277,6 @@ class Enum(_Deferred):
         self.id, self.name, self.size, self.signed = id, name, size, signed
         self.values = values if values is not None else []
 
-    @classmethod
-    def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
-        t = cls.__new__(cls)
-        t.id = id
-        t.name = name
-        t.size = size
-        t.signed = flag
-        t._src = src
-        return t
 
 
 class Enum64(Enum):
@@ -344,14 +325,6 @@ class FuncProto(_Deferred):
         self.id, self.name, self.return_type = id, name, return_type
         self.params = params if params is not None else []
 
-    @classmethod
-    def _from_section(cls, id: int, name: str, size: int, flag: bool, src: _Source) -> Self:
-        t = cls.__new__(cls)
-        t.id = id
-        t.name = name
-        t.return_type = size
-        t._src = src
-        return t
 
 
 class Var(Type):
