@@ -212,3 +212,29 @@ def test_type_table_setitem_replaces_own_types_only() -> None:
     assert split.types[2].name == "u64"
     with pytest.raises(IndexError, match="not one of this BTF's own"):
         split.types[1] = Int(1, "x", 4, IntEncoding.NONE, 0, 32)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_type_section_cut_short(lazy):
+    """The scan's end-of-section checks, by how many words of the last type are left: a
+    header cut after one word, a type cut after two (of three), a struct cut inside its
+    members; and a whole section of 0 types is fine."""
+    btf = BTF()
+    u32 = btf.add(Int(0, "u32", 4, IntEncoding.NONE, 0, 32))
+    btf.add(Struct(0, "s", 8, [Member("a", u32, 0), Member("b", u32, 32)]))
+    btf.add(Pointer(0, "", u32))
+    full = btf.to_bytes()
+    hdr = list(struct.unpack_from("<HBBIIIII", full))
+    types, strings = full[24 : 24 + hdr[5]], full[24 + hdr[6] :]
+
+    def cut(words: int) -> bytes:
+        body = types[: len(types) - 4 * words]
+        return struct.pack("<HBBIIIII", *hdr[:4], 0, len(body), len(body), len(strings)) + body + strings
+
+    with pytest.raises(ParseError, match=r"BTF type 3 \(header\) is truncated at the end of the type section"):
+        BTF.from_bytes(cut(2), lazy=lazy)  # 1 word of the pointer's 3
+    with pytest.raises(ParseError, match=r"BTF type section ends inside a type \(type 3 is truncated\)"):
+        BTF.from_bytes(cut(1), lazy=lazy)  # 2 words of 3
+    with pytest.raises(ParseError, match=r"ends inside a type \(type 2 is truncated\)"):
+        BTF.from_bytes(cut(3 + 1), lazy=lazy)  # the struct's last member lacks a word
+    assert len(BTF.from_bytes(cut(len(types) // 4), lazy=lazy)) == 1

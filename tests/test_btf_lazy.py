@@ -140,6 +140,30 @@ def test_batched_flavor_search_agrees_with_one_by_one(bpf_obj):
         assert many["no_such_name"] == [] and many["task"] == []
 
 
+def test_a_flavored_name_is_not_its_own_essential_name(bpf_obj):
+    """find_flavors_many("task_struct___o") finds the types whose essential name is
+    "task_struct___o" (none in core_task; "a___o___x" for "a___o"), not the type called
+    that: lazy and full parses agree, through the few-names search and the one-pass one."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    few, many = ["task_struct___o"], ["task_struct___o", "task_struct", "core_result", "bpf_func_id"]
+    for btf in (BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)):
+        assert btf.find_flavors_many(few)["task_struct___o"] == []
+        assert btf.find_flavors_many(many)["task_struct___o"] == []
+        assert btf.find_flavors_many(many, kinds=[Kind.STRUCT])["task_struct___o"] == []
+        assert btf.find_flavors("task_struct___o") == []
+        assert len(btf.find_flavors_many(many)["task_struct"]) == 4
+    made = BTF()
+    u32 = made.add(Int(0, "u32", 4, IntEncoding.NONE, 0, 32))
+    for name in ("a", "a___o", "a___o___x"):
+        made.add(Struct(0, name, 4, [Member("x", u32, 0)]))
+    for btf in (BTF.from_bytes(made.to_bytes()), BTF.from_bytes(made.to_bytes(), lazy=True)):
+        for names in (["a___o"], ["a___o", "a", "u32"]):
+            found = btf.find_flavors_many(names)
+            assert [t.name for t in found["a___o"]] == ["a___o___x"]
+            if "a" in names:
+                assert [t.name for t in found["a"]] == ["a", "a___o"]
+
+
 def test_split_btf_batched_flavors_include_the_first_string():
     """In split BTF the string section's first string is a name too (offset 0 of a base is "")."""
     base = _base()
@@ -152,6 +176,12 @@ def test_split_btf_batched_flavors_include_the_first_string():
     many = parsed.find_flavors_many(["shared", "other", "absent"], own_only=False)
     assert {n: [t.name for t in ts] for n, ts in many.items()} == {
         "shared": ["shared", "shared___mod"], "other": ["other", "other___b"], "absent": []}
+    # By kind: the search stops at the largest name offset of the split part's structs
+    # (in its own strings, past the base's); the base's types come from the base's search.
+    structs = parsed.find_flavors_many(["shared", "other", "absent", "u32"], own_only=False, kinds=[Kind.STRUCT])
+    assert {n: [t.name for t in ts] for n, ts in structs.items()} == {
+        "shared": ["shared", "shared___mod"], "other": ["other", "other___b"], "absent": [], "u32": []}
+    assert [t.name for t in parsed.find_flavors_many(["u32"], own_only=False, kinds=[Kind.INT])["u32"]] == ["u32"]
 
 
 @needs_vmlinux
@@ -172,3 +202,37 @@ def test_core_prefetch_resolves_like_one_by_one(bpf_obj):
         out = [relocator.resolve(r, p, i, k) for k, (p, i, r) in enumerate(relos)]
         results.append([(r.result.new, r.result.poison, r.candidates) for r in out])
     assert results[0] == results[1] and results[0]
+
+
+def _kind_lookups(btf: BTF, names: list[str]) -> dict[tuple[str, Kind], list[int]]:
+    return {(n, k): [t.id for t in btf.find(n, k)] for n in names for k in Kind if k != Kind.VOID}
+
+
+def test_lookups_by_kind_agree_lazily_and_eagerly(bpf_obj):
+    """A lazy parse answers lookups of the kinds its scan indexes (struct, union, enum,
+    typedef, int, ...) from that index and the others (FUNC, VAR, ...) from the index of every
+    type: both agree with a full parse, kind by kind, flavors too."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    eager, lazy = BTF.from_bytes(raw), BTF.from_bytes(raw, lazy=True)
+    names = sorted({t.name for t in eager.types if t.name})
+    assert _kind_lookups(lazy, names) == _kind_lookups(eager, names)
+    names = sorted({essential_name(n) for n in names})  # what flavor searches are given
+    for kinds in ([Kind.STRUCT], [Kind.ENUM, Kind.ENUM64], [Kind.FUNC], [Kind.STRUCT, Kind.FUNC], None):
+        want = {n: [t.id for t in ts] for n, ts in eager.find_flavors_many(names, kinds=kinds).items()}
+        assert {n: [t.id for t in ts] for n, ts in lazy.find_flavors_many(names, kinds=kinds).items()} == want
+    assert sorted(t.name for t in lazy.find_flavors_many(["task_struct"], kinds=[Kind.STRUCT])["task_struct"]) == [
+        "task_struct", "task_struct___fake", "task_struct___n", "task_struct___o"]
+    assert lazy.find_flavors_many(["task_struct"], kinds=[Kind.UNION])["task_struct"] == []
+
+
+@needs_vmlinux
+def test_vmlinux_lookups_by_kind_agree_with_a_full_parse():
+    data = open(VMLINUX, "rb").read()
+    eager, lazy = BTF.from_bytes(data), BTF.from_bytes(data, lazy=True)
+    names = ["task_struct", "pid", "file", "u32", "bpf_map_type", "list_head", "do_sys_open", "jiffies", "callback_head"]
+    for n in names:
+        for k in (Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.TYPEDEF, Kind.INT, Kind.FUNC, Kind.FWD, Kind.VAR, None):
+            assert [t.id for t in lazy.find(n, k)] == [t.id for t in eager.find(n, k)], (n, k)
+    kinds = [Kind.STRUCT, Kind.UNION]
+    assert ({n: [t.id for t in ts] for n, ts in lazy.find_flavors_many(names, kinds=kinds).items()}
+            == {n: [t.id for t in ts] for n, ts in eager.find_flavors_many(names, kinds=kinds).items()})

@@ -5,7 +5,7 @@
 //
 //   btf_bench BTF ROUNDS [NAME...]
 //
-// Prints one line per round: "parse_seconds lookup_seconds types".
+// Prints one line per round: "parse_seconds lookup_seconds types parse_cpu_seconds".
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 	}
 	rounds = atoi(argv[2]);
 	for (r = 0; r < rounds; r++) {
-		double t0 = now(), t1, t2;
+		double c0 = cpu(), t0 = now(), t1, t2, c1;
 		struct btf *btf = btf__parse(argv[1], NULL);
 
 		if (!btf) {
@@ -31,11 +31,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		t1 = now();
+		c1 = cpu();
 		for (i = 3; i < argc; i++)
 			if (btf__find_by_name_kind(btf, argv[i], BTF_KIND_STRUCT) < 0)
 				fprintf(stderr, "no struct %s\n", argv[i]);
 		t2 = now();
-		printf("%.9f %.9f %u\n", t1 - t0, t2 - t1, btf__type_cnt(btf));
+		printf("%.9f %.9f %u %.9f\n", t1 - t0, t2 - t1, btf__type_cnt(btf), c1 - c0);
 		btf__free(btf);
 	}
 	return 0;

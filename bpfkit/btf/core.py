@@ -244,6 +244,14 @@ def _kinds_compat(a: Type, b: Type) -> bool:
     return a.kind == b.kind or (isinstance(a, Enum) and isinstance(b, Enum))
 
 
+def _compat_kinds(t: Type) -> frozenset[Kind]:
+    """The kinds :func:`_kinds_compat` accepts for ``t``."""
+    return _ENUM_KINDS if isinstance(t, Enum) else frozenset({t.kind})
+
+
+_ENUM_KINDS = frozenset({Kind.ENUM, Kind.ENUM64})
+
+
 def fields_compat(local: BTF, local_id: int, targ: BTF, targ_id: int) -> bool:
     """Can a field of type ``local_id`` be read where the target has ``targ_id``? Composites
     always (their members are matched on their own), pointers and floats of any kind, ints
@@ -379,16 +387,19 @@ def _match_member(local: BTF, local_acc: Accessor, targ: BTF, targ_id: int, spec
     if not isinstance(tt, Struct):
         why.append(f"[{tt.id}] {tt.kind.name} {tt.name!r} is not a struct or union")
         return False, 0
+    want = local_member.name
+    if tt.members and len(spec.raw) >= MAX_SPEC_LEN:  # (raw is the same length at every member)
+        raise CORERelocationError(f"target struct nesting deeper than {MAX_SPEC_LEN} looking for {want!r}")
     for i, m in enumerate(tt.members):
-        if len(spec.raw) >= MAX_SPEC_LEN:
-            raise CORERelocationError(f"target struct nesting deeper than {MAX_SPEC_LEN} looking for {local_member.name!r}")
+        if m.name and m.name != want:
+            continue  # a named member that is not the one looked for leaves spec alone
         spec.bit_offset += m.bit_offset
         spec.raw.append(i)
         if not m.name:
             found, next_id = _match_member(local, local_acc, targ, m.type, spec, [])
             if found:
                 return True, next_id
-        elif m.name == local_member.name:
+        else:
             if not fields_compat(local, local_member.type, targ, m.type):
                 why.append(
                     f"member {local_member.name!r} of {_kind_word(tt)} {tt.name or '(anon)'} is "
@@ -646,7 +657,8 @@ class CORERelocator:
                 todo[tid] = essential_name(name)
         if not todo:
             return
-        found = [(btf, btf.find_flavors_many(todo.values(), own_only=True)) for btf in self.targets]
+        kinds = frozenset(k for tid in todo for k in _compat_kinds(self.local.types[tid]))
+        found = [(btf, btf.find_flavors_many(todo.values(), own_only=True, kinds=kinds)) for btf in self.targets]
         for tid, want in todo.items():
             local_t = self.local.types[tid]
             self._prefetched[tid] = [(btf, t.id) for btf, named in found for t in named[want] if _kinds_compat(t, local_t)]
@@ -659,13 +671,14 @@ class CORERelocator:
             return cached
         local_t = self.local.types[type_id]
         want = essential_name(local_t.name)
+        kinds = _compat_kinds(local_t)
         found = self._prefetched.pop(type_id, None)
         if found is None:
-            found = [(btf, t.id) for btf in self.targets for t in btf.find_flavors(want, own_only=True)
-                     if _kinds_compat(t, local_t)]
+            found = [(btf, t.id) for btf in self.targets
+                     for t in btf.find_flavors_many([want], own_only=True, kinds=kinds)[want] if _kinds_compat(t, local_t)]
         if not found:
-            found = [(btf, t.id) for btf in self._extra() for t in btf.find_flavors(want, own_only=True)
-                     if _kinds_compat(t, local_t)]
+            found = [(btf, t.id) for btf in self._extra()
+                     for t in btf.find_flavors_many([want], own_only=True, kinds=kinds)[want] if _kinds_compat(t, local_t)]
         self._cands[type_id] = found
         return found
 

@@ -6,27 +6,36 @@ sequence of ``struct btf_type`` each followed by kind-specific data) and the str
 (NUL-separated names, offset 0 is ""). Type id 0 is ``void``; ids count from 1 in section
 order. Split BTF (kernel modules) continues the id and string-offset space of a base BTF.
 
-Two ways to parse. ``BTF.from_bytes(blob)`` decodes every type at once and checks every
-reference (object files: small, and malformed input must fail up front). ``lazy=True`` (kernel
+Two ways to parse. ``BTF.from_bytes(blob)`` builds every type at once and checks every name
+offset and reference up front (object files: small, and malformed input must fail up front);
+the types sharing an info word are built together, one C-level map per field, and the lists
+of members, params and enum values are decoded the first time they are read (checked before:
+see :func:`_build_all`). ``lazy=True`` (kernel
 BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
-then decodes a type the first time it is asked for; lookups by name search the string section
-for the name's offset and then the array of name offsets, both at C speed, and
-:meth:`BTF.find_flavors_many` searches the strings once for all the names a CO-RE load needs.
-A lazy parse of vmlinux takes about 1.5x libbpf's ``btf__parse`` (benchmarks/bench_btf.py),
-and a CO-RE load touches only a few hundred types.
+noting as it goes where the types of named kinds (struct, union, enum, typedef, int, ...:
+what CO-RE roots are, about a sixth of vmlinux) start, then decodes a type the first time it
+is asked for. Lookups by name search the string section for the name's offset and then an
+array of name offsets (of those named kinds when the lookup is for one of them, else of every
+type; built once), both at C speed; :meth:`BTF.find_flavors_many` searches the strings once
+for all the names a CO-RE load needs. A lazy parse of vmlinux takes about 1.3x libbpf's
+``btf__parse`` and the vmlinux side of a CO-RE load about 1.8x (benchmarks/bench_btf.py); a
+CO-RE load decodes only a few hundred types.
 """
 
 from __future__ import annotations
 
 import array
+import bisect
+import collections
 import functools
 import gc
 import itertools
+import operator
 import re
 import struct
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, TypeAlias, cast, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -71,6 +80,7 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U32x2 = struct.Struct("<II")
 _U32x3 = struct.Struct("<III")
+_U32_BE = struct.Struct(">I")
 _MAX_RESOLVE_DEPTH = 32
 
 # Words (u32) that follow the 3-word struct btf_type, per kind: fixed, and per vlen entry.
@@ -84,6 +94,12 @@ for _top in range(256):
         _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
         _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
 
+# Kinds a lazy parse indexes by name as it scans: those CO-RE roots and lookups by kind are
+# (named types), leaving out the ~100k FUNC, FUNC_PROTO and PTR types of vmlinux (about 19k of
+# its 127k types are of these kinds). Lookups of other kinds use the index of every type.
+_INDEXED_KINDS = frozenset({Kind.INT, Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.FWD, Kind.TYPEDEF, Kind.FLOAT,
+                            Kind.ENUM64})
+
 # array.array is subscriptable at run time only from Python 3.12 (pdoc evaluates annotations).
 if TYPE_CHECKING:
     _Words: TypeAlias = array.array[int]
@@ -91,6 +107,16 @@ else:
     _Words = array.array
 
 
+def _big_endian(values: Iterable[int]) -> bytes:
+    """u32 values as big-endian bytes."""
+    out = array.array("I", values)
+    if sys.byteorder == "little":
+        out.byteswap()
+    return out.tobytes()
+
+
+_STRING = re.compile("[^\0]*")
+_match_group = cast("Callable[[re.Match[str] | None], str]", re.Match.group)  # matches: [^\0]* always does
 _decode_name = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
 
 
@@ -141,43 +167,74 @@ class StringTable:
         end = self._data.index(0, local)
         return self._data[local:end].decode("utf-8", errors="replace")
 
-    def find(self, text: str) -> list[int]:
-        """Offsets (in this table, not its base) where a string equal to ``text`` starts."""
+    def getter_many(self) -> Callable[[Iterable[int]], Iterator[str]]:
+        """A function giving :meth:`get` of each of a run of offsets, which the caller has
+        checked are inside the table (as it is now): without a Python call per string when
+        the section is ASCII (the kernel's are) and has no base (a regular expression's match
+        at each offset, on the section decoded once)."""
+        if self.base is None and self._data.isascii():
+            text = self._data.decode("ascii")
+            return lambda offsets: map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
+        return functools.partial(map, self.get)
+
+    def find(self, text: str, end: int | None = None) -> list[int]:
+        """Offsets (in this table, not its base) where a string equal to ``text`` starts (in
+        the first ``end`` bytes)."""
         needle = text.encode()
         if not needle:
             return [self._start] if self._data.startswith(b"\0") else []
-        return self._find_all(b"\0" + needle + b"\0", needle + b"\0")
+        return self._find_all(b"\0" + needle + b"\0", needle + b"\0", end)
 
-    def _find_all(self, pattern: bytes, first: bytes) -> list[int]:
-        """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds, and of the first
-        string when it starts with ``first`` in split BTF (a base's offset 0 is "")."""
+    def _find_all(self, pattern: bytes, first: bytes, end: int | None = None) -> list[int]:
+        """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds (in the section's
+        first ``end`` bytes), and of the first string when it starts with ``first`` in split
+        BTF (a base's offset 0 is "")."""
         data = self._data
         found = [self._start] if self._start and data.startswith(first) else []
-        at = data.find(pattern)
+        at = data.find(pattern, 0, end)
         while at >= 0:
             found.append(self._start + at + 1)
-            at = data.find(pattern, at + 1)
+            at = data.find(pattern, at + 1, end)
         return found
+
+    def _end_after(self, limit: int | None) -> int | None:
+        """How many bytes of this table hold every string that starts at or before offset
+        ``limit`` (-1: none does; None: no limit)."""
+        if limit is None:
+            return None
+        local = limit - self._start
+        if local < 0:
+            return -1
+        at = self._data.find(b"\0", min(local, len(self._data) - 1))
+        return len(self._data) if at < 0 else at + 1
 
     def find_flavors(self, essential: str) -> list[int]:
         """Offsets of strings whose :func:`essential_name` is ``essential`` (the name itself
         and ``essential___flavor`` spellings)."""
         return self.find_flavors_many([essential])[essential]
 
-    def find_flavors_many(self, essentials: Iterable[str]) -> dict[str, list[int]]:
-        """:meth:`find_flavors` for several names in one pass over the section."""
+    def find_flavors_many(self, essentials: Iterable[str], limit: int | None = None) -> dict[str, list[int]]:
+        """:meth:`find_flavors` for several names in one pass over the section (over the
+        strings that start at or before offset ``limit`` when given). A name that has a
+        flavor itself (``task_struct___o``) is not its own essential name: it finds only
+        longer names that have it as theirs (``task_struct___o___x``), as a full parse's
+        index of essential names does."""
         wanted = {text.encode(): text for text in essentials}
         found: dict[str, list[int]] = {text: [] for text in wanted.values()}
+        end = self._end_after(limit)
+        if end == -1:
+            return found
         if len(wanted) < 3 and b"" not in wanted:
             # A few names: bytes.find of "\0name\0" and "\0name___" (C speed, and the needles
             # are selective), which beats walking every string with a regular expression.
             for raw, text in wanted.items():
-                found[text] = sorted(self.find(text) + [
-                    at for at in self._find_all(b"\0" + raw + b"___", raw + b"___") if essential_name(self.get(at)) == text])
+                itself = self.find(text, end) if essential_name(text) == text else []
+                found[text] = sorted(itself + [
+                    at for at in self._find_all(b"\0" + raw + b"___", raw + b"___", end) if essential_name(self.get(at)) == text])
             return found
-        for at, raw in self._starts_of(wanted):
+        for at, raw in self._starts_of(wanted, end):
             exact = wanted.get(raw)
-            if exact is not None:
+            if exact is not None and essential_name(exact) == exact:
                 found[exact].append(at)
             if b"___" in raw:  # "name___flavor" (a valid flavor) counts for "name" too
                 text = essential_name(raw.decode("utf-8", errors="replace"))
@@ -185,7 +242,7 @@ class StringTable:
                     found[text].append(at)
         return found
 
-    def _starts_of(self, needles: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    def _starts_of(self, needles: Iterable[bytes], end: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(offset, string) for every string equal to one of ``needles`` or starting with one
         followed by ``___``, ascending, in one pass (a regular expression of the alternatives:
         one C-speed walk instead of one per name). The first string counts only in split BTF
@@ -197,7 +254,7 @@ class StringTable:
             first = re.match(b"(" + body + rb")\0", data)
             if first is not None:
                 yield self._start, first.group(1)
-        for m in re.finditer(rb"\0(" + body + rb")(?=\0)", data):
+        for m in re.compile(rb"\0(" + body + rb")(?=\0)").finditer(data, 0, len(data) if end is None else end):
             yield self._start + m.start(1), m.group(1)
 
     def _lookup(self, text: str) -> int | None:
@@ -328,7 +385,12 @@ class BTF:
         # and (built on first name lookup) each own type's name offset.
         self._words: _Words | None = None
         self._starts: _Words | None = None
+        self._marks: _Words | None = None  # where the types of _INDEXED_KINDS start
+        # Name offsets as big-endian u32 bytes (a needle's last byte is then the offset's
+        # low byte, which bytes.find skips on well), of every own type and of the marked ones.
         self._name_offs: bytes | None = None
+        self._marked_name_offs: bytes | None = None
+        self._marked_max = 0
         self._search_names = False  # look names up by scanning (a lazy parse nobody added to)
 
     # ------------------------------------------------------------------------- parsing
@@ -369,34 +431,32 @@ class BTF:
         return btf
 
     def _parse(self, words: array.array[int], lazy: bool) -> None:
-        starts = _scan(words, self.first_id)
-        self._words, self._starts = words, starts
         if lazy:
+            starts, marks = _scan(words, self.first_id)
+            self._words, self._starts, self._marks = words, starts, marks
             self.types = TypeTable(self.base.types if self.base is not None else [Void(0, "")],
                                    [None] * len(starts), self._decode_own)
             self._search_names = True
             return
-        name_of = _Names(self.strings).__getitem__
         first = self.first_id
-        count = first + len(starts)
-        bad: list[str] = []  # the first reference to a type that does not exist
-        # The ~500k objects of a kernel's types would set off the cyclic GC every few hundred
-        # allocations, each pass walking everything built so far (more than doubling the
-        # parse); none of them can be garbage yet, so it waits until they are built.
+        count, groups = _scan_groups(words, first)
+        # The ~130k objects of a kernel's types would set off the cyclic GC every few hundred
+        # allocations, each pass walking everything built so far; none of them can be garbage
+        # yet, so it waits until they are built.
         paused = gc.isenabled()
         gc.disable()
         try:
-            own = [_decode(words, pos, first + i, name_of, count, bad) for i, pos in enumerate(starts)]
+            by_id = _build_all(words, count, groups, first, self.strings)
+            own = by_id[first:] if by_id is not None else _decode_all(words, _scan(words, first)[0], first, self.strings)
         finally:
             if paused:
                 gc.enable()
-        if bad:
-            raise ParseError(bad[0])
         if self.base is not None:
             self.types = TypeTable(self.base.types, cast("list[Type | None]", own))
+        elif by_id is not None:
+            self.types = by_id  # its [0] is void
         else:
             self.types = [Void(0, ""), *own]
-        self._words = self._starts = None  # decoded: the objects are the truth from now on
 
     def _decode_own(self, local: int) -> Type:
         assert self._words is not None and self._starts is not None
@@ -506,16 +566,24 @@ class BTF:
             self._by_essential.setdefault(essential_name(t.name), []).append(t)
         return t.id
 
-    def _ids_with_name_offsets(self, offsets: Iterable[int]) -> list[int]:
-        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), ascending.
-        The name offsets are kept as bytes, searched with bytes.find (C speed, ~1 ms for
-        vmlinux) for each 4-byte value, keeping word-aligned hits."""
-        assert self._words is not None and self._starts is not None
-        if self._name_offs is None:
-            words = self._words
-            self._name_offs = array.array("I", map(words.__getitem__, self._starts)).tobytes()
-        names: bytes = self._name_offs
-        pack = _U32.pack
+    def _ids_with_name_offsets(self, offsets: Iterable[int], kinds: frozenset[Kind] | None = None) -> list[int]:
+        """Own type ids whose name_off is one of ``offsets`` (lazy parses only), of ``kinds``
+        when given, ascending. The name offsets (of the types the scan marked when ``kinds``
+        are all indexed ones, else of every type) are kept as bytes, built once and searched
+        with bytes.find (C speed) for each 4-byte value, keeping word-aligned hits."""
+        words, starts, marks = self._words, self._starts, self._marks
+        assert words is not None and starts is not None and marks is not None
+        marked = kinds is not None and kinds <= _INDEXED_KINDS
+        if marked:
+            self._marked_names_limit()
+            assert self._marked_name_offs is not None
+            names, where = self._marked_name_offs, marks
+        else:
+            if self._name_offs is None:
+                self._name_offs = _big_endian(map(words.__getitem__, starts))
+            names, where = self._name_offs, starts
+        pack = _U32_BE.pack
+        wanted = {int(k) for k in kinds} if kinds is not None else None
         ids: list[int] = []
         for off in set(offsets):
             if not off:
@@ -524,17 +592,32 @@ class BTF:
             at = names.find(needle)
             while at >= 0:
                 if not at & 3:
-                    ids.append(self.first_id + (at >> 2))
+                    pos = where[at >> 2]
+                    if wanted is None or (words[pos + 1] >> 24) & 0x1F in wanted:
+                        ids.append(self.first_id + (bisect.bisect_left(starts, pos) if marked else at >> 2))
                 at = names.find(needle, at + 1)
         ids.sort()
         return ids
 
-    def _own_named(self, name: str) -> list[Type]:
+    def _marked_names_limit(self) -> int:
+        """The largest name offset of the types the scan marked (building, once, the bytes of
+        their name offsets that :meth:`_ids_with_name_offsets` searches)."""
+        if self._marked_name_offs is None:
+            assert self._words is not None and self._marks is not None
+            offs = array.array("I", map(self._words.__getitem__, self._marks))
+            self._marked_max = max(offs, default=0)
+            self._marked_name_offs = _big_endian(offs)
+        return self._marked_max
+
+    def _own_named(self, name: str, kind: Kind | None = None) -> list[Type]:
+        """Own types called ``name`` (only those of ``kind`` are guaranteed filtered on a
+        lazy parse; callers filter again)."""
         if self._search_names:
             offsets = self.strings.find(name)
             if self.base is not None:
                 offsets += self.base.strings.find(name)
-            return [self.types[i] for i in self._ids_with_name_offsets(offsets)]
+            kinds = frozenset({kind}) if kind is not None else None
+            return [self.types[i] for i in self._ids_with_name_offsets(offsets, kinds)]
         if self._by_name is None:
             index: dict[str, list[Type]] = {}
             for i in self.own_ids():
@@ -547,9 +630,9 @@ class BTF:
     def find(self, name: str, kind: Kind | None = None, *, own_only: bool = False) -> list[Type]:
         """Every type called ``name`` (of ``kind`` when given), in id order; for split BTF the
         base's first, unless ``own_only``."""
-        found = list(self._own_named(name))
+        found = list(self._own_named(name, kind))
         if self.base is not None and not own_only:
-            found = self.base.find(name) + found
+            found = self.base.find(name, kind) + found
         return [t for t in found if kind is None or t.kind == kind]
 
     def find_flavors(self, essential: str, *, own_only: bool = True) -> list[Type]:
@@ -557,18 +640,25 @@ class BTF:
         CO-RE takes as candidates for a local type), in id order."""
         return self.find_flavors_many([essential], own_only=own_only)[essential]
 
-    def find_flavors_many(self, essentials: Iterable[str], *, own_only: bool = True) -> dict[str, list[Type]]:
+    def find_flavors_many(self, essentials: Iterable[str], *, own_only: bool = True,
+                          kinds: Iterable[Kind] | None = None) -> dict[str, list[Type]]:
         """:meth:`find_flavors` for several names at once: a lazy parse searches its string
-        section once for all of them (what a CO-RE load does for an object's root types)."""
+        section once for all of them (what a CO-RE load does for an object's root types).
+        ``kinds``: only types of these kinds (a lazy parse then searches the index of named
+        kinds its scan built, a sixth of vmlinux's types, when they are all in it)."""
         wanted = list(dict.fromkeys(essentials))
+        only = frozenset(kinds) if kinds is not None else None
         found: dict[str, list[Type]] = {}
         if self._search_names:
-            offsets = self.strings.find_flavors_many(wanted)
+            # Only strings up to the largest name offset of the types searched can be theirs
+            # (vmlinux: struct/union/enum/... names end half-way through the strings).
+            limit = self._marked_names_limit() if only is not None and only <= _INDEXED_KINDS else None
+            offsets = self.strings.find_flavors_many(wanted, limit)
             if self.base is not None:
-                for text, base_offsets in self.base.strings.find_flavors_many(wanted).items():
+                for text, base_offsets in self.base.strings.find_flavors_many(wanted, limit).items():
                     offsets[text] += base_offsets
             for text in wanted:
-                found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text])]
+                found[text] = [self.types[i] for i in self._ids_with_name_offsets(offsets[text], only)]
         else:
             if self._by_essential is None:
                 index: dict[str, list[Type]] = {}
@@ -578,9 +668,9 @@ class BTF:
                         index.setdefault(essential_name(t.name), []).append(t)
                 self._by_essential = index
             for text in wanted:
-                found[text] = list(self._by_essential.get(text, []))
+                found[text] = [t for t in self._by_essential.get(text, []) if only is None or t.kind in only]
         if self.base is not None and not own_only:
-            for text, from_base in self.base.find_flavors_many(wanted, own_only=False).items():
+            for text, from_base in self.base.find_flavors_many(wanted, own_only=False, kinds=only).items():
                 found[text] = from_base + found[text]
         return found
 
@@ -661,33 +751,76 @@ class BTF:
         return f"<BTF{label}: {len(self.types) - self.first_id} types{split}>"
 
 
-def _scan(words: array.array[int], first_id: int) -> array.array[int]:
-    """Where each type starts in the type section (in words): one pass over the type headers.
+def _scan(words: array.array[int], first_id: int) -> tuple[array.array[int], array.array[int]]:
+    """Where each type starts in the type section (in words), and where those of the kinds in
+    :data:`_INDEXED_KINDS` start (what CO-RE looks up by name): one pass over the type headers.
     The step to the next type is looked up by the whole info word (kind, kind_flag, vlen:
-    a few hundred distinct values in vmlinux), which halves the work per type."""
+    a few hundred distinct values in vmlinux), which halves the work per type; an indexed
+    kind's step is stored negated, so telling it apart costs one comparison."""
     starts = array.array("I")
-    add = starts.append
+    marks = array.array("I")
+    add, mark = starts.append, marks.append
     steps: dict[int, int] = {}
     i, n = 0, len(words)
     while True:
         try:
-            while i < n:
+            while True:  # ends with the IndexError of reading the info word past the end
                 add(i)
-                i += steps[words[i + 1]]
-            break
+                step = steps[words[i + 1]]
+                if step < 0:
+                    mark(i)
+                    step = -step
+                i += step
         except KeyError:
             starts.pop()
             info = words[i + 1]
-            size = _STEP[info >> 24]
-            if size < 0:
-                raise ParseError(f"BTF type {first_id + len(starts)} has unknown kind {(info >> 24) & 0x1F}") from None
-            steps[info] = size + _PER[info >> 24] * (info & 0xFFFF)
+            size = _step_of(info, first_id + len(starts))
+            steps[info] = -size if (info >> 24) & 0x1F in _INDEXED_KINDS else size
         except IndexError:
             starts.pop()
-            raise ParseError(f"BTF type {first_id + len(starts)} (header) is truncated at the end of the type section") from None
-    if i != n:
-        raise ParseError(f"BTF type section ends inside a type (type {first_id + len(starts) - 1} is truncated)")
-    return starts
+            _check_end(i, n, first_id + len(starts))
+            return starts, marks
+
+
+def _scan_groups(words: array.array[int], first_id: int) -> tuple[int, dict[int, tuple[array.array[int], array.array[int]]]]:
+    """:func:`_scan` for a full parse: the number of types, and for each info word (kind,
+    kind_flag, vlen: 297 distinct in vmlinux) the ids of the types that have it and where
+    they start, so that a full parse builds those together."""
+    groups: dict[int, tuple[array.array[int], array.array[int]]] = {}
+    steps: dict[int, tuple[int, Callable[[int], None], Callable[[int], None]]] = {}
+    i, n, tid = 0, len(words), first_id
+    while True:
+        try:
+            while True:  # ends as _scan's does
+                step, put, at = steps[words[i + 1]]
+                put(tid)
+                at(i)
+                tid += 1
+                i += step
+        except KeyError:
+            info = words[i + 1]
+            g = groups[info] = (array.array("I"), array.array("I"))
+            steps[info] = (_step_of(info, tid), g[0].append, g[1].append)
+        except IndexError:
+            _check_end(i, n, tid)
+            return tid - first_id, groups
+
+
+def _step_of(info: int, tid: int) -> int:
+    """Words from the start of type ``tid`` (info word ``info``) to the next type's."""
+    size = _STEP[info >> 24]
+    if size < 0:
+        raise ParseError(f"BTF type {tid} has unknown kind {(info >> 24) & 0x1F}") from None
+    return size + _PER[info >> 24] * (info & 0xFFFF)
+
+
+def _check_end(i: int, n: int, tid: int) -> None:
+    """The scan read past the type section at word ``i`` (of ``n``) looking for type ``tid``:
+    fine if that is exactly the end."""
+    if i > n:
+        raise ParseError(f"BTF type section ends inside a type (type {tid - 1} is truncated)") from None
+    if i < n:
+        raise ParseError(f"BTF type {tid} (header) is truncated at the end of the type section") from None
 
 
 _K_INT, _K_PTR, _K_ARRAY, _K_STRUCT, _K_UNION, _K_ENUM, _K_FWD, _K_TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
@@ -718,18 +851,11 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
             raise ParseError(f"BTF FUNC {name!r} (type {tid}) has unknown linkage {vlen}")
         t = Func(tid, name, size_type, linkage)
     elif kind == _K_FUNC_PROTO:
-        w = words[x : x + 2 * vlen]
-        t = FuncProto(tid, name, size_type, [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])])
+        t = FuncProto(tid, name, size_type, _params(words, name_of, i))
     elif kind == _K_PTR:
         t = Pointer(tid, name, size_type)
     elif kind in (_K_STRUCT, _K_UNION):
-        w = words[x : x + 3 * vlen]
-        if kflag:
-            members = [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
-                       for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
-        else:
-            members = [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
-        t = (Struct if kind == _K_STRUCT else Union)(tid, name, size_type, members, kflag)
+        t = (Struct if kind == _K_STRUCT else Union)(tid, name, size_type, _members(words, name_of, i), kflag)
     elif kind == _K_CONST:
         t = Const(tid, name, size_type)
     elif kind == _K_ARRAY:
@@ -737,11 +863,7 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
     elif kind == _K_TYPEDEF:
         t = Typedef(tid, name, size_type)
     elif kind == _K_ENUM:
-        w = words[x : x + 2 * vlen]
-        values = []
-        for vn, vv in zip(w[0::2], w[1::2]):
-            values.append(EnumValue(name_of(vn) if vn else "", vv - (1 << 32) if kflag and vv >= 1 << 31 else vv))
-        t = Enum(tid, name, size_type, values, kflag)
+        t = Enum(tid, name, size_type, _enum_values(words, name_of, i), kflag)
     elif kind == _K_INT:
         raw = words[x]
         t = Int(tid, name, size_type, _ENCODING[(raw >> 24) & 0xF], (raw >> 16) & 0xFF, raw & 0xFF)
@@ -760,14 +882,7 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
     elif kind == _K_RESTRICT:
         t = Restrict(tid, name, size_type)
     elif kind == _K_ENUM64:
-        w = words[x : x + 3 * vlen]
-        values = []
-        for vn, lo, hi in zip(w[0::3], w[1::3], w[2::3]):
-            vv = (hi << 32) | lo
-            if kflag and vv >= 1 << 63:
-                vv -= 1 << 64
-            values.append(EnumValue(name_of(vn) if vn else "", vv))
-        t = Enum64(tid, name, size_type, values, kflag)
+        t = Enum64(tid, name, size_type, _enum64_values(words, name_of, i), kflag)
     elif kind == _K_TYPE_TAG:
         t = TypeTag(tid, name, size_type, kflag)
     elif kind == _K_DATASEC:
@@ -787,6 +902,155 @@ def _decode(words: array.array[int], i: int, tid: int, name_of: Callable[[int], 
                     bad.append(message)
                 break
     return t
+
+
+def _members(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[Member]:
+    """The members of the struct or union whose struct btf_type starts at word ``i``."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 3 * (info & 0xFFFF)]
+    if info >= 0x80000000:  # kind_flag: bitfield size in the offset's top byte
+        return [Member(name_of(mn) if mn else "", mt, mo & 0xFFFFFF, mo >> 24)
+                for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+    return [Member(name_of(mn) if mn else "", mt, mo) for mn, mt, mo in zip(w[0::3], w[1::3], w[2::3])]
+
+
+def _params(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[Param]:
+    """The parameters of the FUNC_PROTO whose struct btf_type starts at word ``i``."""
+    w = words[i + 3 : i + 3 + 2 * (words[i + 1] & 0xFFFF)]
+    return [Param(name_of(pn) if pn else "", pt) for pn, pt in zip(w[0::2], w[1::2])]
+
+
+def _enum_values(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[EnumValue]:
+    """The values of the ENUM whose struct btf_type starts at word ``i`` (signed when its
+    kind_flag is set)."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 2 * (info & 0xFFFF)]
+    signed = info >= 0x80000000
+    return [EnumValue(name_of(vn) if vn else "", vv - (1 << 32) if signed and vv >= 1 << 31 else vv)
+            for vn, vv in zip(w[0::2], w[1::2])]
+
+
+def _enum64_values(words: array.array[int], name_of: Callable[[int], str], i: int) -> list[EnumValue]:
+    """The values of the ENUM64 whose struct btf_type starts at word ``i``."""
+    info = words[i + 1]
+    w = words[i + 3 : i + 3 + 3 * (info & 0xFFFF)]
+    signed = info >= 0x80000000
+    values = []
+    for vn, lo, hi in zip(w[0::3], w[1::3], w[2::3]):
+        vv = (hi << 32) | lo
+        if signed and vv >= 1 << 63:
+            vv -= 1 << 64
+        values.append(EnumValue(name_of(vn) if vn else "", vv))
+    return values
+
+
+def _decode_all(words: array.array[int], starts: array.array[int], first: int, strings: StringTable) -> list[Type]:
+    """Every type decoded in id order, each checked as it is: raises the ParseError of the
+    first bad name offset or linkage, else of the first reference to a type that does not
+    exist. (What a full parse does when :func:`_build_all` finds something wrong.)"""
+    name_of = _Names(strings).__getitem__
+    count = first + len(starts)
+    bad: list[str] = []  # the first reference to a type that does not exist
+    own = [_decode(words, pos, first + i, name_of, count, bad) for i, pos in enumerate(starts)]
+    if bad:
+        raise ParseError(bad[0])
+    return own
+
+
+# Kinds a full parse builds all at once (the bulk of vmlinux) in _build_all, and what from:
+# those that name or qualify one type; those with a list decoded on first use (and the words
+# of each entry in it, and the word in an entry that holds a type id, -1 for none).
+_BULK_REF = {_K_PTR: Pointer, _K_TYPEDEF: Typedef, _K_VOLATILE: Volatile, _K_CONST: Const, _K_RESTRICT: Restrict}
+# (And the slots the size, or a FuncProto's return type, and the kind_flag go to.)
+_BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callable[..., list[Any]], int, int, tuple[str, ...]]] = {
+    _K_STRUCT: (Struct, _members, 3, 1, ("size", "kind_flag")), _K_UNION: (Union, _members, 3, 1, ("size", "kind_flag")),
+    _K_FUNC_PROTO: (FuncProto, _params, 2, 1, ("return_type",)),
+    _K_ENUM: (Enum, _enum_values, 2, -1, ("size", "signed")), _K_ENUM64: (Enum64, _enum64_values, 3, -1, ("size", "signed")),
+}
+
+
+def _picker(words: array.array[int], pos: list[int]) -> Callable[[int], Sequence[int]]:
+    """For the types starting at ``pos`` in ``words``, a function giving word k of each, read
+    at C speed (one operator.itemgetter of the starts, on a view from word k)."""
+    if len(pos) == 1:  # itemgetter of one index gives the item, not a tuple
+        return lambda k: (words[pos[0] + k],)
+    pick, view = operator.itemgetter(*pos), memoryview(words)
+    return lambda k: cast("Sequence[int]", pick(view[k:]))
+
+
+def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.array[int], array.array[int]]],
+               first: int, strings: StringTable) -> list[Type] | None:
+    """The ``n`` types by id (the ids below ``first`` hold void), built a group of types with
+    one info word at a time (``groups``, from
+    :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one C-level map
+    per field, after checking, with max() over the words at C speed, that every name offset
+    is inside the string section and every type id a type refers to exists. Members, params
+    and enum values are checked here but decoded on first use (types.py: _Deferred):
+    building their ~170k objects was most of a full parse of vmlinux. None when a check
+    fails: the caller then decodes type by type, which reports the first error in id order,
+    with the same message a parse has always given."""
+    count, nstr, get = first + n, len(strings), strings.get
+    get_many = strings.getter_many()
+    by_id: list[Type] = [Void(0, "")] * count  # from first on, each replaced below
+    raw = words.tobytes()  # bytes: the fastest to slice
+    for info, (id_array, starts) in groups.items():
+        kind, vlen, flag = (info >> 24) & 0x1F, info & 0xFFFF, info >= 0x80000000
+        ids, pos = id_array.tolist(), starts.tolist()  # ints made once, read twice or more
+        objs: Iterator[Type]
+        if kind not in _BULK_REF and kind not in _BULK_LIST and kind not in (_K_FUNC, _K_ARRAY):
+            bad: list[str] = []  # rare kinds (INT, VAR, DATASEC, ...): one by one
+            try:
+                objs = iter([_decode(words, p, tid, get, count, bad) for tid, p in zip(ids, pos)])
+            except ParseError:
+                return None
+            if bad:
+                return None
+        else:
+            column = _picker(words, pos)  # column(k): word k of each type
+            name_offs, second = column(0), column(2)  # second: size, or the type referred to
+            if max(name_offs) >= nstr:
+                return None
+            names = get_many(name_offs) if any(name_offs) else itertools.repeat("")  # FUNC_PROTO, PTR: anonymous
+            if kind in _BULK_REF or kind == _K_FUNC:
+                if max(second) >= count:
+                    return None
+                if kind == _K_FUNC:
+                    linkage = _LINKAGE.get(vlen)
+                    if linkage is None:
+                        return None
+                    objs = map(Func, ids, names, second, itertools.repeat(linkage))
+                else:
+                    objs = map(_BULK_REF[kind], ids, names, second)
+            elif kind == _K_ARRAY:
+                elems, index_types = column(3), column(4)
+                if max(elems) >= count or max(index_types) >= count:
+                    return None
+                objs = map(Array, ids, names, elems, index_types, column(5))
+            else:
+                cls, decoder, per, ref, fixed = _BULK_LIST[kind]
+                if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
+                    return None
+                if vlen <= 3:  # each entry's name offset, and type id: a column each
+                    for entry in range(3, 3 + per * vlen, per):
+                        if max(column(entry)) >= nstr or (ref >= 0 and max(column(entry + ref)) >= count):
+                            return None
+                else:  # all the group's entries end to end (per words each): strided views
+                    begins = list(map((12).__add__, map((4).__mul__, pos)))  # in bytes
+                    entries = memoryview(b"".join(map(raw.__getitem__, map(slice, begins, map((4 * per * vlen).__add__, begins)))))
+                    entries = entries.cast("I")
+                    if max(entries[0::per]) >= nstr or (ref >= 0 and max(entries[ref::per]) >= count):
+                        return None
+                # Made bare and each slot set through its descriptor (C calls only); the
+                # list's slot stays unset, so the first read decodes it (types._Deferred).
+                made = list(map(cls.__new__, itertools.repeat(cls, len(ids))))
+                source = functools.partial(decoder, words, get)
+                columns: list[Iterable[object]] = [ids, names, second, itertools.repeat(flag)][: 3 + len(fixed) - 1]
+                columns.append(zip(itertools.repeat(source), pos))
+                for field, values in zip(("id", "name", *fixed, "_src"), columns, strict=True):
+                    collections.deque(map(getattr(cls, field).__set__, made, values), maxlen=0)
+                objs = iter(made)
+        collections.deque(map(by_id.__setitem__, ids, objs), maxlen=0)
+    return by_id
 
 
 _ONE_REF = frozenset({_K_PTR, _K_TYPEDEF, _K_VOLATILE, _K_CONST, _K_RESTRICT, _K_TYPE_TAG, _K_FUNC, _K_VAR, _K_DECL_TAG})

@@ -14,7 +14,8 @@ TYPE_TAG 5.17, ENUM64 6.0.
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 __all__ = [
     "Kind", "IntEncoding", "Linkage", "VarLinkage", "Type", "Void", "Int", "Pointer", "Array",
@@ -107,6 +108,47 @@ class Type:
         return f"<{self.kind.name}{label} #{self.id}>"
 
 
+# What a type parsed in full decodes its list from: a decoder of a position in the type
+# section, and the type's position.
+_Source: TypeAlias = tuple[Callable[[int], object], int]
+
+
+class _Deferred(Type):
+    """A kind whose list (a struct's members, a function prototype's params, an enum's values)
+    a full parse of a large BTF leaves undecoded: ``_src`` then holds a decoder and the type's
+    position in the type section (the checks a full parse makes are all done up front), and the
+    list is decoded, and kept in its slot, the first time it is read. Types built any other way
+    have the list from the start."""
+
+    __slots__ = ("_src",)
+    _deferred: ClassVar[str]  # the slot decoded on first use
+
+    _src: _Source
+    # A full parse makes these with cls.__new__ and sets each slot, _src included, through
+    # its descriptor (bpfkit.btf.spec._build_all): no Python call per type.
+
+    if not TYPE_CHECKING:  # mypy would take every missing attribute for one __getattr__ provides
+        def __getattr__(self, attr: str) -> object:
+            # Only reached when a slot is unset: the list of a type parsed in full, not read yet.
+            if attr != self._deferred:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+            try:
+                decode, pos = self._src
+            except AttributeError:  # decoded meanwhile by another thread (or never parsed)
+                return object.__getattribute__(self, attr)
+            value = decode(pos)
+            setattr(self, attr, value)
+            try:
+                del self._src  # nothing left to decode (and copy.deepcopy/pickle need not see it)
+            except AttributeError:  # another thread decoded it at the same time
+                pass
+            return value
+
+    def __getstate__(self) -> object:
+        getattr(self, self._deferred)  # the list decoded before copying or pickling
+        return super().__getstate__()
+
+
 class Void(Type):
     __slots__ = ()
     kind = Kind.VOID
@@ -131,7 +173,10 @@ class _Ref(Type):
     __slots__ = ("type",)
 
     def __init__(self, id: int, name: str, type: int = 0) -> None:
-        self.id, self.name, self.type = id, name, type
+        # One store per field (no tuple): a full parse of vmlinux makes 25k of these.
+        self.id = id
+        self.name = name
+        self.type = type
 
 
 class Pointer(_Ref):
@@ -190,15 +235,17 @@ class Member(_Record):
         return self.bit_offset // 8
 
 
-class Struct(Type):
+class Struct(_Deferred):
     __slots__ = ("size", "members", "kind_flag")
     kind = Kind.STRUCT
+    _deferred = "members"
 
     def __init__(self, id: int, name: str, size: int = 0, members: list[Member] | None = None,
                  kind_flag: bool = False) -> None:
         # kind_flag: members carry bitfield sizes
         self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
         self.members = members if members is not None else []
+
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -219,15 +266,17 @@ class EnumValue(_Record):
         self.name, self.value = name, value
 
 
-class Enum(Type):
+class Enum(_Deferred):
     __slots__ = ("size", "values", "signed")
     kind = Kind.ENUM
+    _deferred = "values"
 
     def __init__(self, id: int, name: str, size: int = 4, values: list[EnumValue] | None = None,
                  signed: bool = False) -> None:
         # signed is the kind_flag (values are signed)
         self.id, self.name, self.size, self.signed = id, name, size, signed
         self.values = values if values is not None else []
+
 
 
 class Enum64(Enum):
@@ -260,17 +309,22 @@ class Func(Type):
     kind = Kind.FUNC
 
     def __init__(self, id: int, name: str, type: int = 0, linkage: Linkage = Linkage.STATIC) -> None:
-        # type is a FuncProto
-        self.id, self.name, self.type, self.linkage = id, name, type, linkage
+        # type is a FuncProto. One store per field (no tuple): vmlinux has 56k FUNCs.
+        self.id = id
+        self.name = name
+        self.type = type
+        self.linkage = linkage
 
 
-class FuncProto(Type):
+class FuncProto(_Deferred):
     __slots__ = ("return_type", "params")
     kind = Kind.FUNC_PROTO
+    _deferred = "params"
 
     def __init__(self, id: int, name: str, return_type: int = 0, params: list[Param] | None = None) -> None:
         self.id, self.name, self.return_type = id, name, return_type
         self.params = params if params is not None else []
+
 
 
 class Var(Type):
