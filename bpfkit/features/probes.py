@@ -1230,3 +1230,10 @@ def run(name: str) -> Outcome:
         return probe.run()
     except (BPFKitError, OSError) as exc:
         return _failure(exc)
+
+
+# Probes that wait in the kernel (tracefs writes take the kernel's event_mutex, which every
+# uprobe and kprobe registration on the machine takes too: 121 ms of sleep in one profile on
+# a busy machine): features.probe_many runs them in a second thread while the others run. Not
+# the vmlinux BTF probes: parsing holds the GIL, measured no faster in a thread.
+BACKGROUND = frozenset({"kprobe_events", "uprobe_events"})
