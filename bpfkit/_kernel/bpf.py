@@ -883,12 +883,26 @@ VMLINUX_BTF = "/sys/kernel/btf/vmlinux"
 _vmlinux_btf_cache: list[bytes] = []
 
 
+def _mapped(fd: int) -> bytes | None:
+    """The file's bytes copied from a read-only mapping, or None where it cannot be mapped.
+    sysfs hands out at most a page per read(2) (1,350 calls for a 5.5 MB vmlinux BTF); since
+    6.16 /sys/kernel/btf/vmlinux can be mmapped (btf_sysfs_vmlinux_mmap), one call, and the
+    copy is a memcpy. Older kernels refuse (ENODEV): the caller reads instead."""
+    import mmap
+
+    try:
+        with mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ) as m:
+            return m[:]
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return None
+
+
 def vmlinux_btf() -> bytes:
     """The running kernel's BTF blob (CONFIG_DEBUG_INFO_BTF, 5.4+), read once per process."""
     if not _vmlinux_btf_cache:
         try:
             with open(VMLINUX_BTF, "rb") as f:
-                _vmlinux_btf_cache.append(f.read())
+                _vmlinux_btf_cache.append(_mapped(f.fileno()) or f.read())
         except FileNotFoundError:
             from ..errors import NotSupportedError
 

@@ -14,16 +14,17 @@ import errno
 from typing import Any
 
 from ..errors import KernelError, NotSupportedError, kernel_error
+from . import consts as _consts
 from .abi import ffi, libc
-from .consts import (
-    PERF_ATTR_SIZES,
-    PERF_EVENT_IOC_FLAG_GROUP,
-    PERF_FLAG_FD_CLOEXEC,
-    PERF_IOCTLS_WITH_GROUP_FLAG,
-    PerfIoctl,
-    syscall_number,
-)
+from .consts import PERF_ATTR_SIZES, PERF_EVENT_IOC_FLAG_GROUP, PERF_FLAG_FD_CLOEXEC, syscall_number
 from .fd import FD
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .consts import PerfIoctl
+# PerfIoctl and PERF_IOCTLS_WITH_GROUP_FLAG are read through _consts when used: the perf
+# enums are made on first use (consts' module __getattr__), ~2 ms a process that opens a
+# perf event without ioctls (bpfkit features) does not need.
 
 _NR_PERF_EVENT_OPEN = syscall_number("perf_event_open")
 ATTR_SIZE: int = ffi.sizeof("struct perf_event_attr")
@@ -89,7 +90,8 @@ def _ioctl(fd: FD | int, request: int, arg: Any) -> int:
     ret = libc.ioctl(int(fd), ffi.cast("unsigned long", request), arg)
     if ret < 0:
         err = ffi.errno
-        name = PerfIoctl(request).c_name if request in PerfIoctl._value2member_map_ else hex(request)
+        ioctls = _consts.PerfIoctl
+        name = ioctls(request).c_name if request in ioctls._value2member_map_ else hex(request)
         raise kernel_error(name, err)
     return int(ret)
 
@@ -98,46 +100,46 @@ def perf_ioctl(fd: FD | int, request: PerfIoctl, arg: int = 0, group: bool = Fal
     """An integer-argument perf ioctl (ENABLE, DISABLE, RESET, REFRESH, SET_OUTPUT, SET_BPF,
     PAUSE_OUTPUT). ``group=True`` applies ENABLE/DISABLE/RESET to the whole event group."""
     if group:
-        if request not in PERF_IOCTLS_WITH_GROUP_FLAG:
+        if request not in _consts.PERF_IOCTLS_WITH_GROUP_FLAG:
             raise KernelError(request.c_name, errno.EINVAL, "this ioctl takes no group flag")
         arg = PERF_EVENT_IOC_FLAG_GROUP
     return _ioctl(fd, request, ffi.cast("unsigned long", arg))
 
 
 def enable(fd: FD | int) -> None:
-    perf_ioctl(fd, PerfIoctl.ENABLE)
+    perf_ioctl(fd, _consts.PerfIoctl.ENABLE)
 
 
 def disable(fd: FD | int) -> None:
-    perf_ioctl(fd, PerfIoctl.DISABLE)
+    perf_ioctl(fd, _consts.PerfIoctl.DISABLE)
 
 
 def set_bpf(fd: FD | int, prog_fd: FD | int) -> None:
     """PERF_EVENT_IOC_SET_BPF: the pre-bpf_link way to run a program on a perf event."""
-    perf_ioctl(fd, PerfIoctl.SET_BPF, int(prog_fd))
+    perf_ioctl(fd, _consts.PerfIoctl.SET_BPF, int(prog_fd))
 
 
 def set_output(fd: FD | int, target_fd: int) -> None:
-    perf_ioctl(fd, PerfIoctl.SET_OUTPUT, target_fd)
+    perf_ioctl(fd, _consts.PerfIoctl.SET_OUTPUT, target_fd)
 
 
 def pause_output(fd: FD | int, paused: bool) -> None:
-    perf_ioctl(fd, PerfIoctl.PAUSE_OUTPUT, 1 if paused else 0)
+    perf_ioctl(fd, _consts.PerfIoctl.PAUSE_OUTPUT, 1 if paused else 0)
 
 
 def set_period(fd: FD | int, period: int) -> None:
     value = ffi.new("uint64_t *", period)
-    _ioctl(fd, PerfIoctl.PERIOD, value)
+    _ioctl(fd, _consts.PerfIoctl.PERIOD, value)
 
 
 def set_filter(fd: FD | int, text: str) -> None:
     cstr = ffi.new("char[]", text.encode())
-    _ioctl(fd, PerfIoctl.SET_FILTER, cstr)
+    _ioctl(fd, _consts.PerfIoctl.SET_FILTER, cstr)
 
 
 def event_id(fd: FD | int) -> int:
     value = ffi.new("uint64_t *")
-    _ioctl(fd, PerfIoctl.ID, value)
+    _ioctl(fd, _consts.PerfIoctl.ID, value)
     return int(value[0])
 
 
@@ -145,13 +147,13 @@ def query_bpf(fd: FD | int, max_ids: int = 64) -> list[int]:
     """PERF_EVENT_IOC_QUERY_BPF: ids of the programs attached to a trace event."""
     query = ffi.new("struct perf_event_query_bpf *", {"ids": max_ids})
     query.ids_len = max_ids
-    _ioctl(fd, PerfIoctl.QUERY_BPF, query)
+    _ioctl(fd, _consts.PerfIoctl.QUERY_BPF, query)
     return [query.ids[i] for i in range(min(query.prog_cnt, max_ids))]
 
 
 def modify_attributes(fd: FD | int, attr: Any) -> None:
     attr.size = needed_attr_size(attr)
-    _ioctl(fd, PerfIoctl.MODIFY_ATTRIBUTES, attr)
+    _ioctl(fd, _consts.PerfIoctl.MODIFY_ATTRIBUTES, attr)
 
 
 # ---------------------------------------------------------------------------- sysctls

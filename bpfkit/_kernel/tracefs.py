@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterator
 
 from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
-from .consts import PerfSample, PerfType
 from .fd import FD
 from .mountinfo import mountinfo
 
@@ -275,6 +274,7 @@ def open_trace_event(event: int, pid: int = -1, what: str = "") -> FD:
     perf event's CPU). With a pid it follows that task on any CPU.
     """
     from . import perf
+    from .consts import PerfSample, PerfType  # the perf enums are made on first use
 
     attr = perf.new_attr()
     attr.type = int(PerfType.TRACEPOINT)

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         floor = _version(args.newer_than)
         wanted = [n for n in wanted if features.describe(n).min_version
                   and _version(features.describe(n).min_version) > floor]
-    results = {name: features.probe(name) for name in wanted}
+    results = features.probe_many(wanted)
     if args.unsupported:
         results = {n: r for n, r in results.items() if not r.supported}
     if args.json:

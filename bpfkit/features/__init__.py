@@ -24,7 +24,7 @@ import dataclasses
 from ..errors import NotSupportedError, UsageError
 from . import probes as _probes
 
-__all__ = ["FeatureResult", "probe", "require", "names", "probe_all", "describe", "groups", "clear_cache"]
+__all__ = ["FeatureResult", "probe", "require", "names", "probe_all", "probe_many", "describe", "groups", "clear_cache"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +54,7 @@ class FeatureInfo:
 
 _cache: dict[str, FeatureResult] = {}
 _lock = _thread.RLock()
+_name_locks: dict[str, _thread.RLock] = {}
 
 
 def names() -> list[str]:
@@ -85,12 +86,59 @@ def probe(name: str) -> FeatureResult:
         if cached is not None:
             return cached
         p = _lookup(name)
+        name_lock = _name_locks.get(name)
+        if name_lock is None:
+            name_lock = _name_locks[name] = _thread.RLock()
+    # One lock per feature while its probe runs, not the cache's: a probe that sleeps in the
+    # kernel (a tracefs write waits for the kernel's event_mutex) holds up only callers of the
+    # same feature.
+    with name_lock:
+        cached = _cache.get(name)
+        if cached is not None:
+            return cached
         outcome = _probes.run(name)
         supported, reason = outcome
         result = FeatureResult(name, supported, reason, p.min_version)
         if _probes.is_definite(outcome):
-            _cache[name] = result
+            with _lock:
+                _cache[name] = result
         return result
+
+
+def probe_many(wanted: list[str]) -> dict[str, FeatureResult]:
+    """:func:`probe` of each name, as ``{name: result}`` in the order given. The probes that
+    sleep in the kernel (probes.BACKGROUND) run in a second thread while this one runs the
+    rest; each probe is independent of the others, so the answers are the ones :func:`probe`
+    gives one by one."""
+    for name in wanted:
+        _lookup(name)
+    results: dict[str, FeatureResult] = {}
+    background = [n for n in dict.fromkeys(wanted) if n in _probes.BACKGROUND]
+    done = _thread.allocate_lock()
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for n in background:
+                results[n] = probe(n)
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+        finally:
+            done.release()
+
+    if background:
+        done.acquire()
+        _thread.start_new_thread(work, ())
+    try:
+        for name in wanted:
+            if name not in _probes.BACKGROUND and name not in results:
+                results[name] = probe(name)
+    finally:
+        with done:  # returns once the background thread has finished
+            pass
+    if failed:
+        raise failed[0]
+    return {name: results[name] for name in wanted}
 
 
 def require(name: str) -> FeatureResult:
@@ -104,7 +152,7 @@ def require(name: str) -> FeatureResult:
 
 def probe_all() -> dict[str, FeatureResult]:
     """Every feature's result, in :func:`names` order."""
-    return {name: probe(name) for name in names()}
+    return probe_many(names())
 
 
 def clear_cache() -> None:

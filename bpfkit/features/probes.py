@@ -957,12 +957,13 @@ def probe_uprobe_ref_ctr_pmu() -> Outcome:
            "perf_event_open a PERF_TYPE_HARDWARE cycles counter for this process (user space only) and close it")
 def probe_hardware_pmu() -> Outcome:
     from .._kernel import perf as _perf
-    from .._kernel.consts import PerfAttrFlag, PerfHwId, PerfType
 
+    # The uapi numbers, not the PerfType/PerfHwId/PerfAttrFlag enums: making the perf enums
+    # costs ~2 ms, which this one probe would add to `bpfkit features`.
     attr = _perf.new_attr()
-    attr.type = PerfType.HARDWARE
-    attr.config = PerfHwId.CPU_CYCLES
-    attr.flags = PerfAttrFlag.DISABLED | PerfAttrFlag.EXCLUDE_KERNEL | PerfAttrFlag.EXCLUDE_HV
+    attr.type = 0  # PERF_TYPE_HARDWARE
+    attr.config = 0  # PERF_COUNT_HW_CPU_CYCLES
+    attr.flags = 1 | 1 << 5 | 1 << 6  # disabled, exclude_kernel, exclude_hv
     return _try(lambda: _perf.perf_event_open(attr, 0, -1, what="hardware cycles").close(),
                 {(errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV): (
                     False, "perf_event_open(PERF_TYPE_HARDWARE, cycles) gave {errno}: "
@@ -1230,3 +1231,10 @@ def run(name: str) -> Outcome:
         return probe.run()
     except (BPFKitError, OSError) as exc:
         return _failure(exc)
+
+
+# Probes that wait in the kernel (tracefs writes take the kernel's event_mutex, which every
+# uprobe and kprobe registration on the machine takes too: 121 ms of sleep in one profile on
+# a busy machine): features.probe_many runs them in a second thread while the others run. Not
+# the vmlinux BTF probes: parsing holds the GIL, measured no faster in a thread.
+BACKGROUND = frozenset({"kprobe_events", "uprobe_events"})
