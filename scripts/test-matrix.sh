@@ -4,7 +4,9 @@
 # SET_BPF fallback is the real path), 6.1 (kprobes), 6.12 (kprobe_multi) and Debian sid's
 # newest (7.2: sched_ext, netkit, sessions) in VMs, the test image built and run with podman,
 # and a fresh machine (scripts/fresh-machine.sh: the README's two commands in a bare Debian 12
-# container). Takes about 90 minutes under TCG emulation (see docs/vm-runner.md).
+# container), and the packaging legs (scripts/wheel-legs.sh: the built wheel installed with the
+# lowest and the newest versions its metadata allows). Takes about two hours under TCG
+# emulation (see docs/vm-runner.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
@@ -27,9 +29,18 @@ runs+=("container=$results/container/host.xml")
 fresh_status=0
 BPFKIT_FRESH_RESULTS="$results/fresh" scripts/fresh-machine.sh || fresh_status=$?
 runs+=("fresh-host=$results/fresh/host.xml" "fresh-vm-6.1=$results/fresh/vm/6.1/junit.xml")
+# The packaging legs (scripts/wheel-legs.sh): the sdist and wheel built and checked, then the
+# host suite against the installed wheel with the lowest versions its metadata allows and with
+# the newest.
+wheel_status=0
+BPFKIT_RESULTS_DIR="$results/wheel" scripts/wheel-legs.sh build lowest highest || wheel_status=$?
+runs+=("wheel-lowest=$results/wheel/lowest.xml" "wheel-highest=$results/wheel/highest.xml")
 summary_status=0
 .venv/bin/python scripts/summarize.py --same host,container --same host,fresh-host "${runs[@]}" || summary_status=$?
 if [ "$fresh_status" != 0 ]; then
   echo "fresh machine: scripts/fresh-machine.sh exited $fresh_status (see its lines above)"
 fi
-[ "$fresh_status" = 0 ] && [ "$summary_status" = 0 ]
+if [ "$wheel_status" != 0 ]; then
+  echo "wheel legs: scripts/wheel-legs.sh exited $wheel_status (see its 'wheel legs:' lines above)"
+fi
+[ "$fresh_status" = 0 ] && [ "$summary_status" = 0 ] && [ "$wheel_status" = 0 ]

@@ -127,7 +127,7 @@ EOF
 test_tree() {  # test_tree VENV: prints a fresh copy of the checkout without bpfkit/, its .venv the leg's.
   local tree; tree=$(mktemp -d "${TMPDIR:-/tmp}/bpfkit-wheel-test.XXXXXX")
   tar -C "$REPO" -c --exclude=./bpfkit --exclude=./.venv --exclude=./.git --exclude=./build \
-    --exclude=__pycache__ --exclude=.pytest_cache --exclude=.hypothesis . | tar -C "$tree" -x
+    --exclude='*.egg-info' --exclude=__pycache__ --exclude=.pytest_cache --exclude=.hypothesis . | tar -C "$tree" -x
   ln -s "$1" "$tree/.venv"
   echo "$tree"
 }
