@@ -72,21 +72,14 @@ leg_build() {
   # The wheel built from the sdist and the one built from the tree: the same files, the same
   # bytes (RECORD aside, which lists them); then what the wheel must hold.
   "$tools/bin/python" - "$WORK"/dist/*.whl "$WORK"/direct/*.whl <<'EOF'
-import hashlib, sys, zipfile
-def files(path):
-    with zipfile.ZipFile(path) as z:
-        return {n: hashlib.sha256(z.read(n)).hexdigest() for n in z.namelist() if not n.endswith("/RECORD")}
-from_sdist, direct = files(sys.argv[1]), files(sys.argv[2])
-problems = [f"only in the wheel built from the sdist: {n}" for n in sorted(from_sdist.keys() - direct.keys())]
-problems += [f"only in the wheel built from the tree: {n}" for n in sorted(direct.keys() - from_sdist.keys())]
-problems += [f"differs between the two wheels: {n}" for n in sorted(from_sdist.keys() & direct.keys()) if from_sdist[n] != direct[n]]
+import sys
 sys.path.insert(0, "tests")
-from packaging_support import wheel_problems
-problems += wheel_problems(sorted(from_sdist))
+from packaging_support import wheel_differences, wheel_members, wheel_problems
+problems = wheel_differences(sys.argv[1], sys.argv[2]) + wheel_problems(sorted(wheel_members(sys.argv[1])))
 for p in problems:
     print("build:", p)
-print(f"build: {len(from_sdist)} files in the wheel; sdist-built and tree-built wheels",
-      "agree" if not problems else "DISAGREE or miss files")
+print(f"build: {len(wheel_members(sys.argv[1]))} files in the wheel;",
+      "the sdist-built and tree-built wheels agree and hold what they must" if not problems else "PROBLEMS above")
 sys.exit(1 if problems else 0)
 EOF
 }
@@ -99,12 +92,12 @@ leg_install() {  # leg_install LEG RESOLUTION: a fresh virtualenv $WORK/LEG with
   # uv's lowest-direct lowers only the requirements it is given, not a wheel's own: they are
   # read from the wheel's METADATA (Requires-Dist, every extra's) and given beside it.
   "$tools/bin/python" - "$wheel" "$EXTRAS" >"$venv.requirements.txt" <<'EOF' || return 1
-import sys, zipfile
-from email.parser import Parser
+import sys
+sys.path.insert(0, "tests")
 from packaging.requirements import Requirement
+from packaging_support import wheel_metadata
 wheel, extras = sys.argv[1], sys.argv[2].split(",")
-with zipfile.ZipFile(wheel) as z:
-    meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+meta = wheel_metadata(wheel)
 for line in meta.get_all("Requires-Dist") or []:
     req = Requirement(line)
     if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ["", *extras]):
@@ -122,6 +115,7 @@ leg, resolution = sys.argv[1:]
 names = sorted({re.match(r"[A-Za-z0-9._-]+", r).group(0) for r in metadata.requires("bpfkit") or []}, key=str.lower)
 print(f"{leg}: installed with --resolution {resolution}: " + ", ".join(f"{n} {metadata.version(n)}" for n in names))
 EOF
+  echo "$1: the whole environment: $(grep -v '^bpfkit @' "$results/$1-freeze.txt" | tr '\n' ' ')"
 }
 
 test_tree() {  # test_tree VENV: prints a fresh copy of the checkout without bpfkit/, its .venv the leg's.

@@ -5,7 +5,11 @@ the tree). Plain Python, no pytest: the script imports it from the checkout."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+import zipfile
+from email.message import Message
+from email.parser import Parser
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,3 +48,24 @@ def wheel_problems(names: list[str]) -> list[str]:
         elif n.endswith((".o", ".pyc")) or "/__pycache__/" in n:
             problems.append(f"unexpected build product: {n}")
     return problems
+
+
+def wheel_members(wheel: Path) -> dict[str, str]:
+    """A wheel's files and their SHA-256 digests, RECORD aside (it lists the others)."""
+    with zipfile.ZipFile(wheel) as z:
+        return {n: hashlib.sha256(z.read(n)).hexdigest() for n in z.namelist() if not n.endswith("/RECORD")}
+
+
+def wheel_differences(from_sdist: Path, direct: Path) -> list[str]:
+    """How the wheel built from the sdist differs from the one built from the tree: files only in
+    one, files whose bytes differ."""
+    a, b = wheel_members(from_sdist), wheel_members(direct)
+    out = [f"only in the wheel built from the sdist: {n}" for n in sorted(a.keys() - b.keys())]
+    out += [f"only in the wheel built from the tree: {n}" for n in sorted(b.keys() - a.keys())]
+    return out + [f"differs between the two wheels: {n}" for n in sorted(a.keys() & b.keys()) if a[n] != b[n]]
+
+
+def wheel_metadata(wheel: Path) -> Message:
+    """The wheel's METADATA (Requires-Dist, License-Expression, ...)."""
+    with zipfile.ZipFile(wheel) as z:
+        return Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
