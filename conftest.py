@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +54,12 @@ def compile_bytecode() -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # A run started in the background by a non-interactive shell (`scripts/wheel-legs.sh &`)
+    # inherits SIGINT ignored (POSIX: asynchronous lists ignore it without job control), and an
+    # ignored signal stays ignored across exec: the tools the tests interrupt with SIGINT would
+    # never see it. Python's own handler is reset to the default in the children instead.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     compile_bytecode()
 
 
