@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,27 @@ BPF_DIR = REPO / "bpf"
 BPF_OUT = BPF_DIR / ".output"
 
 
+def package_dir() -> Path:
+    """The directory of the bpfkit being tested: the checkout's bpfkit/, or an installed wheel's
+    when the suite runs from a copy of the checkout without it (scripts/wheel-legs.sh)."""
+    import bpfkit
+
+    return Path(bpfkit.__file__).resolve().parent
+
+
+def source_path(rel: str) -> Path:
+    """The checkout's file REL ("bpfkit/sections.py", "bpf/Makefile") where this run has it:
+    bpfkit/'s in the bpfkit being tested (package_dir()), the rest in the checkout."""
+    top, _, rest = rel.partition("/")
+    return (package_dir() / rest if rest else package_dir()) if top == "bpfkit" else REPO / rel
+
+
+def checkout_relative(path: Path) -> str:
+    """PATH as the checkout names it ("bpfkit/elf/reader.py"), wherever source_path found it."""
+    package = package_dir()
+    return (path.relative_to(package.parent) if path.is_relative_to(package) else path.relative_to(REPO)).as_posix()
+
+
 def compile_bytecode() -> None:
     """Write bpfkit's .pyc files: the tests start many `python -m bpfkit.cli` processes, and
     with PYTHONDONTWRITEBYTECODE set (as on the CI host) each would compile every module
@@ -28,10 +50,16 @@ def compile_bytecode() -> None:
     (a VM guest: integration/vm.py compiles on the host before booting)."""
     import compileall
 
-    compileall.compile_dir(str(REPO / "bpfkit"), quiet=2, workers=0)
+    compileall.compile_dir(str(package_dir()), quiet=2, workers=0)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # A run started in the background by a non-interactive shell (`scripts/wheel-legs.sh &`)
+    # inherits SIGINT ignored (POSIX: asynchronous lists ignore it without job control), and an
+    # ignored signal stays ignored across exec: the tools the tests interrupt with SIGINT would
+    # never see it. Python's own handler is reset to the default in the children instead.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     compile_bytecode()
 
 
@@ -66,9 +94,12 @@ def fuzz_seed() -> int:
     return _fuzz_seed[0]
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import bpfkit
+
     n = fuzz_seed()
-    return f"bpfkit fuzz seed: {n} (replay with BPFKIT_FUZZ_SEED={n})"
+    # Which bpfkit runs: the checkout's, or an installed wheel's (scripts/wheel-legs.sh).
+    return [f"bpfkit fuzz seed: {n} (replay with BPFKIT_FUZZ_SEED={n})", f"bpfkit {bpfkit.__version__} from {bpfkit.__file__}"]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bpfkit.cli import main as cli
+from conftest import source_path
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ def test_the_table_matches_the_modules() -> None:
     for name, text in cli.COMMANDS:
         module = cli.command_module(name)
         assert module.HELP == text, name
-    listed = {p.stem[4:].replace("_", "-") for p in (REPO / "bpfkit/cli").glob("cmd_*.py")}
+    listed = {p.stem[4:].replace("_", "-") for p in source_path("bpfkit/cli").glob("cmd_*.py")}
     assert listed == {name for name, _ in cli.COMMANDS}
 
 

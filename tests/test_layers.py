@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import package_dir
+
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE = REPO / "bpfkit"
+# The bpfkit being tested: the checkout's, or an installed wheel's (scripts/wheel-legs.sh).
+PACKAGE = package_dir()
 
 # Layers, lowest first: a module may import modules of its own layer or of the layers before
 # it. A module belongs to the first layer one of whose prefixes names it or a package above
@@ -80,7 +83,7 @@ KERNEL_PREFIXES = ("bpfkit._kernel", "bpfkit.link", "bpfkit.events")
 def _modules() -> dict[str, tuple[Path, bool]]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         if is_pkg:
             parts.pop()
@@ -313,12 +316,19 @@ SPEC_LAYER_PATHS = ["bpfkit/spec", "bpfkit/elf", "bpfkit/btf", "bpfkit/sections.
                     "bpfkit/errors.py", "bpfkit/_files.py", "bpfkit/_record.py"]
 
 
-def test_spec_layer_passes_mypy_strict() -> None:
+def test_spec_layer_passes_mypy_strict(tmp_path: Path) -> None:
     """The spec layer (and the base it stands on) is fully typed: parse_object returns a
     CollectionSpec, every builder is annotated (mypy --strict, imports followed silently)."""
     pytest.importorskip("mypy", reason="mypy is not installed (.venv/bin/pip install mypy)")
+    top = PACKAGE.parent
+    if top != REPO:
+        # An installed wheel's: from site-packages mypy would take every module beside bpfkit
+        # for the user's own (and refuse mypy_extensions.py).
+        (tmp_path / "bpfkit").symlink_to(PACKAGE)
+        top = tmp_path
     # No cache: a cache shared with other runs (a VM mounting this tree) made mypy fail internally.
     out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
-                          "--cache-dir=/dev/null", *SPEC_LAYER_PATHS], cwd=REPO, capture_output=True, text=True,
+                          "--cache-dir=/dev/null", f"--config-file={REPO / 'pyproject.toml'}", *SPEC_LAYER_PATHS],
+                         cwd=top, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -29,6 +29,7 @@ import pytest
 
 import bpfkit
 from bpfkit.errors import VerifierError
+from conftest import checkout_relative, source_path
 
 REPO = Path(__file__).resolve().parent.parent
 BPF_LICENCE = "GPL-2.0-only OR BSD-2-Clause"
@@ -54,8 +55,8 @@ def source_files() -> Iterator[Path]:
     for top, patterns in SOURCES:
         seen: set[Path] = set()
         for pattern in patterns:
-            for path in sorted((REPO / top).rglob(pattern)):
-                rel = path.relative_to(REPO)
+            for path in sorted(source_path(top).rglob(pattern)):
+                rel = Path(checkout_relative(path))
                 if (not path.is_file() or path in seen or SKIPPED_DIRS & set(rel.parts)
                         or path.name.endswith("_skel.py")):
                     continue
@@ -68,7 +69,7 @@ def is_bpf_source(rel: str) -> bool:
 
 
 def expected_line(path: Path) -> str:
-    rel = path.relative_to(REPO).as_posix()
+    rel = checkout_relative(path)
     expr = BPF_LICENCE if is_bpf_source(rel) else PY_LICENCE
     if path.suffix == ".c":
         return f"// SPDX-License-Identifier: {expr}"
@@ -87,7 +88,7 @@ def spdx_line(path: Path) -> str:
 def test_every_source_file_has_its_spdx_line() -> None:
     files = list(source_files())
     assert len(files) > 300, f"only {len(files)} source files found: is SOURCES still right?"
-    wrong = [f"{p.relative_to(REPO)}: {spdx_line(p)!r}, expected {expected_line(p)!r}"
+    wrong = [f"{checkout_relative(p)}: {spdx_line(p)!r}, expected {expected_line(p)!r}"
              for p in files if spdx_line(p) != expected_line(p)]
     assert not wrong, "\n".join(wrong)
 
@@ -108,7 +109,9 @@ def source_licence(source: Path) -> str | None:
     text = source.read_text()
     found = LICENSE_SECTION.findall(text)
     for inc in LOCAL_INCLUDE.findall(text):
-        found += [lic for lic in [source_licence(source.parent / inc)] if lic]
+        # The include as the checkout names it (an installed wheel's run has bpfkit/'s elsewhere).
+        included = source_path(checkout_relative((source.parent / inc).resolve()))
+        found += [lic for lic in [source_licence(included)] if lic]
     assert len(found) <= 1, f"{source}: more than one license section: {found}"
     return found[0] if found else None
 
@@ -121,7 +124,7 @@ def bpf_objects() -> list[tuple[Path, str]]:
 
 
 def test_bpf_sources_define_the_dual_licence() -> None:
-    wrong = [f"{src.relative_to(REPO)}: {source_licence(src)!r}" for src, _ in bpf_objects()
+    wrong = [f"{checkout_relative(src)}: {source_licence(src)!r}" for src, _ in bpf_objects()
              if source_licence(src) != BPF_LICENSE_SECTION]
     assert not wrong, "\n".join(wrong)
 
