@@ -47,3 +47,9 @@ class FrozenRecord(Record):
 
     def __hash__(self) -> int:  # type: ignore[override]  # Record's is None: unhashable
         return hash(self._values())
+
+    def __setstate__(self, state: tuple[object, dict[str, object]]) -> None:
+        """copy, deepcopy and pickle (as of a frozen dataclass): object.__reduce_ex__ gives the
+        slots as ``(None, {name: value})``, set here past the frozen __setattr__."""
+        for name, value in state[1].items():
+            object.__setattr__(self, name, value)

@@ -18,10 +18,10 @@ sys_enter_openat`` for ``tracepoint/syscalls/sys_enter_openat``, ``/bin/bash:rea
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 
+from ._record import FrozenRecord
 from .spec.consts import BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
 
 __all__ = ["SecFlag", "SectionDef", "SectionInfo", "SECTION_DEFS", "LIBBPF_VERSION", "match_section"]
@@ -40,14 +40,23 @@ class SecFlag(enum.IntFlag):
     USDT = 32
 
 
-@dataclasses.dataclass(frozen=True)
-class SectionDef:
+# Frozen records (bpfkit._record): a frozen dataclass's repr, equality and hashing, without
+# generating methods when this module is imported (on every `bpfkit load`'s path).
+class SectionDef(FrozenRecord):
     """One entry of the table: libbpf's ``SEC_DEF(sec, prog_type, attach_type, flags)``."""
 
+    __slots__ = ("sec", "prog_type", "attach_type", "flags")
     sec: str
     prog_type: ProgType
     attach_type: AttachType | None
     flags: SecFlag
+
+    def __init__(self, sec: str, prog_type: ProgType, attach_type: AttachType | None, flags: SecFlag) -> None:
+        setattr_ = object.__setattr__  # FrozenRecord._set_fields, unrolled: the table makes ~100 at import
+        setattr_(self, "sec", sec)
+        setattr_(self, "prog_type", prog_type)
+        setattr_(self, "attach_type", attach_type)
+        setattr_(self, "flags", flags)
 
     @property
     def prefix(self) -> str:
@@ -64,10 +73,10 @@ class SectionDef:
         return name == sec
 
 
-@dataclasses.dataclass(frozen=True)
-class SectionInfo:
+class SectionInfo(FrozenRecord):
     """What a program's section name says about it."""
 
+    __slots__ = ("section", "prog_type", "attach_type", "attach_to", "prog_flags", "autoload", "definition")
     section: str  # without a leading "?"
     prog_type: ProgType
     attach_type: AttachType | None
@@ -75,6 +84,10 @@ class SectionInfo:
     prog_flags: int  # BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS
     autoload: bool  # False for "?sec"
     definition: SectionDef | None  # None when no entry matched
+
+    def __init__(self, section: str, prog_type: ProgType, attach_type: AttachType | None, attach_to: str,
+                 prog_flags: int, autoload: bool, definition: SectionDef | None) -> None:
+        self._set_fields(section, prog_type, attach_type, attach_to, prog_flags, autoload, definition)
 
     @property
     def kind(self) -> str:

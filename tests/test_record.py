@@ -4,7 +4,9 @@ dataclasses they replaced (repr, equality, hashing, frozen fields)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 
@@ -69,3 +71,13 @@ def test_the_elf_records() -> None:
     assert repr(Relocation(8, 1, sym)).startswith("Relocation(offset=8, type=1, symbol=Symbol(index=3, name='memcpy'")
     assert hash(Segment(1, 5, 0, 0x1000, 10, 20)) == hash(Segment(1, 5, 0, 0x1000, 10, 20))
     assert Segment(1, 5, 0, 0, 1, 1).executable and Note(b"GNU", 3, b"id", 0).desc == b"id"
+
+
+def test_a_frozen_record_copies_and_pickles() -> None:
+    """As a frozen dataclass does: copy, deepcopy and pickle go past the frozen __setattr__
+    (dataclasses.asdict of a ProgramSpec deep-copies its CORERelo and Reference records)."""
+    p = Pair(1, b"x")
+    for twin in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert twin == p and twin is not p and hash(twin) == hash(p)
+    q = Point(1, "b")
+    assert copy.deepcopy(q) == q and pickle.loads(pickle.dumps(q)) == q

@@ -14,9 +14,9 @@ knows (a newer compiler adding fields) pass through to the kernel unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
+from .._record import FrozenRecord, Record
 from ..errors import ParseError
 from .spec import BTF
 
@@ -40,33 +40,50 @@ CORE_RELO_KINDS = {
 }
 
 
-@dataclasses.dataclass
-class InfoBlock:
+# Records (bpfkit._record), not dataclasses: the same repr, equality and hashing without
+# generating methods at import (this module is on every `bpfkit load`'s path).
+class InfoBlock(Record):
     """func_info or line_info records of one ELF section: ``records[i][0]`` is insn_off (bytes)."""
 
+    __slots__ = ("rec_size", "records")
     rec_size: int
     records: list[tuple[int, ...]]
 
+    def __init__(self, rec_size: int, records: list[tuple[int, ...]]) -> None:
+        self.rec_size = rec_size
+        self.records = records
 
-@dataclasses.dataclass(frozen=True)
-class CORERelo:
+
+class CORERelo(FrozenRecord):
     """One CO-RE relocation (struct bpf_core_relo) in an ELF section."""
 
+    __slots__ = ("insn_off", "type_id", "access", "kind")
     insn_off: int  # byte offset in the section
     type_id: int  # root type in the object's BTF
     access: str  # accessor spec, e.g. "0:1:2"
     kind: int  # enum bpf_core_relo_kind
+
+    def __init__(self, insn_off: int, type_id: int, access: str, kind: int) -> None:
+        self._set_fields(insn_off, type_id, access, kind)
 
     @property
     def kind_name(self) -> str:
         return CORE_RELO_KINDS.get(self.kind, f"kind {self.kind}")
 
 
-@dataclasses.dataclass
-class BTFExt:
+class BTFExt(Record):
+    """A parsed .BTF.ext section: func_info, line_info and CO-RE relocations by ELF section."""
+
+    __slots__ = ("func_info", "line_info", "core_relos")
     func_info: dict[str, InfoBlock]
     line_info: dict[str, InfoBlock]
     core_relos: dict[str, list[CORERelo]]
+
+    def __init__(self, func_info: dict[str, InfoBlock], line_info: dict[str, InfoBlock],
+                 core_relos: dict[str, list[CORERelo]]) -> None:
+        self.func_info = func_info
+        self.line_info = line_info
+        self.core_relos = core_relos
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview, btf: BTF) -> BTFExt:

@@ -337,6 +337,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         command_running(False)
 
 
+class _InspectOnUse(ModuleType):
+    """What ``dataclasses`` gets for ``import inspect`` in the bpfkit command: the real module,
+    imported on first use (see _dataclasses_without_inspect)."""
+
+    def __getattr__(self, name: str) -> object:
+        import importlib
+
+        return getattr(importlib.import_module("inspect"), name)
+
+
+def _dataclasses_without_inspect() -> None:
+    """Import ``dataclasses`` without ``inspect`` (~6 ms of the bpfkit command's start-up:
+    ast, dis, tokenize, linecache...). dataclasses uses it for one thing, the __doc__ of a
+    dataclass declared without a docstring (inspect.signature), so it gets a stand-in that
+    imports inspect then. Only dataclasses sees the stand-in: it is in sys.modules for the
+    length of that import, so any other ``import inspect`` gets the real module. The console
+    script only (a library caller's process is left as it is)."""
+    if "dataclasses" in sys.modules or "inspect" in sys.modules:
+        return
+    sys.modules["inspect"] = _InspectOnUse("inspect")
+    try:
+        import dataclasses  # noqa: F401
+    finally:
+        del sys.modules["inspect"]
+
+
 def _main(argv: Sequence[str] | None, command_line: bool) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -355,6 +381,7 @@ def _main(argv: Sequence[str] | None, command_line: bool) -> int:
         # they end the process quietly (bpfkit.cli._exit_quietly).
         from . import command_running
 
+        _dataclasses_without_inspect()
         command_running(True)
     try:
         return int(args._run(args) or 0)

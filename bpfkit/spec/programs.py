@@ -9,6 +9,7 @@ import dataclasses
 import enum
 from typing import Any
 
+from .._record import FrozenRecord
 from ..btf.ext import CORERelo
 from ..errors import UsageError
 from .consts import AttachType, ProgType
@@ -98,11 +99,16 @@ class RefKind(enum.IntEnum):
     MAP_VALUE = 2  # BPF_PSEUDO_MAP_VALUE: imm = fd, next imm = offset into value 0 (global data)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Reference:
-    """An ld_imm64 at instruction ``insn`` that must hold map ``map``'s fd when loaded."""
+class Reference(FrozenRecord):
+    """An ld_imm64 at instruction ``insn`` that must hold map ``map``'s fd when loaded.
+    (A frozen record, bpfkit._record: a frozen dataclass's repr, equality and hashing without
+    generating methods at import.)"""
 
+    __slots__ = ("insn", "map", "kind", "offset")
     insn: int
     map: str
-    kind: RefKind = RefKind.MAP_FD
-    offset: int = 0  # byte offset into the map value, for MAP_VALUE
+    kind: RefKind
+    offset: int  # byte offset into the map value, for MAP_VALUE
+
+    def __init__(self, insn: int, map: str, kind: RefKind = RefKind.MAP_FD, offset: int = 0) -> None:
+        self._set_fields(insn, map, kind, offset)
