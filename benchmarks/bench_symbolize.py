@@ -30,7 +30,9 @@ of all its runs (ten times as many for the first user lookups, which take about 
 timed as the CPU time of the thread doing the work (time.thread_time: user
 and system time, so the kernel's reading of /proc/kallsyms counts; waiting for a CPU on a
 shared machine does not; bcc symbolizes in the calling thread too). Ratios are bcc's time / bpfkit's
-(above 1: bpfkit is faster); each row ends with its target: at least as fast as bcc.
+(above 1: bpfkit is faster); each row ends with its verdict: at least as fast as bcc. The target
+line is issue #27's (the kallsyms load and the million kernel and user lookups); the first-lookup
+rows are cold-start detail with their own verdicts, summed up on the last line.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def run_bcc(kf: Path, uf: Path, pid: int, runs: int, firsts: dict[str, int]) -> 
 def merge_best(into: dict[str, object], new: dict[str, object]) -> dict[str, object]:
     """Per figure, the lower of two passes (nested dicts of figures likewise)."""
     if not into or "error" in new:
-        return new if not into else into
+        return into if into else new
     for key, val in new.items():
         old = into.get(key)
         if isinstance(val, float) and isinstance(old, float):
@@ -245,15 +247,15 @@ def main() -> None:
           "(the rest: between functions, or files without symbols)")
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; best of {args.runs} runs x {args.passes} passes")
     print(f"{'':44}{'bpfkit':>11}{'bcc':>11}{'bcc/bpfkit':>11}  target (>= {TARGET:.2f}x)")
-    verdicts = []
+    verdicts: list[tuple[str, bool, bool]] = []  # (row, met, one of the issue's target rows)
 
-    def row(label: str, ours_s: object, theirs: object, per: int = 0) -> None:
+    def row(label: str, ours_s: object, theirs: object, per: int = 0, issue: bool = False) -> None:
         assert isinstance(ours_s, float)
         fmt = (lambda s: f"{s / per * 1e9:7.0f} ns") if per else (lambda s: f"{s * 1e3:7.2f} ms")
         if isinstance(theirs, float):
             ratio = theirs / ours_s
             verdict = "met" if ratio >= TARGET else "NOT met"
-            verdicts.append(verdict == "met")
+            verdicts.append((label, verdict == "met", issue))
             print(f"{label:44}{fmt(ours_s):>11}{fmt(theirs):>11}{ratio:10.2f}x  {verdict}")
         else:
             print(f"{label:44}{fmt(ours_s):>11}{'-':>11}{'-':>11}  -")
@@ -261,19 +263,25 @@ def main() -> None:
     ufirst_mine = mine["ufirst"]
     ufirst_bcc = bcc.get("ufirst", {})
     assert isinstance(ufirst_mine, dict) and isinstance(ufirst_bcc, dict)
-    row("kallsyms load + first lookup", mine["kload"], bcc.get("kload"))
-    row(f"kernel lookup (x{n:,}), per call", mine["kernel"], bcc.get("kernel"), n)
+    row("kallsyms load + first lookup", mine["kload"], bcc.get("kload"), issue=True)
+    row(f"kernel lookup (x{n:,}), per call", mine["kernel"], bcc.get("kernel"), n, issue=True)
     for label in ufirst_mine:
         row(f"user first lookup: {label}", ufirst_mine[label], ufirst_bcc.get(label))
     row("user: 1,000 lookups from cold", mine["ucold"], bcc.get("ucold"))
-    row(f"user lookup (x{n:,}), per call", mine["user"], bcc.get("user"), n)
+    row(f"user lookup (x{n:,}), per call", mine["user"], bcc.get("user"), n, issue=True)
     if "error" in bcc:
         print(f"bcc: not measured: {bcc['error']}")
-        print("target: bpfkit at least as fast as bcc in every row: not measured (no bcc)")
+        print("target (issue #27): not measured (no bcc)")
         return
     print(f"same names (first 5 kernel addresses): {mine_k == bcc['ksample']} ({mine_k} / {bcc['ksample']})")
-    print(f"target: bpfkit at least as fast as bcc in every row: {'met' if all(verdicts) else 'NOT met'} "
-          f"({sum(verdicts)}/{len(verdicts)} rows)")
+    # Issue #27's target names the kallsyms load and the lookups; the first-lookup rows are
+    # cold-start detail this benchmark adds, reported with their own verdicts.
+    target = [met for _, met, issue in verdicts if issue]
+    print(f"target (issue #27: kallsyms load, {n:,} kernel and user lookups at least as fast as bcc): "
+          f"{'met' if all(target) else 'NOT met'} ({sum(target)}/{len(target)} rows)")
+    slower = [label for label, met, _ in verdicts if not met]
+    print(f"all rows: {len(verdicts) - len(slower)}/{len(verdicts)} at least as fast as bcc"
+          + (f"; slower: {', '.join(slower)}" if slower else ""))
 
 
 if __name__ == "__main__":
