@@ -961,11 +961,9 @@ def _decode_all(words: array.array[int], starts: array.array[int], first: int, s
 # those that name or qualify one type; those with a list decoded on first use (and the words
 # of each entry in it, and the word in an entry that holds a type id, -1 for none).
 _BULK_REF = {_K_PTR: Pointer, _K_TYPEDEF: Typedef, _K_VOLATILE: Volatile, _K_CONST: Const, _K_RESTRICT: Restrict}
-# (And the slots the size, or a FuncProto's return type, and the kind_flag go to.)
-_BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callable[..., list[Any]], int, int, tuple[str, ...]]] = {
-    _K_STRUCT: (Struct, _members, 3, 1, ("size", "kind_flag")), _K_UNION: (Union, _members, 3, 1, ("size", "kind_flag")),
-    _K_FUNC_PROTO: (FuncProto, _params, 2, 1, ("return_type",)),
-    _K_ENUM: (Enum, _enum_values, 2, -1, ("size", "signed")), _K_ENUM64: (Enum64, _enum64_values, 3, -1, ("size", "signed")),
+_BULK_LIST: dict[int, tuple[type[Struct] | type[Enum] | type[FuncProto], Callable[..., list[Any]], int, int]] = {
+    _K_STRUCT: (Struct, _members, 3, 1), _K_UNION: (Union, _members, 3, 1), _K_FUNC_PROTO: (FuncProto, _params, 2, 1),
+    _K_ENUM: (Enum, _enum_values, 2, -1), _K_ENUM64: (Enum64, _enum64_values, 3, -1),
 }
 
 
@@ -1027,7 +1025,7 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                     return None
                 objs = map(Array, ids, names, elems, index_types, column(5))
             else:
-                cls, decoder, per, ref, fixed = _BULK_LIST[kind]
+                cls, decoder, per, ref = _BULK_LIST[kind]
                 if kind == _K_FUNC_PROTO and max(second) >= count:  # return type
                     return None
                 if vlen <= 3:  # each entry's name offset, and type id: a column each
@@ -1040,15 +1038,8 @@ def _build_all(words: array.array[int], n: int, groups: dict[int, tuple[array.ar
                     entries = entries.cast("I")
                     if max(entries[0::per]) >= nstr or (ref >= 0 and max(entries[ref::per]) >= count):
                         return None
-                # Made bare and each slot set through its descriptor (C calls only); the
-                # list's slot stays unset, so the first read decodes it (types._Deferred).
-                made = list(map(cls.__new__, itertools.repeat(cls, len(ids))))
-                source = functools.partial(decoder, words, get)
-                columns: list[Iterable[object]] = [ids, names, second, itertools.repeat(flag)][: 3 + len(fixed) - 1]
-                columns.append(zip(itertools.repeat(source), pos))
-                for field, values in zip(("id", "name", *fixed, "_src"), columns, strict=True):
-                    collections.deque(map(getattr(cls, field).__set__, made, values), maxlen=0)
-                objs = iter(made)
+                # The list's slot stays unset: the first read decodes it (types._Deferred).
+                objs = map(cls._maker(functools.partial(decoder, words, get), flag), ids, names, second, pos)
         collections.deque(map(by_id.__setitem__, ids, objs), maxlen=0)
     return by_id
 
