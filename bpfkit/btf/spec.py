@@ -8,7 +8,7 @@ order. Split BTF (kernel modules) continues the id and string-offset space of a 
 
 Two ways to parse. ``BTF.from_bytes(blob)`` builds every type at once and checks every name
 offset and reference up front (object files: small, and malformed input must fail up front);
-the types sharing an info word are built together, one C-level map per field, and the lists
+the types sharing an info word are built together, one map over their columns, and the lists
 of members, params and enum values are decoded the first time they are read (checked before:
 see :func:`_build_all`). ``lazy=True`` (kernel
 BTF: vmlinux has ~130k types) only walks the type section once to find where each type starts,
@@ -989,8 +989,8 @@ def _build_all(words: _Words, n: int, groups: dict[int, tuple[array.array[int], 
                first: int, strings: StringTable) -> list[Type] | None:
     """The ``n`` types by id (the ids below ``first`` hold void), built a group of types with
     one info word at a time (``groups``, from
-    :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one C-level map
-    per field, after checking, with max() over the words at C speed, that every name offset
+    :func:`_scan_groups`: kind, kind_flag and vlen are then constants) with one map over the
+    columns of their fields, after checking, with max() over the words at C speed, that every name offset
     is inside the string section and every type id a type refers to exists. Members, params
     and enum values are checked here but decoded on first use (types.py: _Deferred):
     building their ~170k objects was most of a full parse of vmlinux. None when a check
