@@ -72,6 +72,24 @@ def test_full_parse_builds_what_one_by_one_decoding_builds():
     assert [v.value for v in full.lookup("big2").values] == [1 << 40, -2]
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_blob_in_bytes_is_read_in_place_and_any_other_buffer_copied(lazy):
+    """bytes are read through a memoryview (they cannot change); a bytearray, or a view of
+    one, is copied: the parse neither sees later changes nor stops it from being resized."""
+    blob = _every_kind().to_bytes()
+    want = [_fields(t) for t in BTF.from_bytes(blob).types[1:]]
+    for data in (bytearray(blob), memoryview(bytearray(blob))):
+        btf = BTF.from_bytes(data, lazy=lazy)
+        buffer = data.obj if isinstance(data, memoryview) else data
+        if isinstance(data, memoryview):
+            data.release()
+        buffer[24:] = bytes(len(buffer) - 24)  # the types zeroed
+        buffer.extend(b"\0" * 4096)  # BufferError if the parse still held a view of it
+        assert [_fields(t) for t in btf.types[1:]] == want
+    btf = BTF.from_bytes(blob, lazy=lazy)
+    assert [_fields(t) for t in btf.types[1:]] == want
+
+
 def test_every_corrupted_word_is_reported_as_one_by_one_decoding_does():
     """Each word of the type section set to values that break a check (the first id past the
     last type, the string section's length, a FUNC info word with linkage 3, ...): a full

@@ -124,8 +124,15 @@ class _Deferred(Type):
     _deferred: ClassVar[str]  # the slot decoded on first use
 
     _src: _Source
-    # A full parse makes these with cls.__new__ and sets each slot, _src included, through
-    # its descriptor (bpfkit.btf.spec._build_all): no Python call per type.
+    # A full parse makes these with :meth:`_maker`'s function (bpfkit.btf.spec._build_all):
+    # one Python call per type that stores each slot (half the time of setting them through
+    # their descriptors with one map each, which is a C call per slot and type).
+
+    @classmethod
+    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], _Deferred]:
+        """A function of (id, name, size or return type, position) making a type of this kind
+        with its list left to ``decode`` (``flag``: the kind_flag of them all)."""
+        raise NotImplementedError
 
     if not TYPE_CHECKING:  # mypy would take every missing attribute for one __getattr__ provides
         def __getattr__(self, attr: str) -> object:
@@ -246,6 +253,19 @@ class Struct(_Deferred):
         self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
         self.members = members if members is not None else []
 
+    @classmethod
+    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], Struct]:
+        new = cls.__new__
+
+        def make(id: int, name: str, size: int, pos: int) -> Struct:
+            t = new(cls)
+            t.id = id
+            t.name = name
+            t.size = size
+            t.kind_flag = flag
+            t._src = (decode, pos)
+            return t
+        return make
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -277,6 +297,19 @@ class Enum(_Deferred):
         self.id, self.name, self.size, self.signed = id, name, size, signed
         self.values = values if values is not None else []
 
+    @classmethod
+    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], Enum]:
+        new = cls.__new__
+
+        def make(id: int, name: str, size: int, pos: int) -> Enum:
+            t = new(cls)
+            t.id = id
+            t.name = name
+            t.size = size
+            t.signed = flag
+            t._src = (decode, pos)
+            return t
+        return make
 
 
 class Enum64(Enum):
@@ -325,6 +358,18 @@ class FuncProto(_Deferred):
         self.id, self.name, self.return_type = id, name, return_type
         self.params = params if params is not None else []
 
+    @classmethod
+    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], FuncProto]:
+        new = cls.__new__
+
+        def make(id: int, name: str, return_type: int, pos: int) -> FuncProto:
+            t = new(cls)
+            t.id = id
+            t.name = name
+            t.return_type = return_type
+            t._src = (decode, pos)
+            return t
+        return make
 
 
 class Var(Type):
