@@ -230,7 +230,9 @@ def test_file_lookups_scan_then_index(workload: Workload) -> None:
     from bpfkit.symbols import elf as symelf
 
     rng = random.Random(27)
-    for path in (str(workload.workload), "/usr/lib/x86_64-linux-gnu/libc.so.6"):
+    # The workload has a full .symtab, so most offsets of its code are named. libc without its
+    # debug file (Debian's libc6-dbg) has only .dynsym, its exported functions: about a third.
+    for path, named_share in ((str(workload.workload), 0.5), ("/usr/lib/x86_64-linux-gnu/libc.so.6", 0.2)):
         if not os.path.exists(path):
             continue
         fs = symelf.FileSymbols.load(path)
@@ -244,4 +246,4 @@ def test_file_lookups_scan_then_index(workload: Workload) -> None:
             scanned.append(fs.lookup(o))
         fs._index()
         assert [fs.lookup(o) for o in offsets] == scanned
-        assert sum(1 for s in scanned if s) > len(offsets) // 2
+        assert sum(1 for s in scanned if s) > len(offsets) * named_share, path
