@@ -57,3 +57,21 @@ def test_the_abi_needs_only_cffis_backend() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.split() == ["True", "False", "True"], out.stdout + out.stderr
+
+
+def test_the_command_handles_signals_without_signal_py() -> None:
+    # bpfkit.cli uses the C module _signal (signal.py makes three enums on import, ~0.4 ms),
+    # falling back to signal where an interpreter lacks it: both must have what it calls.
+    import _signal
+    import signal
+
+    import bpfkit.cli as cli
+
+    for module in (_signal, signal):
+        for name in ("signal", "getsignal", "setitimer", "SIGINT", "SIGTERM", "SIGALRM", "ITIMER_REAL"):
+            assert hasattr(module, name), (module, name)
+    assert cli._signal.SIGINT == signal.SIGINT and cli._signal.getsignal is not None
+    code = "import sys, bpfkit.cli; print('signal' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
