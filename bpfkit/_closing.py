@@ -4,7 +4,9 @@ servers): ``with obj:`` returns ``obj`` and closes it when the block ends, howev
 
 from __future__ import annotations
 
-from typing import Self
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import Self
 
 
 class ClosesOnExit:

@@ -22,7 +22,6 @@ import os
 import struct
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
 
 from ._closing import ClosesOnExit
 from .btf import BTF
@@ -34,7 +33,10 @@ from .spec.load import load_spec as load_spec  # re-exported (bpfkit.collection.
 from .spec.load import object_name as object_name
 from .spec.load import spec_from_file as spec_from_file
 
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._kernel.fd import FD
     from .attach import AttachedLinks
     from .kernelfit import KernelFit

@@ -15,14 +15,16 @@ import os
 import struct
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from .btf import BTF
 from .errors import BPFKitError, NotFoundError, UsageError, VerifierError
 from .spec import core as spec_core
 from .spec.core import btf_arg
 
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
 if TYPE_CHECKING:
+    from typing import Any
+
     from .btf.core import CoreResolution
     from .spec.collection import CollectionSpec
 

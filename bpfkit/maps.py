@@ -20,7 +20,6 @@ import errno
 import re
 import struct
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, overload
 
 from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
@@ -51,19 +50,35 @@ from .spec.maps import (
     zero_size_hint as zero_size_hint,
 )
 
+# typing costs ~2 ms to import: Map is generic through types.GenericAlias at run time (Map[K, V]
+# subscripts as list[int] does) and typing's names are for the type checker only.
+TYPE_CHECKING = False
+if not TYPE_CHECKING:  # at run time
+    from types import GenericAlias
+
+    def overload(func: object) -> object:
+        """typing.overload at run time: each variant is replaced by the implementation after it."""
+        return func
+
+    class _Generic:
+        __slots__ = ()
+        __class_getitem__ = classmethod(GenericAlias)
+
+
 if TYPE_CHECKING:
+    from typing import Any, Generic, overload
+
     from typing_extensions import TypeVar
 
     from .btf import BTF
 
     K = TypeVar("K", default=Any)  # a bare ``Map`` is Map[Any, Any]
     V = TypeVar("V", default=Any)
-else:
-    from typing import TypeVar
+    D = TypeVar("D")
 
-    K = TypeVar("K")
-    V = TypeVar("V")
-D = TypeVar("D")
+    class _Generic(Generic[K, V]):
+        pass
+
 
 _ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
 
@@ -101,7 +116,7 @@ def _int_codec(size: int) -> str | None:
     return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
 
 
-class Map(PinnableObject, Generic[K, V]):
+class Map(PinnableObject, _Generic["K", "V"]):
     """A kernel map. Create from a MapSpec, or open an existing one with
     :meth:`load_pinned` / :meth:`from_id` / :meth:`from_fd`. Close with :meth:`close` or
     ``with``.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import Any
 
 from ._kernel import bpf as _bpf
 from ._kernel.abi import ffi
@@ -17,6 +16,10 @@ from .errors import BPFKitError, KernelError, NotSupportedError, VerifierError, 
 from .spec.programs import ProgramSpec as ProgramSpec  # the spec names, re-exported (bpfkit.program.ProgramSpec)
 from .spec.programs import Reference as Reference
 from .spec.programs import RefKind as RefKind
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
 

@@ -814,3 +814,47 @@ def test_record_answers(record_testsuite_property: Any) -> None:
         {"release": os.uname().release, "config": config,
          "answers": {n: {"supported": r.supported, "reason": r.reason} for n, r in results.items()}},
         sort_keys=True))
+
+
+_BTF_KINDS_FRESH = """
+import dataclasses, json, os, sys, uuid
+from bpfkit import features
+fast = {n: dataclasses.astuple(features.probe(n)) for n in features._btf_kinds.KINDS}
+without = "bpfkit.features.probes" not in sys.modules
+from bpfkit.features import probes
+features.clear_cache()
+slow = {n: dataclasses.astuple(features.probe(n)) for n in features._btf_kinds.KINDS}
+direct = {n: [n, *probes.run(n), probes.REGISTRY[n].min_version] for n in features._btf_kinds.KINDS}
+print(json.dumps([without, fast, slow, direct]))
+"""
+
+_LOAD_FRESH = """
+import os, sys, uuid
+from bpfkit.cli.main import main
+pins = "/sys/fs/bpf/bpfkit-btfkinds-" + uuid.uuid4().hex[:8]
+os.mkdir(pins)
+try:
+    rc = main(["load", sys.argv[1], pins])
+finally:
+    os.system("rm -rf " + pins)
+print(rc, "bpfkit.features.probes" in sys.modules, "bpfkit.features" in sys.modules)
+"""
+
+
+def test_btf_kind_probes_answer_the_same_without_the_probes_module() -> None:
+    # features.probe runs the BTF-kind probes from features._btf_kinds until something imports
+    # features.probes (~1.4 ms: bpfkit load asks only these); the answers must be the same.
+    out = subprocess.run([sys.executable, "-c", _BTF_KINDS_FRESH], capture_output=True, text=True, check=True,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    without, fast, slow, direct = json.loads(out.stdout)
+    assert without
+    assert fast == slow == direct
+    assert fast["btf"][1] is True and fast["btf_func"][2] == "BPF_BTF_LOAD accepted a blob with BTF_KIND_FUNC and BTF_KIND_FUNC_PROTO"
+    assert [n for n in features.names() if n in features._btf_kinds.KINDS] == list(features._btf_kinds.KINDS)
+
+
+def test_bpfkit_load_does_not_import_the_probes_module() -> None:
+    obj = REPO / "bpf/.output/minimal.bpf.o"  # its BTF has FUNC and DATASEC: those probes run
+    out = subprocess.run([sys.executable, "-c", _LOAD_FRESH, str(obj)], capture_output=True, text=True, check=True,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.splitlines()[-1] == "0 False True", out.stdout + out.stderr

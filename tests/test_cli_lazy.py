@@ -64,7 +64,7 @@ def test_an_interrupt_waits_for_the_import_it_lands_in(tmp_path, monkeypatch) ->
     assert bpfkit_probe_import.INSIDE
     assert not cli._in_import(sys._getframe())
     timers: list[float] = []
-    monkeypatch.setattr(signal, "setitimer", lambda which, seconds: timers.append(seconds))
+    monkeypatch.setattr(cli._signal, "setitimer", lambda which, seconds: timers.append(seconds))
     monkeypatch.setattr(cli._State, "running", True)
     (tmp_path / "bpfkit_probe_defer.py").write_text(
         "import signal, sys\nfrom bpfkit import cli\ncli._exit_quietly(signal.SIGINT, sys._getframe())\n")

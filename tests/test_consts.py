@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import enum
+import pickle
+
 import pytest
 
 from bpfkit._kernel import consts
@@ -20,6 +23,7 @@ from bpfkit._kernel.consts import (
 )
 from bpfkit._kernel.cpus import parse_cpu_list
 from bpfkit.errors import NotSupportedError, ParseError
+from bpfkit.spec import consts as spec_consts
 
 
 def test_c_names() -> None:
@@ -150,3 +154,48 @@ def test_perf_enums_are_made_on_first_use() -> None:
     assert {n for n in consts._PERF_NAMES if getattr(consts, n) is getattr(perf_consts, n)} == consts._PERF_NAMES
     with pytest.raises(AttributeError, match="module 'bpfkit._kernel.consts' has no attribute 'PerfNothing'"):
         consts.PerfNothing  # noqa: B018
+
+
+_SPEC_ENUMS = ["Cmd", "MapType", "ProgType", "AttachType", "LinkType", "PerfEventType", "FuncId", "StatsType",
+               "MapFlag"]
+
+
+def _plain_class(made: type[enum.Enum]) -> type:
+    """The class statement a spec.consts enum was written as (members, aliases included)."""
+    body: dict[str, object] = {"__module__": made.__module__, "__qualname__": made.__qualname__, "__doc__": made.__doc__}
+    body.update((name, member.value) for name, member in made.__members__.items())
+    return type(made.__name__, (), body)
+
+
+@pytest.mark.parametrize("name", _SPEC_ENUMS)
+@pytest.mark.parametrize("simple", [True, False], ids=["simple_enum", "functional"])
+def test_spec_enums_same_as_the_ordinary_ones(name: str, simple: bool) -> None:
+    # spec.consts makes its enums with enum._simple_enum where Python has it (private; faster),
+    # else with the functional API. Both must equal an enum made through the metaclass.
+    made = getattr(spec_consts, name)
+    base = spec_consts._CEnum if issubclass(made, spec_consts._CEnum) else enum.IntFlag
+    checked = spec_consts._fast_enum(base, simple=False)(_plain_class(made))  # the metaclass's path
+    rebuilt = spec_consts._fast_enum(base, simple=simple)(_plain_class(made))
+    if hasattr(made, "C_PREFIX"):
+        type.__setattr__(checked, "C_PREFIX", made.C_PREFIX)
+        type.__setattr__(rebuilt, "C_PREFIX", made.C_PREFIX)
+    enum._test_simple_enum(checked, made)
+    enum._test_simple_enum(checked, rebuilt)
+    for cls in (made, rebuilt):
+        assert cls.__doc__ == made.__doc__ and cls.__module__ == "bpfkit.spec.consts"
+        assert list(cls.__members__) == list(checked.__members__)
+        for member in cls:
+            twin = checked[member.name]
+            assert isinstance(member, enum.IntEnum if base is spec_consts._CEnum else enum.IntFlag)
+            assert isinstance(member, cls) and cls(member.value) is member
+            assert (repr(member), str(member), format(member), int(member)) == (
+                repr(twin), str(twin), format(twin), int(twin))
+            if hasattr(made, "C_PREFIX"):
+                assert member.c_name == twin.c_name and member.kernel_name == twin.kernel_name
+    assert pickle.loads(pickle.dumps(next(iter(made)))) is next(iter(made))
+    bad = 1 << 40 if base is spec_consts._CEnum else 1.5
+    with pytest.raises(ValueError) as fast:
+        made(bad)
+    with pytest.raises(ValueError) as ordinary:
+        checked(bad)
+    assert str(fast.value) == str(ordinary.value)

@@ -17,7 +17,9 @@ offset and size declared here. Conventions:
 
 from __future__ import annotations
 
-import cffi
+TYPE_CHECKING = False  # the cffi package (~1.5 ms: cffi.api, cffi.model) only parses CDEF
+if TYPE_CHECKING:
+    import cffi
 
 BPF_OBJ_NAME_LEN = 16
 BPF_TAG_SIZE = 8
@@ -605,13 +607,16 @@ CHECKED_TYPES = {
 
 def build_ffi() -> cffi.FFI:
     """Parse CDEF (about 0.15-0.3 s): what scripts/gen_abi.py pre-computes into _abi_ffi.py."""
+    import cffi
+
     fresh = cffi.FFI()
     fresh.cdef(CDEF, packed=False)
     return fresh
 
 
 # cffi's out-of-line ABI mode: the parsed declarations are stored as a generated module that
-# imports in ~10 ms, which keeps `bpfkit attach` start-up short. tests/test_abi_generated.py
+# imports in ~10 ms, which keeps `bpfkit attach` start-up short; it needs only _cffi_backend,
+# not the cffi package. tests/test_abi_generated.py
 # fails when the generated module no longer matches CDEF (regenerate: scripts/gen_abi.py).
 try:
     from ._abi_ffi import ffi as ffi

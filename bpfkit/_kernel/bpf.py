@@ -11,12 +11,15 @@ import errno
 import os
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from ..errors import VerifierError, kernel_error
 from .abi import ffi, libc
 from .consts import BPF_F_QUERY_EFFECTIVE, AttachType, Cmd, syscall_number
 from .fd import FD
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 _NR_BPF = syscall_number("bpf")
 ATTR_SIZE = ffi.sizeof("union bpf_attr")

@@ -31,11 +31,14 @@ import enum
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from ..errors import BTFValueError, ParseError
 from .spec import BTF
 from .types import Array, Datasec, Enum, Float, Int, IntEncoding, Member, Pointer, Struct, Union, Var
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Record", "ValueCodec", "value_codec"]
 
@@ -93,8 +96,9 @@ def _plain(value: object) -> object:
 # A compiled type ("node") is a piece of a struct format covering exactly its size in bytes
 # (padding as 'x'), how many items of the unpacked tuple it takes, a builder turning those
 # items into the Python value, and an encoder writing a value into a buffer at an offset.
-_Build = Callable[[tuple[Any, ...]], object]   # the node's items (a tuple slice) -> value
-_Encode = Callable[[object, bytearray, int, str], None]  # value, buffer, offset, path
+if TYPE_CHECKING:  # annotations only (Any is not imported at run time)
+    _Build = Callable[[tuple[Any, ...]], object]   # the node's items (a tuple slice) -> value
+    _Encode = Callable[[object, bytearray, int, str], None]  # value, buffer, offset, path
 
 
 class _Node:

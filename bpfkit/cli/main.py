@@ -342,9 +342,9 @@ class _InspectOnUse(ModuleType):
     imported on first use (see _dataclasses_without_inspect)."""
 
     def __getattr__(self, name: str) -> object:
-        import importlib
+        import inspect  # the real module: the stand-in left sys.modules when dataclasses was imported
 
-        return getattr(importlib.import_module("inspect"), name)
+        return getattr(inspect, name)
 
 
 def _dataclasses_without_inspect() -> None:

@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import _thread  # threading.RLock() makes a _thread.RLock; importing threading costs ~0.7 ms of start-up
 import dataclasses
+import sys
 
 from ..errors import NotSupportedError, UsageError
-from . import probes as _probes
+from . import _btf_kinds
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import probes as _probes_mod
 
 __all__ = ["FeatureResult", "probe", "require", "names", "probe_all", "probe_many", "describe", "groups", "clear_cache"]
 
@@ -57,19 +62,43 @@ _lock = _thread.RLock()
 _name_locks: dict[str, _thread.RLock] = {}
 
 
+def _run(name: str) -> _btf_kinds.Outcome:
+    """probes.run(name). bpfkit.features.probes is imported on first use: defining its ~120
+    probes costs ~1.4 ms, which loading an object does without (it asks only the BTF-kind
+    probes: the same probes, run from _btf_kinds while nothing has imported probes; once it is
+    imported, its run is the one used, as tests replace it)."""
+    if name in _btf_kinds.KINDS and f"{__name__}.probes" not in sys.modules:
+        return _btf_kinds.run(name)
+    from . import probes
+
+    return probes.run(name)
+
+
+def _min_version(name: str) -> str:
+    """The feature's first release (UsageError for an unknown name)."""
+    kind = _btf_kinds.KINDS.get(name)
+    return kind[0] if kind is not None else _lookup(name).min_version
+
+
 def names() -> list[str]:
     """Every feature name, grouped as ``bpfkit features`` prints them."""
-    order = {group: i for i, group in enumerate(_probes.GROUPS)}
-    return [p.name for p in sorted(_probes.REGISTRY.values(), key=lambda p: order[p.group])]
+    from . import probes  # imported on first use (see _run)
+
+    order = {group: i for i, group in enumerate(probes.GROUPS)}
+    return [p.name for p in sorted(probes.REGISTRY.values(), key=lambda p: order[p.group])]
 
 
 def groups() -> tuple[str, ...]:
-    return _probes.GROUPS
+    from . import probes  # imported on first use (see _run)
+
+    return probes.GROUPS
 
 
-def _lookup(name: str) -> _probes.Probe:
+def _lookup(name: str) -> _probes_mod.Probe:
+    from . import probes  # imported on first use (see _run)
+
     try:
-        return _probes.REGISTRY[name]
+        return probes.REGISTRY[name]
     except KeyError:
         raise UsageError(f"unknown kernel feature {name!r} (bpfkit.features.names() lists them)") from None
 
@@ -85,7 +114,7 @@ def probe(name: str) -> FeatureResult:
         cached = _cache.get(name)
         if cached is not None:
             return cached
-        p = _lookup(name)
+        min_version = _min_version(name)
         name_lock = _name_locks.get(name)
         if name_lock is None:
             name_lock = _name_locks[name] = _thread.RLock()
@@ -96,10 +125,10 @@ def probe(name: str) -> FeatureResult:
         cached = _cache.get(name)
         if cached is not None:
             return cached
-        outcome = _probes.run(name)
+        outcome = _run(name)
         supported, reason = outcome
-        result = FeatureResult(name, supported, reason, p.min_version)
-        if _probes.is_definite(outcome):
+        result = FeatureResult(name, supported, reason, min_version)
+        if _btf_kinds.is_definite(outcome):
             with _lock:
                 _cache[name] = result
         return result
@@ -110,10 +139,12 @@ def probe_many(wanted: list[str]) -> dict[str, FeatureResult]:
     sleep in the kernel (probes.BACKGROUND) run in a second thread while this one runs the
     rest; each probe is independent of the others, so the answers are the ones :func:`probe`
     gives one by one."""
+    from . import probes  # imported on first use (see _run)
+
     for name in wanted:
         _lookup(name)
     results: dict[str, FeatureResult] = {}
-    background = [n for n in dict.fromkeys(wanted) if n in _probes.BACKGROUND]
+    background = [n for n in dict.fromkeys(wanted) if n in probes.BACKGROUND]
     done = _thread.allocate_lock()
     failed: list[BaseException] = []
 
@@ -131,7 +162,7 @@ def probe_many(wanted: list[str]) -> dict[str, FeatureResult]:
         _thread.start_new_thread(work, ())
     try:
         for name in wanted:
-            if name not in _probes.BACKGROUND and name not in results:
+            if name not in probes.BACKGROUND and name not in results:
                 results[name] = probe(name)
     finally:
         with done:  # returns once the background thread has finished

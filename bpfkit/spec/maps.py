@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, Any
 
 from .consts import MapType
 
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..btf import BTF
     from .struct_ops import StructOpsSpec
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
 
 from .._record import FrozenRecord
 from ..btf.ext import CORERelo
 from ..errors import UsageError
 from .consts import AttachType, ProgType
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ProgramSpec", "Reference", "RefKind"]
 

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What `bpfkit load` imports (docs/performance.md, Start-up): the modules on its path import
+``typing`` for the type checker only (~2 ms to import), and Map stays subscriptable at run time."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+from bpfkit.maps import Map
+
+REPO = Path(__file__).resolve().parent.parent
+
+# bpfkit.btf.spec and bpfkit.btf.types still import typing at run time (cast, ClassVar).
+LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "spec/maps.py", "spec/collection.py",
+             "spec/programs.py", "spec/consts.py", "program.py", "collection.py", "kernelfit.py",
+             "features/__init__.py", "features/_btf_kinds.py"]
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """Modules imported at module level outside ``if TYPE_CHECKING:`` blocks."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
+                found.append(sub.module)
+            elif isinstance(sub, ast.Import):
+                found.extend(a.name for a in sub.names)
+    return found
+
+
+@pytest.mark.parametrize("path", LOAD_PATH)
+def test_load_path_imports_typing_for_the_type_checker_only(path: str) -> None:
+    tree = ast.parse((REPO / "bpfkit" / path).read_text())
+    assert not {"typing", "typing_extensions"} & set(_runtime_imports(tree))
+
+
+def test_map_is_generic_at_run_time() -> None:
+    alias = Map[int, bytes]
+    assert typing.get_origin(alias) is Map and typing.get_args(alias) == (int, bytes)
+    assert repr(alias) == "bpfkit.maps.Map[int, bytes]"
+
+
+def test_the_abi_needs_only_cffis_backend() -> None:
+    # The generated out-of-line module (_abi_ffi.py) imports _cffi_backend; the cffi package
+    # (~1.5 ms) is imported only to parse CDEF (abi.build_ffi, scripts/gen_abi.py).
+    code = ("import sys; from bpfkit._kernel import abi; "
+            "print(abi.ffi.sizeof('union bpf_attr') > 0, 'cffi' in sys.modules, '_cffi_backend' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.split() == ["True", "False", "True"], out.stdout + out.stderr
+
+
+def test_the_command_handles_signals_without_signal_py() -> None:
+    # bpfkit.cli uses the C module _signal (signal.py makes three enums on import, ~0.4 ms),
+    # falling back to signal where an interpreter lacks it: both must have what it calls.
+    import _signal
+    import signal
+
+    import bpfkit.cli as cli
+
+    for module in (_signal, signal):
+        for name in ("signal", "getsignal", "setitimer", "SIGINT", "SIGTERM", "SIGALRM", "ITIMER_REAL"):
+            assert hasattr(module, name), (module, name)
+    assert cli._signal.SIGINT == signal.SIGINT and cli._signal.getsignal is not None
+    code = "import sys, bpfkit.cli; print('signal' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
