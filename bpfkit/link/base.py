@@ -230,16 +230,23 @@ def query_info(fd: FD | int) -> LinkInfo:
     return _decode_info(raw, name)
 
 
-def _prog_fd(prog: ProgramArg) -> int:
-    """The fd of a Program (or FD, or int), refusing closed programs."""
-    fd = getattr(prog, "fd", prog)
+def raw_fd(obj: Any, closed: Callable[[], str], refused: Callable[[], str], *, lowest: int = 1) -> int:
+    """The fd number of ``obj``: an FD, an object holding one as ``.fd`` (a Program, a Map, a
+    cgroup or netns handle), or an int of at least ``lowest``. A closed FD raises UsageError
+    with ``closed()``, anything else with ``refused()`` (messages made only on error)."""
+    fd = getattr(obj, "fd", obj)
     if isinstance(fd, FD):
         if fd.closed:
-            raise UsageError(f"program {getattr(prog, 'name', '')!r} is closed")
+            raise UsageError(closed())
         return fd.raw
-    if isinstance(fd, int) and fd > 0:
+    if isinstance(fd, int) and not isinstance(fd, bool) and fd >= lowest:
         return fd
-    raise UsageError(f"not a program: {prog!r}")
+    raise UsageError(refused())
+
+
+def _prog_fd(prog: ProgramArg) -> int:
+    """The fd of a Program (or FD, or int), refusing closed programs."""
+    return raw_fd(prog, lambda: f"program {getattr(prog, 'name', '')!r} is closed", lambda: f"not a program: {prog!r}")
 
 
 # ----------------------------------------------------------------------------- RawLink

@@ -29,7 +29,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import dup_prog_fd, prog_id_of, prog_name
-from .base import HeldProgramAttachment, _prog_fd, choice_of
+from .base import HeldProgramAttachment, _prog_fd, choice_of, raw_fd
 
 __all__ = ["ProgAttachMode", "ProgAttachment", "raw_attach_program", "raw_detach_program"]
 
@@ -47,14 +47,8 @@ class ProgAttachMode(enum.Enum):
 
 
 def _target_fd(target: Any) -> int:
-    fd = getattr(target, "fd", target)
-    if isinstance(fd, FD):
-        if fd.closed:
-            raise UsageError(f"attach target {target!r} is closed")
-        return fd.raw
-    if isinstance(fd, int) and not isinstance(fd, bool) and fd >= 0:
-        return fd
-    raise UsageError(f"not an attach target fd: {target!r}")
+    return raw_fd(target, lambda: f"attach target {target!r} is closed",
+                  lambda: f"not an attach target fd: {target!r}", lowest=0)
 
 
 def raw_attach_program(target: Any, prog: ProgramArg, attach_type: AttachType | int, *, flags: int = 0,

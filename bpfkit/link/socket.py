@@ -37,7 +37,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_id_of, prog_name
-from .base import FdOnlyLink, RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
+from .base import FdOnlyLink, RawLink, _enum, _prog_fd, raw_fd, register_info_decoder, register_link_class
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
 __all__ = ["SocketFilter", "ReuseportProgram", "SockmapLink", "SockmapProgAttachment", "SockmapInfo",
@@ -290,14 +290,8 @@ def _map_fd(m: Any) -> tuple[int, str]:
     if mtype is not None and mtype not in _SOCK_MAPS:
         raise UsageError(f"map {getattr(m, 'name', '')!r} is a {getattr(mtype, 'kernel_name', mtype)} map; "
                          "sk_skb and sk_msg programs attach to a sockmap or sockhash")
-    fd = getattr(m, "fd", m)
-    if isinstance(fd, FD):
-        if fd.closed:
-            raise UsageError(f"map {getattr(m, 'name', '')!r} is closed")
-        return fd.raw, str(getattr(m, "name", "") or f"fd {fd.raw}")
-    if isinstance(fd, int) and not isinstance(fd, bool) and fd > 0:
-        return fd, f"fd {fd}"
-    raise UsageError(f"not a map: {m!r}")
+    fd = raw_fd(m, lambda: f"map {getattr(m, 'name', '')!r} is closed", lambda: f"not a map: {m!r}")
+    return fd, str(getattr(m, "name", "") or f"fd {fd}")
 
 
 def _sockmap_hint(err: int) -> str:
