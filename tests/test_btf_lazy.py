@@ -5,6 +5,7 @@ reading BTF from files (bpfkit.btf.spec, bpfkit.btf.kernel). Pure: the vmlinux t
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
 
@@ -236,3 +237,51 @@ def test_vmlinux_lookups_by_kind_agree_with_a_full_parse():
     kinds = [Kind.STRUCT, Kind.UNION]
     assert ({n: [t.id for t in ts] for n, ts in lazy.find_flavors_many(names, kinds=kinds).items()}
             == {n: [t.id for t in ts] for n, ts in eager.find_flavors_many(names, kinds=kinds).items()})
+
+
+def test_unchanging_buffers_are_read_in_place_others_copied(bpf_obj, tmp_path):
+    """BTF.from_bytes copies a mapping (it changes when its file does, even a private
+    read-only one) unless told it is unchanging; then it reads it in place, and the mapping
+    cannot be closed while the BTF holds it."""
+    import mmap
+
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    want = repr(BTF.from_bytes(raw).lookup("task_struct", Kind.STRUCT))
+    path = tmp_path / "core_task.btf"
+    path.write_bytes(raw)
+    with open(path, "rb") as f:
+        kept = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+        copied_from = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+    in_place = BTF.from_bytes(kept, lazy=True, unchanging=True)
+    with pytest.raises(BufferError):
+        kept.close()  # the lazy BTF's words are a view of the mapping
+    assert repr(in_place.lookup("task_struct", Kind.STRUCT)) == want
+    copied = BTF.from_bytes(copied_from, lazy=True)
+    copied_from.close()  # nothing of it is kept
+    with open(path, "r+b") as f:
+        f.write(b"\0" * len(raw))  # the file changes under both mappings
+    assert repr(copied.lookup("task_struct", Kind.STRUCT)) == want and len(copied) == len(in_place)
+    del in_place
+    gc.collect()  # the BTF and its type table refer to each other
+    kept.close()
+
+
+@needs_vmlinux
+def test_vmlinux_blob_is_a_read_only_mapping_where_the_kernel_allows_it():
+    """Since 6.16 /sys/kernel/btf/vmlinux can be mmapped (btf_sysfs_vmlinux_mmap): bpfkit maps
+    it read-only instead of copying its megabytes; before, it reads the file."""
+    import mmap
+
+    from bpfkit._kernel import bpf as _bpf
+
+    blob = _bpf.vmlinux_btf()
+    with open(VMLINUX, "rb") as f:
+        assert blob[:4096] == f.read(4096)
+    with open(VMLINUX, "rb") as f:
+        mapping = _bpf._mapped(f.fileno())
+    if mapping is None:
+        assert isinstance(blob, bytes)  # an older kernel refuses the mapping
+    else:
+        mapping.close()
+        assert isinstance(blob, mmap.mmap) and memoryview(blob).readonly
+    assert kernel_btf.vmlinux().lookup("task_struct", Kind.STRUCT).size > 0

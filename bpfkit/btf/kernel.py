@@ -34,7 +34,8 @@ def vmlinux() -> BTF:
         if btf is None:
             from .._kernel import bpf as _bpf
 
-            btf = _cache["vmlinux"] = BTF.from_bytes(_bpf.vmlinux_btf(), lazy=True, name="vmlinux")
+            # read in place: the kernel's BTF does not change while it runs
+            btf = _cache["vmlinux"] = BTF.from_bytes(_bpf.vmlinux_btf(), lazy=True, name="vmlinux", unchanging=True)
         return btf
 
 
