@@ -35,7 +35,6 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, cast, overload
 
 from ..errors import NotFoundError, ParseError
 from .types import (
@@ -70,6 +69,18 @@ from .types import (
     Void,
     Volatile,
 )
+
+# typing costs ~2 ms to import (the `bpfkit load` start-up): its names are for the type checker
+# only, and cast/overload are their run-time no-ops here.
+TYPE_CHECKING = False
+if not TYPE_CHECKING:
+    def cast(_type: object, value: object) -> object:
+        return value
+
+    def overload(func: object) -> object:
+        return func
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias, cast, overload
 
 __all__ = ["BTF", "StringTable", "TypeTable", "BTF_MAGIC", "scan_type_id", "essential_name"]
 
@@ -106,7 +117,7 @@ _INDEXED_KINDS = frozenset({Kind.INT, Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.F
 if TYPE_CHECKING:
     import mmap
 
-    _Words: TypeAlias = array.array[int] | memoryview
+    _Words: TypeAlias = "array.array[int] | memoryview"  # a string: pdoc runs this block
 else:
     _Words = array.array | memoryview
 
