@@ -31,7 +31,6 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from .. import asm
 from .._kernel import bpf as _bpf
@@ -72,6 +71,13 @@ from ._btf_kinds import _failure as _failure
 from ._btf_kinds import describe_errno as describe_errno
 from ._btf_kinds import inconclusive as inconclusive
 from ._btf_kinds import is_definite as is_definite
+
+TYPE_CHECKING = False  # typing costs ~1.6 ms of start-up where nothing else imports it
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..btf.spec import BTF
+    from ..btf.types import Type
 
 
 class Probe(FrozenRecord):
@@ -567,7 +573,7 @@ def probe_uprobe_multi_path_fd() -> Outcome:
 
 
 # --------------------------------------------------------------- kernel BTF: names, kfuncs
-def _vmlinux() -> Any:
+def _vmlinux() -> BTF:
     from ..btf import kernel as _kbtf
 
     return _kbtf.vmlinux()
@@ -583,26 +589,29 @@ _ENUM_KINDS = (KIND_ENUM, KIND_ENUM64)  # the kinds that have enumerators
 _NAMED_QUESTIONS: dict[str, tuple[int, ...]] = {
     "bpf_attach_type": _ENUM_KINDS, "bpf_link_type": _ENUM_KINDS, "cgroup_bpf": (KIND_STRUCT,),
 }
-_vmlinux_found: dict[str, list[Any]] = {}
+# the vmlinux BTF the answers are from (kernel.clear_cache() makes a new one) and the answers
+_vmlinux_found: tuple[BTF | None, dict[str, list[Type]]] = (None, {})
 _vmlinux_lock = _thread.allocate_lock()
 
 
-def _vmlinux_types(name: str, group: dict[str, tuple[int, ...]]) -> list[Any]:
+def _vmlinux_types(name: str, group: dict[str, tuple[int, ...]]) -> list[Type]:
     """The vmlinux BTF types called ``name`` of the kinds ``group[name]`` gives it, in id order
     (what ``find(name, kind)`` of each kind gives; OSError or BPFKitError when there is no
     vmlinux BTF). ``group``'s names are looked up together on first use."""
+    global _vmlinux_found
     with _vmlinux_lock:
-        found = _vmlinux_found.get(name)
-        if found is None:
+        btf = _vmlinux()
+        if _vmlinux_found[0] is not btf:
+            _vmlinux_found = (btf, {})
+        found = _vmlinux_found[1]
+        if name not in found:
             from ..btf.types import Kind
 
-            btf = _vmlinux()
             kinds = {Kind(k) for ks in group.values() for k in ks}
             for text, types in btf.find_flavors_many(group, own_only=False, kinds=kinds).items():
                 # find_flavors_many also finds "name___flavor" spellings: only the name itself
-                _vmlinux_found[text] = [t for t in types if t.name == text and int(t.kind) in group[text]]
-            found = _vmlinux_found[name]
-        return found
+                found[text] = [t for t in types if t.name == text and int(t.kind) in group[text]]
+        return found[name]
 
 
 def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
@@ -612,7 +621,7 @@ def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
         found = _vmlinux_types(enum, _NAMED_QUESTIONS)
     except (OSError, BPFKitError) as exc:
         return False, f"no vmlinux BTF to read {enum} from: {exc}"
-    names = {v.name for t in found for v in t.values}
+    names = {v.name for t in found for v in getattr(t, "values", ())}
     if not names:
         return False, f"vmlinux BTF has no enum {enum}"
     if value in names:
@@ -629,7 +638,7 @@ def _btf_member_probe(struct: str, member: str, what: str) -> Outcome:
         return False, f"no vmlinux BTF to read struct {struct} from: {exc}"
     if not found:
         return False, f"vmlinux BTF has no struct {struct}"
-    if any(m.name == member for t in found for m in t.members):
+    if any(m.name == member for t in found for m in getattr(t, "members", ())):
         return True, f"vmlinux BTF's struct {struct} has {member}: the kernel has {what}"
     return False, f"vmlinux BTF's struct {struct} lacks {member}: no {what}"
 
@@ -749,8 +758,11 @@ def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:
         btf = _vmlinux()
     except (OSError, BPFKitError) as exc:
         return False, f"no vmlinux BTF: {exc}"
+    from ..btf.types import Func
+
     for name in names:
         for func in _vmlinux_types(name, _KFUNC_QUESTIONS):
+            assert isinstance(func, Func)  # _KFUNC_QUESTIONS asks for BTF_KIND_FUNC only
             proto = btf.types[func.type]
             params = len(getattr(proto, "params", ()))
             if nargs is None or params == nargs:
