@@ -858,3 +858,19 @@ def test_bpfkit_load_does_not_import_the_probes_module() -> None:
     out = subprocess.run([sys.executable, "-c", _LOAD_FRESH, str(obj)], capture_output=True, text=True, check=True,
                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.splitlines()[-1] == "0 False True", out.stdout + out.stderr
+
+
+def test_vmlinux_btf_probes_find_what_find_by_kind_finds() -> None:
+    """The BTF probes look their names up in batches (probes._vmlinux_types): the same types,
+    in the same order, as vmlinux's find(name, kind) of each kind asked."""
+    from bpfkit.btf import kernel
+    from bpfkit.btf.types import Kind
+
+    try:
+        vmlinux = kernel.vmlinux()
+    except (OSError, NotSupportedError) as exc:
+        pytest.skip(f"no vmlinux BTF: {exc}")
+    for group in (probes._NAMED_QUESTIONS, probes._KFUNC_QUESTIONS):
+        for name, kinds in group.items():
+            want = sorted((t for k in kinds for t in vmlinux.find(name, Kind(k))), key=lambda t: t.id)
+            assert [t.id for t in probes._vmlinux_types(name, group)] == [t.id for t in want], name

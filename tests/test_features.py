@@ -219,3 +219,48 @@ def test_refusal_is_a_definite_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not first.supported and "EPERM" in first.reason and "inconclusive" not in first.reason
     assert features.probe("map_type_hash") is first and len(calls) == 1
     features.clear_cache()
+
+
+def _fake_vmlinux(session_cookie_params: int, with_fsession: bool) -> object:
+    """A small lazily parsed BTF with what the vmlinux BTF probes look for, and decoys: a
+    flavored name, and the names as other kinds."""
+    from bpfkit.btf.spec import BTF
+    from bpfkit.features._btf_kinds import (
+        KIND_ENUM,
+        KIND_ENUM64,
+        KIND_FUNC,
+        KIND_FUNC_PROTO,
+        KIND_STRUCT,
+        BTFBuilder,
+    )
+
+    b = BTFBuilder()
+    i = b.int_()
+    values = ["BPF_CGROUP_INET_INGRESS", *(["BPF_TRACE_FSESSION"] if with_fsession else [])]
+    b.add("bpf_attach_type", KIND_ENUM, len(values), 4, b"".join(struct.pack("<Ii", b.name(v), n) for n, v in enumerate(values)))
+    b.add("bpf_attach_type___x", KIND_ENUM, 1, 4, struct.pack("<Ii", b.name("BPF_TRACE_FSESSION"), 9))  # a flavor
+    b.add("bpf_link_type", KIND_ENUM64, 1, 8, struct.pack("<III", b.name("BPF_LINK_TYPE_TRACING_MULTI"), 1, 0))
+    b.add("cgroup_bpf", KIND_STRUCT, 1, 4, struct.pack("<III", b.name("revisions"), i, 0))
+    b.add("bpf_rcu_read_lock", KIND_STRUCT, 0, 0)  # the name, but not a FUNC
+    proto = b.add("", KIND_FUNC_PROTO, session_cookie_params, i,
+                  b"".join(struct.pack("<II", b.name(f"a{n}"), i) for n in range(session_cookie_params)))
+    b.add("bpf_session_cookie", KIND_FUNC, 0, proto)
+    b.add("bpf_session_is_return", KIND_FUNC, 0, proto)
+    return BTF.from_bytes(b.encode(), lazy=True, name="vmlinux")
+
+
+def test_vmlinux_btf_probes_ask_by_name_and_kind_and_follow_a_new_vmlinux(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The BTF probes' batched lookups take only the exact name of the asked kinds (ENUM64 is an
+    enum; a ___flavor or another kind of the same name is not), and answer from the vmlinux BTF
+    of the moment (a new one after kernel.clear_cache() is asked again)."""
+    btf = _fake_vmlinux(1, with_fsession=False)
+    monkeypatch.setattr(probes, "_vmlinux", lambda: btf)
+    assert probes.run("fsession") == (False, "vmlinux BTF's enum bpf_attach_type lacks BPF_TRACE_FSESSION")
+    assert probes.run("tracing_multi")[0] is True  # an ENUM64
+    assert probes.run("cgroup_mprog")[0] is True
+    assert probes.run("kfunc_rcu_read_lock") == (False, "vmlinux BTF has no function bpf_rcu_read_lock")
+    assert probes.run("kfunc_session") == (True, "vmlinux BTF has bpf_session_is_return (1 argument)")
+    assert probes.run("kfunc_session_ctx") == (True, "vmlinux BTF has bpf_session_cookie (1 argument)")
+    btf = _fake_vmlinux(0, with_fsession=True)
+    assert probes.run("fsession")[0] is True
+    assert probes.run("kfunc_session_ctx") == (False, "vmlinux BTF has bpf_session_cookie taking 0 arguments, not 1")

@@ -22,6 +22,7 @@ A probe returns ``(supported, reason)``; the reason names the errno and what it 
 
 from __future__ import annotations
 
+import _thread  # threading.Lock() is a _thread lock; importing threading costs ~0.7 ms of start-up
 import contextlib
 import errno
 import itertools
@@ -30,7 +31,6 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from .. import asm
 from .._kernel import bpf as _bpf
@@ -71,6 +71,13 @@ from ._btf_kinds import _failure as _failure
 from ._btf_kinds import describe_errno as describe_errno
 from ._btf_kinds import inconclusive as inconclusive
 from ._btf_kinds import is_definite as is_definite
+
+TYPE_CHECKING = False  # typing costs ~1.6 ms of start-up where nothing else imports it
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..btf.spec import BTF
+    from ..btf.types import Type
 
 
 class Probe(FrozenRecord):
@@ -566,17 +573,52 @@ def probe_uprobe_multi_path_fd() -> Outcome:
 
 
 # --------------------------------------------------------------- kernel BTF: names, kfuncs
-def _vmlinux() -> Any:
+def _vmlinux() -> BTF:
     from ..btf import kernel as _kbtf
 
     return _kbtf.vmlinux()
+
+
+# The names the probes below look up in vmlinux BTF, with the kinds asked for: ENUM, ENUM64 and
+# STRUCT are among the kinds the lazy parse's scan indexes, so those names are searched in that
+# index (a sixth of vmlinux's types; 3.3 ms for the group, where a find(name) of any kind built
+# the index of all 127k types' names, 7 ms); FUNC is not, so the kfunc names are searched in the
+# index of every type's name (11.4 ms for the group, 13 ms one by one). The first probe of a
+# group looks up every name of the group in one find_flavors_many; later ones read the answers.
+_ENUM_KINDS = (KIND_ENUM, KIND_ENUM64)  # the kinds that have enumerators
+_NAMED_QUESTIONS: dict[str, tuple[int, ...]] = {
+    "bpf_attach_type": _ENUM_KINDS, "bpf_link_type": _ENUM_KINDS, "cgroup_bpf": (KIND_STRUCT,),
+}
+# the vmlinux BTF the answers are from (kernel.clear_cache() makes a new one) and the answers
+_vmlinux_found: tuple[BTF | None, dict[str, list[Type]]] = (None, {})
+_vmlinux_lock = _thread.allocate_lock()
+
+
+def _vmlinux_types(name: str, group: dict[str, tuple[int, ...]]) -> list[Type]:
+    """The vmlinux BTF types called ``name`` of the kinds ``group[name]`` gives it, in id order
+    (what ``find(name, kind)`` of each kind gives; OSError or BPFKitError when there is no
+    vmlinux BTF). ``group``'s names are looked up together on first use."""
+    global _vmlinux_found
+    with _vmlinux_lock:
+        btf = _vmlinux()
+        if _vmlinux_found[0] is not btf:
+            _vmlinux_found = (btf, {})
+        found = _vmlinux_found[1]
+        if name not in found:
+            from ..btf.types import Kind
+
+            kinds = {Kind(k) for ks in group.values() for k in ks}
+            for text, types in btf.find_flavors_many(group, own_only=False, kinds=kinds).items():
+                # find_flavors_many also finds "name___flavor" spellings: only the name itself
+                found[text] = [t for t in types if t.name == text and int(t.kind) in group[text]]
+        return found[name]
 
 
 def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
     """Whether the kernel's own BTF declares ``value`` in ``enum``: the kernel knows the name
     (an attach or link type that needs a working target to try, e.g. BPF trampolines)."""
     try:
-        found = _vmlinux().find(enum)
+        found = _vmlinux_types(enum, _NAMED_QUESTIONS)
     except (OSError, BPFKitError) as exc:
         return False, f"no vmlinux BTF to read {enum} from: {exc}"
     names = {v.name for t in found for v in getattr(t, "values", ())}
@@ -590,10 +632,8 @@ def _btf_enum_probe(enum: str, value: str, what: str) -> Outcome:
 def _btf_member_probe(struct: str, member: str, what: str) -> Outcome:
     """Whether the kernel's own BTF has ``member`` in ``struct``: a field that came with the
     feature (where no attach can tell without a real target)."""
-    from ..btf.types import Kind
-
     try:
-        found = _vmlinux().find(struct, Kind.STRUCT)
+        found = _vmlinux_types(struct, _NAMED_QUESTIONS)
     except (OSError, BPFKitError) as exc:
         return False, f"no vmlinux BTF to read struct {struct} from: {exc}"
     if not found:
@@ -718,10 +758,11 @@ def _kfunc_probe(*names: str, nargs: int | None = None) -> Outcome:
         btf = _vmlinux()
     except (OSError, BPFKitError) as exc:
         return False, f"no vmlinux BTF: {exc}"
-    from ..btf.types import Kind
+    from ..btf.types import Func
 
     for name in names:
-        for func in btf.find(name, Kind.FUNC):
+        for func in _vmlinux_types(name, _KFUNC_QUESTIONS):
+            assert isinstance(func, Func)  # _KFUNC_QUESTIONS asks for BTF_KIND_FUNC only
             proto = btf.types[func.type]
             params = len(getattr(proto, "params", ()))
             if nargs is None or params == nargs:
@@ -759,6 +800,10 @@ def _kfuncs_probe(funcs: tuple[tuple[str, ...], ...], nargs: int | None) -> Call
 
     return run
 
+
+# every kfunc name the probes ask about, as BTF_KIND_FUNC (looked up together: _vmlinux_types)
+_KFUNC_QUESTIONS: dict[str, tuple[int, ...]] = {
+    name: (KIND_FUNC,) for probe in KFUNC_PROBES for names in probe[4] for name in names}
 
 for _name, _min_version, _what, _how, _funcs, _nargs in KFUNC_PROBES:
     _register(_name, "kfuncs", _min_version, _what, _how)(_kfuncs_probe(_funcs, _nargs))
