@@ -335,6 +335,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         command_running(False)
+        if command_line:
+            _exit_without_collections()
+
+
+def _exit_without_collections() -> None:
+    """The command is done and its process about to exit: move every object left to the
+    collector's permanent generation (gc.freeze), so the interpreter's finalization does not walk
+    them all in its full collections (~4 ms of `bpfkit load`'s 40, measured: most of its exit).
+    Nothing observable is skipped: what bpfkit must undo runs earlier, from the command's finally
+    blocks and atexit (weakref.finalize: an unclosed FD, a tracefs probe); module dicts are still
+    cleared (objects freed by reference count run their __del__); the kernel closes the fds of
+    whatever a cycle would have held. The console script only (a library caller's process is
+    its own)."""
+    import gc  # built in: no import cost
+
+    gc.freeze()
 
 
 class _InspectOnUse(ModuleType):
