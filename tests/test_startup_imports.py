@@ -75,3 +75,49 @@ def test_the_command_handles_signals_without_signal_py() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+@pytest.mark.root
+def test_the_command_imports_neither_gettext_nor_locale(bpf_obj, tmp_path: Path) -> None:
+    # bpfkit.cli.argparse_without_gettext: ~2 ms of `bpfkit load` and `--help`; gc.freeze at the
+    # command's end: ~3-4 ms of its exit (bpfkit.cli.main._exit_without_collections).
+    pin_dir = f"/sys/fs/bpf/bpfkit-test-{os.getpid()}"
+    code = ("import gc, sys; sys.argv = ['bpfkit', 'load', sys.argv[1], sys.argv[2]]; "
+            "from bpfkit.cli.main import main; rc = main(); "
+            "print(rc, [m for m in ('gettext', 'locale', 'inspect', 'shutil') if m in sys.modules], gc.get_freeze_count() > 0); "
+            "import gettext, argparse; print(hasattr(gettext, 'translation'), argparse._('x'), argparse.ngettext('a', 'b', 2))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(bpf_obj("minimal")), pin_dir], capture_output=True, text=True,
+                             check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        subprocess.run(["rm", "-rf", pin_dir], check=False)
+    assert out.stdout.splitlines()[-2:] == ["0 [] True", "True x b"], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("lang", ["de", "de_DE.UTF-8", "fr:de", "C.UTF-8", "C", "", "../de", "de::fr", ".."])
+@pytest.mark.parametrize("catalog", [None, "de", "de_DE.UTF-8", "fr_FR.ISO8859-1", "C.UTF-8", "LC_MESSAGES"])
+def test_no_catalog_only_when_gettext_finds_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 lang: str, catalog: str | None) -> None:
+    """argparse gets the untranslated stand-in only when gettext.find, with the same
+    environment and directory, finds no messages.mo; else the real gettext decides."""
+    import gettext
+
+    from bpfkit import cli
+
+    localedir = tmp_path / "share" / "locale"
+    if catalog is not None:
+        mo = localedir / catalog / "LC_MESSAGES" / "messages.mo"
+        mo.parent.mkdir(parents=True)
+        mo.write_bytes(b"")
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", lang)
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
+    path_like = "/" in lang or any(part == "" or part.startswith(".") for part in lang.split(":")) if lang else False
+    no_catalog = cli._no_catalog()
+    if no_catalog:
+        assert gettext.find("messages", str(localedir), all=True) == []
+    # Any catalog at all, or a language that could name a path outside the directory: gettext decides.
+    assert no_catalog == (catalog is None and not path_like)
+    assert cli._Untranslated("gettext").gettext("x") == "x"
+    assert cli._Untranslated("gettext").ngettext("a", "b", 1) == "a"

@@ -79,3 +79,57 @@ def signals_are_quiet() -> bool:
 # As the console script (``bpfkit``), from the first import on (bpfkit/__init__.py calls
 # quiet_signals first thing): Python's own SIGINT handler would raise KeyboardInterrupt inside
 # whatever import is running and print a traceback.
+
+
+class _Untranslated(_types.ModuleType):
+    """What argparse gets for ``from gettext import gettext as _, ngettext`` in the bpfkit command
+    when gettext has no catalog to use (see argparse_without_gettext): gettext's own answers then
+    (NullTranslations)."""
+
+    @staticmethod
+    def gettext(message: str) -> str:
+        return message
+
+    @staticmethod
+    def ngettext(singular: str, plural: str, n: int) -> str:
+        return singular if n == 1 else plural
+
+
+def _no_catalog() -> bool:
+    """Whether gettext.gettext, in a process that has not imported gettext, can translate
+    nothing: it looks only for ``<sys.base_prefix>/share/locale/<lang>/LC_MESSAGES/messages.mo``
+    (the default domain and directory), <lang> from $LANGUAGE, $LC_ALL, $LC_MESSAGES or $LANG.
+    True when no such file exists under any <lang> (a listing of the directory, then one stat
+    per entry; none at all when the directory is missing); False, so the real gettext decides,
+    when a language could name a path outside it ("", ".", "..", a "/")."""
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = _os.environ.get(name)
+        if value and ("/" in value or any(lang == "" or lang.startswith(".") for lang in value.split(":"))):
+            return False
+    localedir = _os.path.join(_sys.base_prefix, "share", "locale")
+    try:
+        entries = _os.listdir(localedir)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:  # unreadable: a catalog may still be found by its path
+        return False
+    return not any(_os.path.exists(_os.path.join(localedir, entry, "LC_MESSAGES", "messages.mo")) for entry in entries)
+
+
+def argparse_without_gettext() -> None:
+    """Import ``argparse`` without ``gettext`` when gettext could translate none of its messages
+    (_no_catalog): ~2 ms of every command's start-up, measured on `bpfkit load` and `--help`
+    (gettext and the locale module it imports for locale.normalize, then a catalog search per
+    message as the parser is built). argparse gets a stand-in that answers as gettext would
+    without a catalog; it is in sys.modules for the length of that import only, so any other
+    ``import gettext`` gets the real module. The command only (bpfkit/__init__.py, __main__.py):
+    a library caller's process is left as it is."""
+    if "argparse" in _sys.modules or "gettext" in _sys.modules or not _no_catalog():
+        return
+    _sys.modules["gettext"] = _Untranslated("gettext")
+    try:
+        import argparse  # noqa: F401
+    except ImportError:  # an argparse wanting more of gettext: bpfkit.cli.main imports it with the real one
+        pass
+    finally:
+        del _sys.modules["gettext"]
