@@ -17,10 +17,11 @@ from bpfkit.maps import Map
 
 REPO = Path(__file__).resolve().parent.parent
 
-# bpfkit.btf.spec and bpfkit.btf.types still import typing at run time (cast, ClassVar).
-LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "spec/maps.py", "spec/collection.py",
-             "spec/programs.py", "spec/consts.py", "program.py", "collection.py", "kernelfit.py",
+# bpfkit.btf.spec still imports typing at run time (cast, overload): test_load_imports_typing_only_through.
+LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "btf/types.py", "spec/maps.py",
+             "spec/collection.py", "spec/programs.py", "spec/consts.py", "program.py", "collection.py", "kernelfit.py",
              "features/__init__.py", "features/_btf_kinds.py"]
+TYPING_AT_RUN_TIME = {"btf/spec.py"}  # the one module of `bpfkit load` that still does
 
 
 def _runtime_imports(tree: ast.Module) -> list[str]:
@@ -121,3 +122,23 @@ def test_no_catalog_only_when_gettext_finds_none(tmp_path: Path, monkeypatch: py
     assert no_catalog == (catalog is None and not path_like)
     assert cli._Untranslated("gettext").gettext("x") == "x"
     assert cli._Untranslated("gettext").ngettext("a", "b", 1) == "a"
+
+
+@pytest.mark.root
+def test_load_imports_typing_only_through(bpf_obj) -> None:
+    """Every bpfkit module `bpfkit load` of a CO-RE object imports (the 1-program path is a
+    subset) imports typing for the type checker only, but those in TYPING_AT_RUN_TIME."""
+    pin_dir = f"/sys/fs/bpf/bpfkit-test-{os.getpid()}"
+    code = ("import sys; sys.argv = ['bpfkit', 'load', sys.argv[1], sys.argv[2]]; "
+            "from bpfkit.cli.main import main; rc = main(); "
+            "print(rc, *sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('bpfkit') and m.__file__))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(bpf_obj("loader_core")), pin_dir], capture_output=True,
+                             text=True, check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        subprocess.run(["rm", "-rf", pin_dir], check=False)
+    rc, *files = out.stdout.splitlines()[-1].split()
+    assert rc == "0" and len(files) > 30, out.stdout + out.stderr
+    importers = {str(Path(f).relative_to(REPO / "bpfkit")) for f in files
+                 if {"typing", "typing_extensions"} & set(_runtime_imports(ast.parse(Path(f).read_text())))}
+    assert importers == TYPING_AT_RUN_TIME
