@@ -23,7 +23,6 @@ tracefs write (tracefs checks file permissions, not CAP_PERFMON). So the hint is
 from __future__ import annotations
 
 import os
-import resource
 
 # include/uapi/linux/capability.h
 CAP_DAC_OVERRIDE = 1
@@ -227,6 +226,8 @@ def explain(op: str, err: int, detail: str = "", path: str | None = None,
                 text += f"; kernel.perf_event_paranoid is {v}"
         return " and ".join(missing), text
     if op in ("BPF_MAP_CREATE", "BPF_PROG_LOAD", "BPF_BTF_LOAD") and _kernel_release() < (5, 11):
+        import resource  # before 5.11 only (as bpfkit._kernel.rlimit)
+
         soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
         if soft != resource.RLIM_INFINITY and not (caps & (1 << CAP_SYS_RESOURCE)):
             return "CAP_SYS_RESOURCE", (f"RLIMIT_MEMLOCK is {soft} bytes (kernels before 5.11 charge BPF memory to it) "
