@@ -100,10 +100,11 @@ _FIXED_WORDS = {Kind.INT: 1, Kind.ARRAY: 3, Kind.VAR: 1, Kind.DECL_TAG: 1}
 _VLEN_WORDS = {Kind.STRUCT: 3, Kind.UNION: 3, Kind.ENUM: 2, Kind.FUNC_PROTO: 2, Kind.DATASEC: 3, Kind.ENUM64: 3}
 _STEP = [-1] * 256
 _PER = [0] * 256
+_KNOWN_KINDS = range(1, max(Kind) + 1)  # once: max() of an enum walks its members (~0.5 ms a time)
 for _top in range(256):
-    if 0 < _top & 0x1F <= max(Kind):
-        _STEP[_top] = 3 + _FIXED_WORDS.get(Kind(_top & 0x1F), 0)
-        _PER[_top] = _VLEN_WORDS.get(Kind(_top & 0x1F), 0)
+    if _top & 0x1F in _KNOWN_KINDS:  # plain ints look up the Kind keys (IntEnum hashes as int)
+        _STEP[_top] = 3 + _FIXED_WORDS.get(_top & 0x1F, 0)
+        _PER[_top] = _VLEN_WORDS.get(_top & 0x1F, 0)
 
 # Kinds a lazy parse indexes by name as it scans: those CO-RE roots and lookups by kind are
 # (named types), leaving out the ~100k FUNC, FUNC_PROTO and PTR types of vmlinux (about 19k of
