@@ -96,8 +96,8 @@ _MAX_RESOLVE_DEPTH = 32
 
 # Words (u32) that follow the 3-word struct btf_type, per kind: fixed, and per vlen entry.
 # Indexed by the info word's top byte (kind plus the kind_flag bit), so the scan needs no mask.
-_FIXED_WORDS = {Kind.INT: 1, Kind.ARRAY: 3, Kind.VAR: 1, Kind.DECL_TAG: 1}
-_VLEN_WORDS = {Kind.STRUCT: 3, Kind.UNION: 3, Kind.ENUM: 2, Kind.FUNC_PROTO: 2, Kind.DATASEC: 3, Kind.ENUM64: 3}
+_FIXED_WORDS: dict[int, int] = {Kind.INT: 1, Kind.ARRAY: 3, Kind.VAR: 1, Kind.DECL_TAG: 1}
+_VLEN_WORDS: dict[int, int] = {Kind.STRUCT: 3, Kind.UNION: 3, Kind.ENUM: 2, Kind.FUNC_PROTO: 2, Kind.DATASEC: 3, Kind.ENUM64: 3}
 _STEP = [-1] * 256
 _PER = [0] * 256
 _KNOWN_KINDS = range(1, max(Kind) + 1)  # once: max() of an enum walks its members (~0.5 ms a time)
