@@ -25,11 +25,9 @@ if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
 
     _signal.signal(_signal.SIGINT, _exit_at_once)
     _signal.signal(_signal.SIGTERM, _exit_at_once)
-    from .cli import argparse_without_gettext as _argparse_without_gettext
-    from .cli import quiet_signals as _quiet_signals
+    from .cli import start_command as _start_command
 
-    _quiet_signals()
-    _argparse_without_gettext()
+    _start_command()
 
 from ._lazy import lazy_getattr
 from ._version import __version__

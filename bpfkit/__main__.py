@@ -3,14 +3,13 @@
 whose scripts directory is not on PATH."""
 
 if __name__ == "__main__":
-    from bpfkit.cli import argparse_without_gettext, quiet_signals
+    from bpfkit.cli import start_command
 
     # What bpfkit/__init__.py does for the console script, which it cannot tell from another
     # `python -m` that imports bpfkit: the same signal handling from here on (so main() runs as
-    # the command: its KeyboardInterrupt unwinding, its start-up and exit shortcuts) and argparse
-    # without gettext.
-    quiet_signals()
-    argparse_without_gettext()
+    # the command: its KeyboardInterrupt unwinding, its start-up and exit shortcuts), argparse
+    # without gettext, the collector's threshold.
+    start_command()
     from bpfkit.cli.main import main
 
     raise SystemExit(main())

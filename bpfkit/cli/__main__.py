@@ -6,10 +6,10 @@ case apart: argv[0] is still ``-m`` while the package imports)."""
 # The C module: `import signal` first runs Python code a Ctrl-C could interrupt.
 import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module
 
-from . import quiet_signals
+from . import start_command
 
 if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-    quiet_signals()
+    start_command()
 
 from .main import main
 
