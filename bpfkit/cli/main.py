@@ -385,8 +385,9 @@ def _dataclasses_without_inspect() -> None:
     dataclass declared without a docstring (inspect.signature), so it gets a stand-in that
     imports inspect then. Only dataclasses sees the stand-in: it is in sys.modules for the
     length of that import, so any other ``import inspect`` gets the real module. The console
-    script only (a library caller's process is left as it is)."""
-    if "dataclasses" in sys.modules or "inspect" in sys.modules:
+    script only (a library caller's process is left as it is). Python 3.13's dataclasses reads
+    every class's annotations through inspect.get_annotations: there, inspect is imported anyway."""
+    if "dataclasses" in sys.modules or "inspect" in sys.modules or sys.version_info >= (3, 13):
         return
     sys.modules["inspect"] = _InspectOnUse("inspect")
     try:
