@@ -373,9 +373,12 @@ def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
         _, err = p.communicate(timeout=30 * SLOW)
         frames = [line for line in err.splitlines() if line.lstrip().startswith("File ")]
         assert not [f for f in frames if pkg in f], err  # never from inside bpfkit's own modules
-        if "Traceback" in err:
-            kind = "python start-up" if err.startswith("Fatal Python error: init_import_site") else \
-                "console script's import statement"
+        if err.startswith("Fatal Python error: init_import_site"):
+            # Python's own start-up; 3.13 prints no Traceback line when no Python frame ran yet
+            # ("Current thread ...: <no Python frame>")
+            kind = "python start-up"
+        elif "Traceback" in err:
+            kind = "console script's import statement"
         elif err.strip() == "KeyboardInterrupt" and p.returncode == 1:
             # No frame at all: raised by PyErr_CheckSignals in C while Python reads the script
             # (an EINTR'd read, seen on a VM's 9p root), before any Python code of it runs.
