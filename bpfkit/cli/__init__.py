@@ -51,9 +51,10 @@ def _exit_quietly(signum: int, frame: object) -> None:
             return
         raise KeyboardInterrupt
     try:
-        _sys.stdout.flush()  # what the command printed: os._exit flushes nothing
-    except (OSError, ValueError):  # a closed pipe or stream: nothing to save
-        pass
+        if _sys.stdout is not None:  # None: descriptor 1 was closed when Python started
+            _sys.stdout.flush()  # what the command printed: os._exit flushes nothing
+    except (OSError, ValueError, RuntimeError):  # a closed pipe or stream: nothing to save;
+        pass  # RuntimeError: the signal came while stdout was flushing (a write interrupted)
     _os._exit(128 + signum)
 
 
