@@ -353,7 +353,7 @@ def test_os_errors_at_the_cli_boundary_name_the_path(capsys) -> None:
 def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
     """SIGINT at 0-100% of the run time of `bpfkit inspect`: bpfkit's part of the start-up (from the first
     line of bpfkit/__init__.py) exits 130 quietly. What comes before is Python's own start-up
-    (site, an editable install's finder: "Fatal Python error: init_import_site") and the
+    (site, an editable install's finder, the standard streams: "Fatal Python error: init_...") and the
     pip-generated script's `from bpfkit.cli.main import main` until bpfkit/__init__.py runs,
     which no package can intercept: those runs are tolerated but must show no bpfkit frame."""
     import signal as sig
@@ -373,9 +373,9 @@ def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
         _, err = p.communicate(timeout=30 * SLOW)
         frames = [line for line in err.splitlines() if line.lstrip().startswith("File ")]
         assert not [f for f in frames if pkg in f], err  # never from inside bpfkit's own modules
-        if err.startswith("Fatal Python error: init_import_site"):
-            # Python's own start-up; 3.13 prints no Traceback line when no Python frame ran yet
-            # ("Current thread ...: <no Python frame>")
+        if err.startswith("Fatal Python error: init_"):
+            # Python's own start-up (init_import_site, init_sys_streams, ...); 3.13 prints no
+            # Traceback line when no Python frame ran yet ("Current thread ...: <no Python frame>")
             kind = "python start-up"
         elif "Traceback" in err:
             kind = "console script's import statement"

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import bpfkit
 from bpfkit.maps import Map
 
 REPO = Path(__file__).resolve().parent.parent
+PKG = Path(bpfkit.__file__).resolve().parent  # the checkout's, or an installed wheel's (scripts/wheel-legs.sh)
 
 # test_load_imports_no_typing checks every module a real load imports; this, the main ones without root.
 LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "btf/types.py", "btf/spec.py", "spec/maps.py",
@@ -39,7 +41,7 @@ def _runtime_imports(tree: ast.Module) -> list[str]:
 
 @pytest.mark.parametrize("path", LOAD_PATH)
 def test_load_path_imports_typing_for_the_type_checker_only(path: str) -> None:
-    tree = ast.parse((REPO / "bpfkit" / path).read_text())
+    tree = ast.parse((PKG / path).read_text())
     assert not {"typing", "typing_extensions"} & set(_runtime_imports(tree))
 
 
@@ -158,7 +160,7 @@ def test_load_imports_no_typing(bpf_obj) -> None:
         subprocess.run(["rm", "-rf", pin_dir], check=False)
     typing_imported, *files = out.stdout.splitlines()[-1].split()
     assert len(files) > 30, out.stdout + out.stderr
-    importers = {str(Path(f).relative_to(REPO / "bpfkit")) for f in files
+    importers = {str(Path(f).relative_to(PKG)) for f in files
                  if {"typing", "typing_extensions"} & set(_runtime_imports(ast.parse(Path(f).read_text())))}
     assert (importers, typing_imported) == (set(), "False")
 
