@@ -334,7 +334,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     finally:
-        command_running(False)
+        while True:
+            try:
+                command_running(False)
+                break
+            except KeyboardInterrupt:  # the signal came as the command ended, before the
+                code = EXIT_INTERRUPTED  # handler could know: it ends as interrupted (130)
     if command_line:
         _end_process(code)
     return code
