@@ -127,13 +127,31 @@ def argparse_without_gettext() -> None:
     a library caller's process is left as it is."""
     if "argparse" in _sys.modules or "gettext" in _sys.modules or not _no_catalog():
         return
-    _sys.modules["gettext"] = _Untranslated("gettext")
-    try:
-        import argparse  # noqa: F401
-    except ImportError:  # an argparse wanting more of gettext: bpfkit.cli.main imports it with the real one
-        pass
-    finally:
-        del _sys.modules["gettext"]
+    with StandIn(_Untranslated("gettext")):
+        try:
+            import argparse  # noqa: F401
+        except ImportError:  # an argparse wanting more of gettext: bpfkit.cli.main imports it with the real one
+            pass
+
+
+class StandIn:
+    """For the command's start-up stand-ins (argparse without gettext, dataclasses without
+    inspect): while the with-block runs, ``module`` takes the place of the module of its name
+    in sys.modules, so the import made in the block gets it; any later import of that name
+    gets the real module. Nothing when the real one is imported already."""
+
+    def __init__(self, module: _types.ModuleType) -> None:
+        self.module = module
+        self.placed = False
+
+    def __enter__(self) -> None:
+        if self.module.__name__ not in _sys.modules:
+            _sys.modules[self.module.__name__] = self.module
+            self.placed = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.placed:
+            del _sys.modules[self.module.__name__]
 
 
 def start_command() -> None:

@@ -392,13 +392,11 @@ def _dataclasses_without_inspect() -> None:
     length of that import, so any other ``import inspect`` gets the real module. The console
     script only (a library caller's process is left as it is). Python 3.13's dataclasses reads
     every class's annotations through inspect.get_annotations: there, inspect is imported anyway."""
-    if "dataclasses" in sys.modules or "inspect" in sys.modules or sys.version_info >= (3, 13):
-        return
-    sys.modules["inspect"] = _InspectOnUse("inspect")
-    try:
-        import dataclasses  # noqa: F401
-    finally:
-        del sys.modules["inspect"]
+    if sys.version_info < (3, 13):
+        from . import StandIn
+
+        with StandIn(_InspectOnUse("inspect")):
+            import dataclasses  # noqa: F401
 
 
 def _main(argv: Sequence[str] | None, command_line: bool) -> int:
