@@ -162,6 +162,8 @@ def stale_bytecode() -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-r", "--runs", type=int, default=7)
+    parser.add_argument("--only", metavar="TEXT", action="append", default=[],
+                        help="only the rows whose name contains TEXT (repeatable; the floor and bpftool's rows always run)")
     parser.add_argument("--bpfkit", help="the bpfkit executable (default: .venv/bin/bpfkit, else PATH, else python -m)")
     args = parser.parse_args()
     if not all(o.exists() for o in (OBJ, LOAD_OBJ, CORE_OBJ)):
@@ -180,6 +182,9 @@ def main() -> int:
         *load_rows(cmd),
         ("time to first event", lambda: first_event(cmd)),
     ]
+    if args.only:
+        rows = [(name, fn) for name, fn in rows
+                if name == "python -c pass" or name.startswith("bpftool") or any(t in name for t in args.only)]
     samples: dict[str, list[float]] = {name: [] for name, _ in rows}
     for r in range(args.runs):
         for name, fn in rows if r % 2 == 0 else rows[::-1]:
@@ -210,8 +215,9 @@ def main() -> int:
             print(f"{'  its user / sys':<26} {user:>6.1f}ms {system:>6.1f}ms {system - f_sys:>6.1f}ms   "
                   f"(medians; python -c pass: {f_user:.1f} / {f_sys:.1f} ms; -floor: the kernel's share above "
                   "the interpreter's, i.e. the probes' system calls and reading vmlinux BTF)")
-    print(f"{'  its CPU time':<26} {statistics.median(CPU) * 1000:>6.1f}ms {min(CPU) * 1000:>6.1f}ms"
-          "            (user+sys of bpfkit attach until its first event: what a loaded machine cannot inflate)")
+    if CPU:
+        print(f"{'  its CPU time':<26} {statistics.median(CPU) * 1000:>6.1f}ms {min(CPU) * 1000:>6.1f}ms"
+              "            (user+sys of bpfkit attach until its first event: what a loaded machine cannot inflate)")
     return 0
 
 

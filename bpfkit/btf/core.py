@@ -38,6 +38,7 @@ import enum
 import struct
 from collections.abc import Callable, Iterable, Sequence
 
+from .._record import DataRecord
 from ..errors import CORERelocationError, ParseError
 from .ext import CORERelo
 from .spec import BTF, essential_name
@@ -96,8 +97,8 @@ class ReloKind(enum.IntEnum):
 
 
 # ----------------------------------------------------------------------------- specs
-@dataclasses.dataclass(slots=True)
-class Accessor:
+@dataclasses.dataclass(slots=True, repr=False, eq=False)  # DataRecord's: see bpfkit._record
+class Accessor(DataRecord):
     """One step of a spec: member ``idx`` (called ``name``) of composite ``type_id``, an
     array index (``name`` None, ``type_id`` the element type) or an enumerator."""
 
@@ -106,8 +107,8 @@ class Accessor:
     name: str | None
 
 
-@dataclasses.dataclass
-class AccessSpec:
+@dataclasses.dataclass(repr=False, eq=False)
+class AccessSpec(DataRecord):
     """A relocation's access path resolved against one BTF (libbpf's bpf_core_spec)."""
 
     btf: BTF
@@ -465,8 +466,8 @@ def match_spec(local: AccessSpec, targ: BTF, targ_id: int) -> tuple[AccessSpec |
 
 
 # ----------------------------------------------------------------------------- results
-@dataclasses.dataclass
-class Result:
+@dataclasses.dataclass(repr=False, eq=False)
+class Result(DataRecord):
     """What to do to the instruction: expect ``orig`` there, put ``new`` (unless poisoned).
     ``orig_size``/``new_size`` are memory access sizes for LDX/ST/STX (0: leave alone)."""
 
@@ -591,8 +592,8 @@ def compute(local: AccessSpec, targ: AccessSpec | None, where: str = "relocation
 
 
 # ------------------------------------------------------------------------ resolutions
-@dataclasses.dataclass
-class CoreResolution:
+@dataclasses.dataclass(repr=False, eq=False)
+class CoreResolution(DataRecord):
     """How one relocation of a program resolved against the target."""
 
     program: str

@@ -36,6 +36,7 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._record import record_dataclass
 from ..btf.spec import BTF, essential_name
 from ..btf.types import (
     Array,
@@ -81,7 +82,7 @@ class KconfigType(enum.Enum):
     CHAR_ARRAY = "char[]"
 
 
-@dataclasses.dataclass
+@record_dataclass  # a dataclass whose methods are not generated: see bpfkit._record
 class ExternSpec:
     """One extern declaration of the object."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from .._record import record_dataclass
 from ..btf import BTF
 from ..btf.types import Enum, Int, Pointer
 from ..errors import UsageError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["CollectionSpec", "VariableSpec"]
 
 
-@dataclasses.dataclass(eq=False)
+@record_dataclass(eq=False)  # a dataclass whose methods are not generated: see bpfkit._record
 class VariableSpec:
     """A global variable in a data section (.data, .rodata, .bss, .data.*, ...).
 
@@ -150,7 +151,7 @@ class VariableSpec:
         return self.map_spec.data
 
 
-@dataclasses.dataclass(eq=False)
+@record_dataclass(eq=False)  # a dataclass whose methods are not generated: see bpfkit._record
 class CollectionSpec:
     """Everything in one object file, before it meets the kernel. Edit freely."""
 

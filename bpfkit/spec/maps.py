@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from .._record import record_dataclass
 from .consts import MapType
 
 TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
@@ -32,7 +33,7 @@ class PinType(enum.IntEnum):
     BY_NAME = 1
 
 
-@dataclasses.dataclass
+@record_dataclass  # a dataclass whose methods are not generated: see bpfkit._record
 class MapSpec:
     """Everything needed to create a map; edit freely before loading."""
 

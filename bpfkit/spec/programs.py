@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from .._record import FrozenRecord
+from .._record import FrozenRecord, record_dataclass
 from ..btf.ext import CORERelo
 from ..errors import UsageError
 from .consts import AttachType, ProgType
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["ProgramSpec", "Reference", "RefKind"]
 
 
-@dataclasses.dataclass
+@record_dataclass  # a dataclass whose methods are not generated: see bpfkit._record
 class ProgramSpec:
     """A program as parsed from an object (or written by hand), before it meets the kernel.
 
