@@ -165,3 +165,46 @@ def test_vmlinux_full_parse_agrees_with_one_by_one_decoding():
     reference = _one_by_one(data)
     assert len(full.types) == len(reference) + 1
     assert all(_fields(a) == _fields(b) for a, b in zip(full.types[1:], reference))
+
+
+def _member_names(blob: bytes, name: str) -> list[str]:
+    t = BTF.from_bytes(blob).lookup(name)
+    assert isinstance(t, Struct)
+    return [m.name for m in t.members]
+
+
+def test_to_bytes_copies_lists_nobody_read_and_encodes_the_rest() -> None:
+    """A full parse leaves lists undecoded; to_bytes copies those entries as they were (their
+    name offsets hold: the string table only grows) and encodes every list that was read, set
+    or came from another blob, so what was changed is what is written."""
+    blob = _every_kind().to_bytes()
+    assert BTF.from_bytes(blob).to_bytes() == blob  # nothing read: every list copied
+    read = BTF.from_bytes(blob)
+    for t in read.types[1:]:
+        for attr in ("members", "values", "params"):
+            getattr(t, attr, None)
+    assert read.to_bytes() == blob  # every list decoded, then encoded: the same bytes
+
+    edited = BTF.from_bytes(blob)
+    pair = edited.lookup("pair")
+    assert isinstance(pair, Struct)
+    pair.members = [Member("first", pair.members[0].type, 0)]  # set, with the old list read
+    bits = edited.lookup("bits")
+    assert isinstance(bits, Struct)
+    bits.members[0].name = "renamed"  # changed in place
+    out = edited.to_bytes()
+    assert _member_names(out, "pair") == ["first"] and _member_names(out, "bits") == ["renamed", "y"]
+
+    set_unread = BTF.from_bytes(blob)
+    either = set_unread.lookup("either")
+    assert isinstance(either, Struct)
+    object.__setattr__(either, "members", [Member("only", 1, 0)])  # set before anything read it
+    assert _member_names(set_unread.to_bytes(), "either") == ["only"]
+
+    # A struct taken unread from one blob into another BTF, whose strings differ: its members
+    # are decoded from their own blob and their names added to the new table.
+    elsewhere = BTF()
+    elsewhere.add(Typedef(0, "padding_to_shift_offsets", 0))
+    moved = BTF.from_bytes(blob).lookup("pair")
+    elsewhere.add(moved)
+    assert _member_names(elsewhere.to_bytes(), "pair") == ["a", "b"]

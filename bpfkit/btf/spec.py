@@ -509,15 +509,21 @@ class BTF:
             elif isinstance(t, Array):
                 out += pack_type(name_off, kind << 24, 0) + pack3(t.type, t.index_type, t.nelems)
             elif isinstance(t, Struct):
+                raw = _undecoded_list(t, self.strings)
+                if raw is not None:
+                    out += pack_type(name_off, (t.kind_flag << 31) | (kind << 24) | raw[0], t.size) + raw[1]
+                    continue
                 out += pack_type(name_off, (t.kind_flag << 31) | (kind << 24) | len(t.members), t.size)
                 for m in t.members:
                     off = (m.bitfield_size << 24) | m.bit_offset if t.kind_flag else m.bit_offset
                     out += pack3(add(m.name), m.type, off)
+            elif isinstance(t, Enum) and (raw := _undecoded_list(t, self.strings)) is not None:  # and Enum64
+                out += pack_type(name_off, (t.signed << 31) | (kind << 24) | raw[0], t.size) + raw[1]
             elif isinstance(t, Enum64):
                 out += pack_type(name_off, (t.signed << 31) | (kind << 24) | len(t.values), t.size)
                 for v in t.values:
-                    raw = v.value & 0xFFFFFFFFFFFFFFFF
-                    out += pack3(add(v.name), raw & 0xFFFFFFFF, raw >> 32)
+                    value = v.value & 0xFFFFFFFFFFFFFFFF
+                    out += pack3(add(v.name), value & 0xFFFFFFFF, value >> 32)
             elif isinstance(t, Enum):
                 out += pack_type(name_off, (t.signed << 31) | (kind << 24) | len(t.values), t.size)
                 for v in t.values:
@@ -527,6 +533,10 @@ class BTF:
             elif isinstance(t, Func):
                 out += pack_type(name_off, (kind << 24) | int(t.linkage), t.type)
             elif isinstance(t, FuncProto):
+                raw = _undecoded_list(t, self.strings)
+                if raw is not None:
+                    out += pack_type(name_off, (kind << 24) | raw[0], t.return_type) + raw[1]
+                    continue
                 out += pack_type(name_off, (kind << 24) | len(t.params), t.return_type)
                 for p in t.params:
                     out += pack2(add(p.name), p.type)
@@ -935,6 +945,34 @@ def _decode(words: _Words, i: int, tid: int, name_of: Callable[[int], str], coun
                     bad.append(message)
                 break
     return t
+
+
+_LIST_SLOTS = {cls: getattr(cls, cls._deferred) for cls in (Struct, Union, Enum, Enum64, FuncProto)}
+
+
+def _undecoded_list(t: Struct | Enum | FuncProto, strings: StringTable) -> tuple[int, bytes] | None:
+    """(vlen, its entries' bytes) of a type whose list (members, values, params) a full parse
+    left undecoded (types._Deferred) from a blob with these ``strings``: to_bytes copies the
+    entries as they are instead of decoding them to encode them again (~1 ms of a CO-RE
+    object's 400 types). Their name offsets still hold, for a string table only grows. None
+    when the list was read or set since, or came from another blob."""
+    try:
+        src = object.__getattribute__(t, "_src")  # not getattr: no __getattr__ fallback
+    except AttributeError:
+        return None
+    try:
+        _LIST_SLOTS[type(t)].__get__(t, type(t))  # the slot itself: no decoding
+        return None  # set: the list is the truth now
+    except AttributeError:
+        pass
+    decode, pos = src
+    if not (isinstance(decode, functools.partial) and len(decode.args) == 2
+            and getattr(decode.args[1], "__self__", None) is strings):
+        return None
+    words = decode.args[0]
+    vlen = words[pos + 1] & 0xFFFF
+    per = _VLEN_WORDS[t.kind]
+    return vlen, memoryview(words)[pos + 3 : pos + 3 + per * vlen].tobytes()
 
 
 def _members(words: _Words, name_of: Callable[[int], str], i: int) -> list[Member]:
