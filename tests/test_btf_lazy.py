@@ -261,6 +261,7 @@ def test_unchanging_buffers_are_read_in_place_others_copied(bpf_obj, tmp_path):
     with open(path, "r+b") as f:
         f.write(b"\0" * len(raw))  # the file changes under both mappings
     assert repr(copied.lookup("task_struct", Kind.STRUCT)) == want and len(copied) == len(in_place)
+    assert in_place.strings._data is kept and copied.strings._data is not copied_from  # strings too
     del in_place
     gc.collect()  # the BTF and its type table refer to each other
     kept.close()
@@ -285,3 +286,21 @@ def test_vmlinux_blob_is_a_read_only_mapping_where_the_kernel_allows_it():
         mapping.close()
         assert isinstance(blob, mmap.mmap) and memoryview(blob).readonly
     assert kernel_btf.vmlinux().lookup("task_struct", Kind.STRUCT).size > 0
+
+
+def test_strings_are_read_in_place_until_one_is_added(bpf_obj):
+    """A blob's string section is read where it is (no copy of vmlinux's 2.3 MB): a window of
+    the bytes given; the first add() copies it, keeping every offset."""
+    raw = object_btf_bytes(bpf_obj("core_task"))
+    btf = BTF.from_bytes(raw)
+    strings = btf.strings
+    assert strings._data is raw and strings.to_bytes() == BTF.from_bytes(bytes(raw)).strings.to_bytes()
+    offsets = strings.offsets()
+    at = strings.find("task_struct")
+    assert at and all(strings.get(o) == "task_struct" for o in at)
+    size = len(strings)
+    added = strings.add("a_name_no_object_has")
+    assert strings._data is not raw and added == size  # appended: the old offsets hold
+    assert strings.offsets() == {**offsets, added: "a_name_no_object_has", len(strings): ""}
+    assert strings.find("task_struct") == at and strings.get(added) == "a_name_no_object_has"
+    assert BTF.from_bytes(btf.to_bytes()).lookup("task_struct", Kind.STRUCT).size == btf.lookup("task_struct", Kind.STRUCT).size

@@ -149,27 +149,44 @@ def essential_name(name: str) -> str:
 
 class StringTable:
     """BTF's string section. Offsets of existing strings never change (line info and
-    .BTF.ext refer to them); :meth:`add` appends new strings."""
+    .BTF.ext refer to them); :meth:`add` appends new strings.
 
-    def __init__(self, data: bytes = b"\0", base: StringTable | None = None) -> None:
-        if not data:
-            data = b"\0"
-        if data[-1:] != b"\0":
+    The section is read in place until the first add(): ``data`` is the section, or with
+    ``window`` (start, end) a larger buffer the section is that slice of (a whole BTF blob:
+    bytes, or the kernel's read-only mapping of vmlinux BTF, whose 2.3 MB of strings cost
+    ~0.75 ms to copy, mostly page faults)."""
+
+    def __init__(self, data: bytes | mmap.mmap = b"\0", base: StringTable | None = None,
+                 window: tuple[int, int] | None = None) -> None:
+        lo, hi = window if window is not None else (0, len(data))
+        if hi <= lo:
+            data, lo, hi = b"\0", 0, 1
+        if data[hi - 1 : hi] != b"\0":
             raise ParseError("BTF string section is not NUL-terminated")
-        if base is None and data[:1] != b"\0":
+        if base is None and data[lo : lo + 1] != b"\0":
             raise ParseError("BTF string section does not start with the empty string")
         self.base = base
         self._start = len(base) if base is not None else 0
-        # bytes until the first add(): vmlinux's 2 MB are then never copied
-        self._data: bytes | bytearray = data if isinstance(data, bytes) else bytes(data)
+        # In place until the first add(): vmlinux's 2 MB are then never copied. _lo and _hi
+        # bound the section in _data (local offset x is at _data[_lo + x]).
+        # (A window's buffer is the caller's word that nothing will change it: BTF.from_bytes.)
+        self._data: bytes | bytearray | mmap.mmap = data if isinstance(data, bytes) or window else bytes(data)
+        self._lo, self._hi = lo, hi
         self._index: dict[str, int] | None = None
 
     def __len__(self) -> int:
-        return self._start + len(self._data)
+        return self._start + self._hi - self._lo
+
+    def _bytes(self) -> bytes:
+        """The section as bytes (a copy unless it is the whole of a bytes object)."""
+        data = self._data
+        if isinstance(data, bytes) and self._lo == 0 and self._hi == len(data):
+            return data
+        return bytes(data[self._lo : self._hi])
 
     def offsets(self) -> dict[int, str]:
         """{offset: string} for every string that starts after a NUL (what names point at)."""
-        pieces = bytes(self._data).split(b"\0")
+        pieces = self._bytes().split(b"\0")
         starts = itertools.accumulate(map((1).__add__, map(len, pieces)), initial=self._start)
         return dict(zip(starts, map(_decode_name, pieces)))
 
@@ -177,20 +194,22 @@ class StringTable:
         if offset < self._start:
             assert self.base is not None
             return self.base.get(offset)
-        local = offset - self._start
-        if local >= len(self._data):
+        at = self._lo + offset - self._start
+        if at >= self._hi:
             raise ParseError(f"BTF string offset {offset} is past the string section ({len(self)} bytes)")
-        end = self._data.index(0, local)
-        return self._data[local:end].decode("utf-8", errors="replace")
+        end = self._data.find(b"\0", at)  # found: the section ends with a NUL
+        return self._data[at:end].decode("utf-8", errors="replace")
 
     def getter_many(self) -> Callable[[Iterable[int]], Iterator[str]]:
         """A function giving :meth:`get` of each of a run of offsets, which the caller has
         checked are inside the table (as it is now): without a Python call per string when
         the section is ASCII (the kernel's are) and has no base (a regular expression's match
         at each offset, on the section decoded once)."""
-        if self.base is None and self._data.isascii():
-            text = self._data.decode("ascii")
-            return lambda offsets: map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
+        if self.base is None:
+            section = self._bytes()
+            if section.isascii():
+                text = section.decode("ascii")
+                return lambda offsets: map(_match_group, map(_STRING.match, itertools.repeat(text), offsets))
         return functools.partial(map, self.get)
 
     def find(self, text: str, end: int | None = None) -> list[int]:
@@ -198,19 +217,21 @@ class StringTable:
         the first ``end`` bytes)."""
         needle = text.encode()
         if not needle:
-            return [self._start] if self._data.startswith(b"\0") else []
+            return [self._start] if self._data[self._lo : self._lo + 1] == b"\0" else []
         return self._find_all(b"\0" + needle + b"\0", needle + b"\0", end)
 
     def _find_all(self, pattern: bytes, first: bytes, end: int | None = None) -> list[int]:
         """Offsets of the strings ``pattern`` (``b"\\0" + prefix``) finds (in the section's
         first ``end`` bytes), and of the first string when it starts with ``first`` in split
         BTF (a base's offset 0 is "")."""
-        data = self._data
-        found = [self._start] if self._start and data.startswith(first) else []
-        at = data.find(pattern, 0, end)
+        data, lo = self._data, self._lo
+        stop = self._hi if end is None else min(lo + end, self._hi)
+        found = [self._start] if self._start and data[lo : lo + len(first)] == first else []
+        shift = self._start + 1 - lo
+        at = data.find(pattern, lo, stop)
         while at >= 0:
-            found.append(self._start + at + 1)
-            at = data.find(pattern, at + 1, end)
+            found.append(at + shift)
+            at = data.find(pattern, at + 1, stop)
         return found
 
     def _end_after(self, limit: int | None) -> int | None:
@@ -221,8 +242,9 @@ class StringTable:
         local = limit - self._start
         if local < 0:
             return -1
-        at = self._data.find(b"\0", min(local, len(self._data) - 1))
-        return len(self._data) if at < 0 else at + 1
+        size = self._hi - self._lo
+        at = self._data.find(b"\0", self._lo + min(local, size - 1), self._hi)
+        return size if at < 0 else at + 1 - self._lo
 
     def find_flavors(self, essential: str) -> list[int]:
         """Offsets of strings whose :func:`essential_name` is ``essential`` (the name itself
@@ -265,19 +287,20 @@ class StringTable:
         (offset 0 of a base table is the empty name)."""
         alts = b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True))
         body = b"(?:" + alts + rb")(?:___[^\0]*)?"
-        data = self._data
+        data, lo = self._data, self._lo
         if self._start:
-            first = re.match(b"(" + body + rb")\0", data)
+            first = re.compile(b"(" + body + rb")\0").match(data, lo, self._hi)
             if first is not None:
                 yield self._start, first.group(1)
-        for m in re.compile(rb"\0(" + body + rb")(?=\0)").finditer(data, 0, len(data) if end is None else end):
-            yield self._start + m.start(1), m.group(1)
+        stop = self._hi if end is None else min(lo + end, self._hi)
+        for m in re.compile(rb"\0(" + body + rb")(?=\0)").finditer(data, lo, stop):
+            yield self._start + m.start(1) - lo, m.group(1)
 
     def _lookup(self, text: str) -> int | None:
         if self._index is None:
             index: dict[str, int] = {}
             pos = self._start
-            for piece in bytes(self._data).split(b"\0"):
+            for piece in self._bytes().split(b"\0"):
                 index.setdefault(piece.decode("utf-8", errors="replace"), pos)
                 pos += len(piece) + 1
             self._index = index
@@ -296,14 +319,16 @@ class StringTable:
             return found
         offset = len(self)
         if not isinstance(self._data, bytearray):
-            self._data = bytearray(self._data)
+            self._data = bytearray(self._bytes())
+            self._lo = 0
         self._data += text.encode() + b"\0"
+        self._hi = len(self._data)
         assert self._index is not None
         self._index[text] = offset
         return offset
 
     def to_bytes(self) -> bytes:
-        return bytes(self._data)
+        return self._bytes()
 
 
 class _Names(dict[int, str]):
@@ -440,8 +465,12 @@ class BTF:
         if type_len % 4:
             raise ParseError(f"BTF type section is {type_len} bytes, not a whole number of 4-byte words")
         view = memoryview(data)  # slices without copies
-        strings_raw = view[hdr_len + str_off : hdr_len + str_off + str_len]
-        strings = StringTable(bytes(strings_raw), base.strings if base is not None else None)
+        strings_at = (hdr_len + str_off, hdr_len + str_off + str_len)
+        base_strings = base.strings if base is not None else None
+        if isinstance(data, bytes) or (unchanging and not isinstance(data, memoryview)):  # (a view has no find())
+            strings = StringTable(data, base_strings, window=strings_at)  # read in place
+        else:
+            strings = StringTable(bytes(view[strings_at[0] : strings_at[1]]), base_strings)
         btf = cls(strings=strings, base=base, name=name)
         types_raw = view[hdr_len + type_off : hdr_len + type_off + type_len]
         words: _Words
