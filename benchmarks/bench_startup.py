@@ -162,6 +162,8 @@ def stale_bytecode() -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-r", "--runs", type=int, default=7)
+    parser.add_argument("--settle", type=float, default=0.05, metavar="SECONDS",
+                        help="pause before each sample, for the last one's deferred kernel work (default 0.05)")
     parser.add_argument("--only", metavar="TEXT", action="append", default=[],
                         help="only the rows whose name contains TEXT (repeatable; the floor and bpftool's rows always run)")
     parser.add_argument("--bpfkit", help="the bpfkit executable (default: .venv/bin/bpfkit, else PATH, else python -m)")
@@ -188,6 +190,10 @@ def main() -> int:
     samples: dict[str, list[float]] = {name: [] for name, _ in rows}
     for r in range(args.runs):
         for name, fn in rows if r % 2 == 0 else rows[::-1]:
+            # The kernel frees a process's BPF objects after an RCU grace period, in kworkers:
+            # a pause lets the last row's (116 probes' in bpfkit features) finish instead of
+            # competing with the next row for the CPUs.
+            time.sleep(args.settle)
             samples[name].append(fn())
     med = {name: statistics.median(v) for name, v in samples.items()}
     floor = med["python -c pass"]
