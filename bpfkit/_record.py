@@ -20,9 +20,6 @@ import _thread
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import TypeVar
-
-    _C = TypeVar("_C", bound=type)
 
 __all__ = ["Record", "FrozenRecord", "DataRepr", "DataRecord", "record_dataclass"]
 

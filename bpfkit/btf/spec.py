@@ -989,8 +989,11 @@ def _undecoded_list(t: Struct | Enum | FuncProto, strings: StringTable) -> tuple
         src = object.__getattribute__(t, "_src")  # not getattr: no __getattr__ fallback
     except AttributeError:
         return None
+    slot = _LIST_SLOTS.get(type(t))
+    if slot is None:  # a subclass of bpfkit's: encoded from its attributes
+        return None
     try:
-        _LIST_SLOTS[type(t)].__get__(t, type(t))  # the slot itself: no decoding
+        slot.__get__(t, type(t))  # the slot itself: no decoding
         return None  # set: the list is the truth now
     except AttributeError:
         pass
