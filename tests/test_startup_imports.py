@@ -145,16 +145,19 @@ def test_no_catalog_only_when_gettext_finds_none(tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.root
-def test_load_imports_no_typing(bpf_obj) -> None:
-    """`bpfkit load` of a CO-RE object (the 1-program path is a subset) imports no typing (~1.5-2.5
-    ms of its start-up): every bpfkit module it imports imports it for the type checker only."""
+@pytest.mark.parametrize("command", ["load", "features"])
+def test_the_command_imports_no_typing(bpf_obj, command: str) -> None:
+    """`bpfkit load` of a CO-RE object (the 1-program path is a subset) and `bpfkit features`
+    import no typing (~1.5-2.5 ms of their start-up): every bpfkit module they import imports it
+    for the type checker only."""
     pin_dir = f"/sys/fs/bpf/bpfkit-test-{os.getpid()}"
-    code = ("import atexit, sys; sys.argv = ['bpfkit', 'load', sys.argv[1], sys.argv[2]]; "
+    args = [str(bpf_obj("loader_core")), pin_dir] if command == "load" else []
+    code = (f"import atexit, sys; sys.argv = ['bpfkit', {command!r}, *sys.argv[1:]]; "
             "atexit.register(lambda: print('typing' in sys.modules, "
             "*sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('bpfkit') and m.__file__))); "
             "from bpfkit.cli.main import main; main()")  # the command ends the process (atexit runs)
     try:
-        out = subprocess.run([sys.executable, "-c", code, str(bpf_obj("loader_core")), pin_dir], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
                              text=True, check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         subprocess.run(["rm", "-rf", pin_dir], check=False)

@@ -11,7 +11,6 @@ only refuses when a new feature was really asked for, and reports E2BIG as NotSu
 from __future__ import annotations
 
 import errno
-from typing import Any
 
 from ..errors import KernelError, NotSupportedError, kernel_error
 from . import consts as _consts
@@ -19,8 +18,10 @@ from .abi import ffi, libc
 from .consts import PERF_ATTR_SIZES, PERF_EVENT_IOC_FLAG_GROUP, PERF_FLAG_FD_CLOEXEC, syscall_number
 from .fd import FD
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
 if TYPE_CHECKING:
+    from typing import Any
+
     from .consts import PerfIoctl
 # PerfIoctl and PERF_IOCTLS_WITH_GROUP_FLAG are read through _consts when used: the perf
 # enums are made on first use (consts' module __getattr__), ~2 ms a process that opens a
