@@ -304,3 +304,7 @@ def test_strings_are_read_in_place_until_one_is_added(bpf_obj):
     assert strings.offsets() == {**offsets, added: "a_name_no_object_has", len(strings): ""}
     assert strings.find("task_struct") == at and strings.get(added) == "a_name_no_object_has"
     assert BTF.from_bytes(btf.to_bytes()).lookup("task_struct", Kind.STRUCT).size == btf.lookup("task_struct", Kind.STRUCT).size
+    # A bytearray (mutable: add() would extend the caller's) is copied, even said unchanging.
+    mutable = bytearray(raw)
+    BTF.from_bytes(mutable, unchanging=True).strings.add("a_name_no_object_has")
+    assert mutable == raw

@@ -156,7 +156,7 @@ class StringTable:
     bytes, or the kernel's read-only mapping of vmlinux BTF, whose 2.3 MB of strings cost
     ~0.75 ms to copy, mostly page faults)."""
 
-    def __init__(self, data: bytes | mmap.mmap = b"\0", base: StringTable | None = None,
+    def __init__(self, data: bytes | bytearray | memoryview | mmap.mmap = b"\0", base: StringTable | None = None,
                  window: tuple[int, int] | None = None) -> None:
         lo, hi = window if window is not None else (0, len(data))
         if hi <= lo:
@@ -168,9 +168,12 @@ class StringTable:
         self.base = base
         self._start = len(base) if base is not None else 0
         # In place until the first add(): vmlinux's 2 MB are then never copied. _lo and _hi
-        # bound the section in _data (local offset x is at _data[_lo + x]).
-        # (A window's buffer is the caller's word that nothing will change it: BTF.from_bytes.)
-        self._data: bytes | bytearray | mmap.mmap = data if isinstance(data, bytes) or window else bytes(data)
+        # bound the section in _data (local offset x is at _data[_lo + x]). A window of a
+        # read-only buffer is the caller's word that nothing will change it (BTF.from_bytes);
+        # a bytearray (which add() would extend) or other buffer is copied.
+        if not isinstance(data, bytes) and (window is None or isinstance(data, (bytearray, memoryview))):
+            data, lo, hi = bytes(data[lo:hi]), 0, hi - lo
+        self._data: bytes | bytearray | mmap.mmap = data
         self._lo, self._hi = lo, hi
         self._index: dict[str, int] | None = None
 
