@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """How fast does the `bpfkit` command start? One command (root):
 
-    python3 benchmarks/bench_startup.py [-r RUNS] [--bpfkit PATH]
+    python3 benchmarks/bench_startup.py [-r RUNS] [--only TEXT] [--settle SECONDS] [--bpfkit PATH]
 
 Rows (whole processes, wall time; every round runs each row once, alternating the order):
 
