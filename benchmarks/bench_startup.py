@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """How fast does the `bpfkit` command start? One command (root):
 
-    python3 benchmarks/bench_startup.py [-r RUNS] [--only TEXT] [--settle SECONDS] [--bpfkit PATH]
+    python3 benchmarks/bench_startup.py [-r RUNS] [--only TEXT] [--settle SECONDS] [--no-bcc] [--bpfkit PATH]
 
 Rows (whole processes, wall time; every round runs each row once, alternating the order):
 
@@ -16,7 +16,11 @@ Rows (whole processes, wall time; every round runs each row once, alternating th
   --events events`` (one tracepoint program on sys_enter_openat, one ring buffer) to reading
   its first printed record, while this process opens a file every millisecond. It covers
   interpreter start, imports, ELF parsing, map and program load, attach and the first poll.
-  Target: 0.1 s.
+  Target: 0.1 s. The reference, in the same run where python3-bpfcc is installed: bcc doing
+  the same job (benchmarks/bcc/first_event_bcc.py: compile the same program's C, load, attach
+  the tracepoint, poll the ring buffer, print each record) on the same interpreter, bcc's
+  package directory on its path and its kernel headers found as bench_events.py finds them;
+  left out, saying why, where bcc cannot run (--no-bcc leaves it out on purpose).
 
 Prints the median and min of each, the load average, the user and system CPU time of
 ``bpfkit features`` (system: the probes' kernel work), and the CPU time the attach process had
@@ -85,10 +89,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-CPU: list[float] = []  # the CPU time each first_event() run took, as a second opinion on a loaded machine
+CPU: dict[str, list[float]] = {}  # row -> the CPU time each first-event run took, a second opinion on a loaded machine
 
 
-def first_event(cmd: list[str]) -> float:
+def first_event(row: str, argv: list[str], env_extra: dict[str, str] | None = None) -> float:
+    """Seconds from spawning ``argv`` (a tool that prints ``events: ...`` per openat(2)) to its
+    first such line, while this process opens a file every millisecond."""
     stop = threading.Event()
 
     def opener() -> None:
@@ -102,22 +108,40 @@ def first_event(cmd: list[str]) -> float:
     thread = threading.Thread(target=opener, daemon=True)
     thread.start()
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(env_extra or {})
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "attach", str(OBJ), "--events", "events"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout
         for line in proc.stdout:
             if line.startswith("events:"):
                 elapsed = time.perf_counter() - t0
-                CPU.append(cpu_seconds(proc.pid))
+                CPU.setdefault(row, []).append(cpu_seconds(proc.pid))
                 return elapsed
-        raise RuntimeError(f"bpfkit attach printed no event: {proc.stderr.read() if proc.stderr else ''}")
+        raise RuntimeError(f"{row}: printed no event: {proc.stderr.read() if proc.stderr else ''}")
     finally:
         stop.set()
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
         thread.join()
+
+
+def bcc_first_event_row(python: str) -> tuple[str, Callable[[], float]] | None:
+    """The same job in bcc (benchmarks/bcc/first_event_bcc.py) on bpfkit's interpreter, bcc's
+    package directory on its path (as bench_events.py runs bcc's consumers), or None, saying
+    why, where bcc cannot run (python3-bpfcc missing, no kernel headers for it to compile)."""
+    import tempfile
+
+    from bench_events import bcc_setup, default_harness
+
+    build = Path(tempfile.mkdtemp(prefix="bench-startup-bcc-"))
+    extra, pythonpath, why = bcc_setup(python, "/usr/bin/python3", build, Path(default_harness()))
+    if extra is None:
+        print(f"bcc time to first event left out: {why}", file=sys.stderr)
+        return None
+    env = {**extra, "PYTHONPATH": pythonpath.split("=", 1)[1]}
+    argv = [python, str(REPO / "benchmarks/bcc/first_event_bcc.py")]
+    return "bcc time to first event", lambda: first_event("bcc time to first event", argv, env)
 
 
 def load_rows(cmd: list[str]) -> list[tuple[str, Callable[[], float]]]:
@@ -166,6 +190,7 @@ def main() -> int:
                         help="pause before each sample, for the last one's deferred kernel work (default 0.05)")
     parser.add_argument("--only", metavar="TEXT", action="append", default=[],
                         help="only the rows whose name contains TEXT (repeatable; the floor and bpftool's rows always run)")
+    parser.add_argument("--no-bcc", action="store_true", help="leave out bcc's time to first event (the reference)")
     parser.add_argument("--bpfkit", help="the bpfkit executable (default: .venv/bin/bpfkit, else PATH, else python -m)")
     args = parser.parse_args()
     if not all(o.exists() for o in (OBJ, LOAD_OBJ, CORE_OBJ)):
@@ -182,8 +207,12 @@ def main() -> int:
         ("bpfkit --help", lambda: timed([*cmd, "--help"])),
         ("bpfkit features", lambda: timed_rusage("bpfkit features", [*cmd, "features"])),
         *load_rows(cmd),
-        ("time to first event", lambda: first_event(cmd)),
+        ("time to first event", lambda: first_event("time to first event", [*cmd, "attach", str(OBJ), "--events", "events"])),
     ]
+    if not args.no_bcc and (not args.only or any("first event" in t or "bcc" in t for t in args.only)):
+        bcc_row = bcc_first_event_row(python[0])
+        if bcc_row is not None:
+            rows.append(bcc_row)
     if args.only:
         rows = [(name, fn) for name, fn in rows
                 if name == "python -c pass" or name.startswith("bpftool") or any(t in name for t in args.only)]
@@ -221,9 +250,13 @@ def main() -> int:
             print(f"{'  its user / sys':<26} {user:>6.1f}ms {system:>6.1f}ms {system - f_sys:>6.1f}ms   "
                   f"(medians; python -c pass: {f_user:.1f} / {f_sys:.1f} ms; -floor: the kernel's share above "
                   "the interpreter's, i.e. the probes' system calls and reading vmlinux BTF)")
-    if CPU:
-        print(f"{'  its CPU time':<26} {statistics.median(CPU) * 1000:>6.1f}ms {min(CPU) * 1000:>6.1f}ms"
-              "            (user+sys of bpfkit attach until its first event: what a loaded machine cannot inflate)")
+    for row, cpu in CPU.items():
+        label = "  bcc's CPU time" if row.startswith("bcc") else "  its CPU time"
+        print(f"{label:<26} {statistics.median(cpu) * 1000:>6.1f}ms {min(cpu) * 1000:>6.1f}ms"
+              "            (user+sys until its first event: what a loaded machine cannot inflate)")
+    bcc = med.get("bcc time to first event")
+    if bcc is not None:
+        print(f"bcc / bpfkit, time to first event: {bcc / med['time to first event']:.1f}x")
     return 0
 
 
