@@ -137,11 +137,10 @@ def _data_init(self: object, *args: object, **kwargs: object) -> None:
     the TypeError a Python function gives for a missing, repeated or unknown argument."""
     cls = type(self)
     names, defaults, factories = _INIT_PLANS.get(cls) or _init_plan(cls)
-    where = f"{cls.__qualname__}.__init__()"
     if len(args) > len(names):
         required = sum(d is _REQUIRED for d in defaults)
         takes = f"from {required + 1} to {len(names) + 1}" if required < len(names) else str(len(names) + 1)
-        raise TypeError(f"{where} takes {takes} positional arguments but {len(args) + 1} were given")
+        raise TypeError(f"{cls.__qualname__}.__init__() takes {takes} positional arguments but {len(args) + 1} were given")
     for name, value in zip(names, args):
         setattr(self, name, value)
     missing = []
@@ -156,12 +155,13 @@ def _data_init(self: object, *args: object, **kwargs: object) -> None:
             setattr(self, name, default)
     for name in kwargs:
         if name in names:
-            raise TypeError(f"{where} got multiple values for argument {name!r}")
-        raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
+            raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}")
+        raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {name!r}")
     if missing:
         quoted = [repr(name) for name in missing]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + (" and " if len(quoted) == 2 else ", and ") + quoted[-1]
-        raise TypeError(f"{where} missing {len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: {listed}")
+        plural = "s" if len(missing) > 1 else ""
+        raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional argument{plural}: {listed}")
 
 
 class _InitSignature:

@@ -55,9 +55,7 @@ TYPE_CHECKING = False
 if not TYPE_CHECKING:  # at run time
     from types import GenericAlias
 
-    def overload(func: object) -> object:
-        """typing.overload at run time: each variant is replaced by the implementation after it."""
-        return func
+    from ._no_typing import overload
 
     class _Generic:
         __slots__ = ()

@@ -32,8 +32,10 @@ PACKAGE = package_dir()
 # it; EXCEPT names the modules that belong to a later layer despite their package's prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Shared by all: the exception tree, bounded reads of regular files, lazy re-exports, the
-    # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit).
-    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing", "bpfkit._record")),
+    # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit), the
+    # records that stand in for generated dataclass methods, typing's run-time no-ops.
+    ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing", "bpfkit._record",
+              "bpfkit._no_typing")),
     # The spec layer: object files, BTF, section names, instructions, CO-RE against a given
     # BTF, and the spec dataclasses. No syscalls; aya-obj's role.
     ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm", "bpfkit.skelgen")),
@@ -313,7 +315,7 @@ def test_spec_use_imports_no_kernel_module() -> None:
 
 
 SPEC_LAYER_PATHS = ["bpfkit/spec", "bpfkit/elf", "bpfkit/btf", "bpfkit/sections.py", "bpfkit/asm.py",
-                    "bpfkit/errors.py", "bpfkit/_files.py", "bpfkit/_record.py"]
+                    "bpfkit/errors.py", "bpfkit/_files.py", "bpfkit/_record.py", "bpfkit/_no_typing.py"]
 
 
 def test_spec_layer_passes_mypy_strict(tmp_path: Path) -> None:

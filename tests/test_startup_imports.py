@@ -22,7 +22,7 @@ PKG = Path(bpfkit.__file__).resolve().parent  # the checkout's, or an installed 
 # test_load_imports_no_typing checks every module a real load imports; this, the main ones without root.
 LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "btf/types.py", "btf/spec.py", "spec/maps.py",
              "spec/collection.py", "spec/programs.py", "spec/consts.py", "program.py", "collection.py", "kernelfit.py",
-             "features/__init__.py", "features/_btf_kinds.py"]
+             "features/__init__.py", "features/_btf_kinds.py", "_no_typing.py", "_record.py"]
 
 
 def _runtime_imports(tree: ast.Module) -> list[str]:

@@ -71,14 +71,10 @@ from .types import (
 )
 
 # typing costs ~2 ms to import (the `bpfkit load` start-up): its names are for the type checker
-# only, and cast/overload are their run-time no-ops here.
+# only; cast and overload come from bpfkit._no_typing at run time.
 TYPE_CHECKING = False
-if not TYPE_CHECKING:
-    def cast(_type: object, value: object) -> object:
-        return value
-
-    def overload(func: object) -> object:
-        return func
+if not TYPE_CHECKING:  # first: the type checker (and ruff) then take typing's for these names
+    from .._no_typing import cast, overload
 if TYPE_CHECKING:
     from typing import Any, TypeAlias, cast, overload
 
@@ -170,7 +166,7 @@ class StringTable:
         # In place until the first add(): vmlinux's 2 MB are then never copied. _lo and _hi
         # bound the section in _data (local offset x is at _data[_lo + x]). A window of a
         # read-only buffer is the caller's word that nothing will change it (BTF.from_bytes);
-        # a bytearray (which add() would extend) or other buffer is copied.
+        # a bytearray (which add() would extend) or a memoryview (no find()) is copied.
         if not isinstance(data, bytes) and (window is None or isinstance(data, (bytearray, memoryview))):
             data, lo, hi = bytes(data[lo:hi]), 0, hi - lo
         self._data: bytes | bytearray | mmap.mmap = data
@@ -468,16 +464,14 @@ class BTF:
         if type_len % 4:
             raise ParseError(f"BTF type section is {type_len} bytes, not a whole number of 4-byte words")
         view = memoryview(data)  # slices without copies
+        in_place = unchanging or isinstance(data, bytes)  # else the caller's buffer may change: copied
         strings_at = (hdr_len + str_off, hdr_len + str_off + str_len)
-        base_strings = base.strings if base is not None else None
-        if isinstance(data, bytes) or (unchanging and not isinstance(data, memoryview)):  # (a view has no find())
-            strings = StringTable(data, base_strings, window=strings_at)  # read in place
-        else:
-            strings = StringTable(bytes(view[strings_at[0] : strings_at[1]]), base_strings)
+        strings = StringTable(data if in_place else bytes(view[strings_at[0] : strings_at[1]]),
+                              base.strings if base is not None else None, window=strings_at if in_place else None)
         btf = cls(strings=strings, base=base, name=name)
         types_raw = view[hdr_len + type_off : hdr_len + type_off + type_len]
         words: _Words
-        if (unchanging or isinstance(data, bytes)) and sys.byteorder == "little":
+        if in_place and sys.byteorder == "little":
             # Read in place (nothing can change under the view): no copy of vmlinux's 6.8 MB,
             # and indexing a memoryview is faster than an array's (the scan: 9.7 vs 12.1 ms).
             words = types_raw.cast("I")
@@ -531,7 +525,12 @@ class BTF:
         for t in self.types[self.first_id:]:
             kind = t.kind
             name_off = add(t.name)
-            if isinstance(t, Int):
+            if isinstance(t, (Struct, Enum, FuncProto)) and (raw := _undecoded_list(t, self.strings)) is not None:
+                # a list nobody read: its entries as parsed, behind a header from the type
+                flag = t.kind_flag if isinstance(t, Struct) else t.signed if isinstance(t, Enum) else False
+                third = t.return_type if isinstance(t, FuncProto) else t.size
+                out += pack_type(name_off, (flag << 31) | (kind << 24) | raw[0], third) + raw[1]
+            elif isinstance(t, Int):
                 out += pack_type(name_off, kind << 24, t.size)
                 out += pack1((int(t.encoding) << 24) | (t.bit_offset << 16) | t.bits)
             elif isinstance(t, TypeTag):
@@ -541,16 +540,10 @@ class BTF:
             elif isinstance(t, Array):
                 out += pack_type(name_off, kind << 24, 0) + pack3(t.type, t.index_type, t.nelems)
             elif isinstance(t, Struct):
-                raw = _undecoded_list(t, self.strings)
-                if raw is not None:
-                    out += pack_type(name_off, (t.kind_flag << 31) | (kind << 24) | raw[0], t.size) + raw[1]
-                    continue
                 out += pack_type(name_off, (t.kind_flag << 31) | (kind << 24) | len(t.members), t.size)
                 for m in t.members:
                     off = (m.bitfield_size << 24) | m.bit_offset if t.kind_flag else m.bit_offset
                     out += pack3(add(m.name), m.type, off)
-            elif isinstance(t, Enum) and (raw := _undecoded_list(t, self.strings)) is not None:  # and Enum64
-                out += pack_type(name_off, (t.signed << 31) | (kind << 24) | raw[0], t.size) + raw[1]
             elif isinstance(t, Enum64):
                 out += pack_type(name_off, (t.signed << 31) | (kind << 24) | len(t.values), t.size)
                 for v in t.values:
@@ -565,10 +558,6 @@ class BTF:
             elif isinstance(t, Func):
                 out += pack_type(name_off, (kind << 24) | int(t.linkage), t.type)
             elif isinstance(t, FuncProto):
-                raw = _undecoded_list(t, self.strings)
-                if raw is not None:
-                    out += pack_type(name_off, (kind << 24) | raw[0], t.return_type) + raw[1]
-                    continue
                 out += pack_type(name_off, (kind << 24) | len(t.params), t.return_type)
                 for p in t.params:
                     out += pack2(add(p.name), p.type)

@@ -78,8 +78,8 @@ def signals_are_quiet() -> bool:
 
 
 # As the console script (``bpfkit``), from the first import on (bpfkit/__init__.py calls
-# start_command, which calls quiet_signals, first thing): Python's own SIGINT handler would raise KeyboardInterrupt inside
-# whatever import is running and print a traceback.
+# start_command, which calls quiet_signals, first thing): Python's own SIGINT handler would
+# raise KeyboardInterrupt inside whatever import is running and print a traceback.
 
 
 class _Untranslated(_types.ModuleType):
