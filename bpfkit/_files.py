@@ -15,10 +15,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 
 from .errors import KernelError, NotFoundError, UsageError
 
-__all__ = ["read_regular", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT"]
+__all__ = ["read_regular", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT", "open_regular", "iter_lines"]
 
 MiB = 1 << 20
 # A BPF object with full debug info is a few MiB (the largest selftests objects are ~10 MiB).
@@ -49,6 +50,36 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
     """The bytes of the regular file ``path`` (``what`` names it in errors: "object",
     "binary", ...), refusing anything else and anything over ``limit`` bytes."""
     shown = os.fsdecode(path)
+    fd, st = open_regular(path, what, limit)
+    try:
+        chunks = []
+        total = 0
+        while True:
+            try:
+                chunk = os.read(fd, min(max(st.st_size - total, 1 << 16), limit + 1 - total, 16 * MiB))
+            except OSError as exc:
+                raise KernelError(f"read {what}", exc.errno or errno.EIO, shown) from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise UsageError(f"{what} {shown} is over bpfkit's size limit for it ({_human(limit)})")
+        return b"".join(chunks)
+    except MemoryError:
+        raise KernelError(f"read {what}", errno.ENOMEM, shown) from None
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- open_regular, iter_lines
+# Also for files other users control that bpfkit reads while it runs (the symbolizer's perf
+# maps and mapped binaries): an fd to read from in bounded pieces, or lines streamed.
+
+def open_regular(path: str | os.PathLike[str], what: str, limit: int) -> tuple[int, os.stat_result]:
+    """A read-only fd of the regular file ``path`` and its fstat, for reading in bounded pieces
+    (the caller closes the fd); anything else is refused, and so is a st_size over ``limit``."""
+    shown = os.fsdecode(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -65,20 +96,45 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
         if st.st_size > limit:
             raise UsageError(f"{what} {shown} is {st.st_size} bytes, over bpfkit's size limit for it "
                              f"({_human(limit)})")
-        chunks = []
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def iter_lines(path: str | os.PathLike[str], what: str, limit: int, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """The lines of the regular file ``path`` (without their newline), read ``chunk`` bytes at a
+    time: at most ``limit`` bytes are read (a file growing past it while read is refused too),
+    and no more than one line and one chunk are held."""
+    shown = os.fsdecode(path)
+    fd, _ = open_regular(path, what, limit)
+    try:
         total = 0
+        pending: list[bytes] = []  # the pieces of a line that has not ended yet
         while True:
             try:
-                chunk = os.read(fd, min(max(st.st_size - total, 1 << 16), limit + 1 - total, 16 * MiB))
+                data = os.read(fd, chunk)
             except OSError as exc:
                 raise KernelError(f"read {what}", exc.errno or errno.EIO, shown) from None
-            if not chunk:
+            if not data:
                 break
-            chunks.append(chunk)
-            total += len(chunk)
+            total += len(data)
             if total > limit:
                 raise UsageError(f"{what} {shown} is over bpfkit's size limit for it ({_human(limit)})")
-        return b"".join(chunks)
+            lines = data.split(b"\n")
+            if len(lines) == 1:
+                pending.append(data)
+                continue
+            if pending:
+                pending.append(lines[0])
+                lines[0] = b"".join(pending)
+                pending.clear()
+            last = lines.pop()
+            if last:
+                pending.append(last)
+            yield from lines
+        if pending:
+            yield b"".join(pending)
     except MemoryError:
         raise KernelError(f"read {what}", errno.ENOMEM, shown) from None
     finally:
