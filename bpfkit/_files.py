@@ -8,6 +8,13 @@ O_NONBLOCK (which makes opening a FIFO return at once and does nothing for a reg
 judged with fstat on that fd (no race with a rename between a stat and the open), refused unless
 S_ISREG, and read to at most a limit that fits real files of its kind. Files in procfs and
 sysfs report st_size 0 or a page size, so the limit is enforced on what is read, not on st_size.
+
+Every file bpfkit writes (profiles, generated skeletons, man pages) goes through
+:func:`write_atomic`: a new file of a random name made with O_CREAT|O_EXCL|O_NOFOLLOW in the
+target's directory (tempfile.mkstemp), then renamed onto the target. A fixed or predictable
+temporary name (``F.tmp``, ``F.tmp<pid>``) opened with a plain ``open()`` follows a symlink
+another user planted there, and root then overwrites the symlink's target; O_EXCL refuses any
+existing name, and a rename replaces a name without following it.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from collections.abc import Iterator
 
 from .errors import KernelError, NotFoundError, UsageError
 
-__all__ = ["read_regular", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT", "open_regular", "iter_lines"]
+__all__ = ["read_regular", "write_atomic", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT",
+           "open_regular", "iter_lines"]
 
 MiB = 1 << 20
 # A BPF object with full debug info is a few MiB (the largest selftests objects are ~10 MiB).
@@ -70,6 +78,81 @@ def read_regular(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
         raise KernelError(f"read {what}", errno.ENOMEM, shown) from None
     finally:
         os.close(fd)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it to read it, which would
+    race with threads creating files): /proc/self/status's Umask line (Linux 4.7+)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _check_target(shown: str, what: str) -> None:
+    """Refuse a target the rename would wrongly replace: a directory, a device, a FIFO or a
+    socket (``-o /dev/null``), or a symbolic link to one (``-o /dev/stdout``). A symlink to a
+    regular file, or a dangling one, is replaced by the new file; its target is never written."""
+    through = ""
+    try:
+        st = os.lstat(shown)
+        if stat.S_ISLNK(st.st_mode):
+            through = " (through a symbolic link)"
+            st = os.stat(shown)
+    except OSError:
+        return  # no such file, or a dangling link: the rename creates the name
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise UsageError(f"{what} {shown} is {kind}{through}: bpfkit writes a new file and renames it onto "
+                         "that name, which would replace it; give the path of a regular file")
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, what: str = "output") -> None:
+    """Write ``data`` (str: as UTF-8) to ``path`` so that no one sees half of it and no symlink
+    is followed: a new file of a random name in the same directory (mkstemp: O_CREAT|O_EXCL|
+    O_NOFOLLOW, so a name planted in advance is refused, never opened), written, fsync'd (a
+    crash leaves the old file or the new one, never an empty one), given mode 0666 & ~umask
+    (what ``open(path, "w")`` or a shell redirection would create), then renamed onto ``path``.
+    A symlink at ``path`` is replaced, not followed. The temporary file is removed on any
+    error, KeyboardInterrupt included. ``what`` names the file in errors ("profile", ...)."""
+    import tempfile  # here: tempfile imports shutil and random, which reading objects never needs
+
+    shown = os.fsdecode(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")  # a path's undecodable bytes, as they were
+    _check_target(shown, what)
+    directory, name = os.path.split(os.path.abspath(shown))
+    try:
+        # The prefix is cut so the name stays under NAME_MAX (255 bytes) whatever the target's is.
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:40]}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and not os.path.isdir(directory):
+            raise NotFoundError(f"write {what} {shown}: no such directory {directory}") from None
+        raise KernelError(f"write {what}", exc.errno or errno.EIO, f"a new file in {directory}") from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, 0o666 & ~_umask())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, shown)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise KernelError(f"write {what}", exc.errno or errno.EIO, shown) from None
+        raise
 
 
 # ---------------------------------------------------------------- open_regular, iter_lines

@@ -45,10 +45,9 @@ def run(args: argparse.Namespace) -> int:
         command += ["--name", args.name]
     text = generate(spec, args.name, object_path=where, command=" ".join(command))
     if args.output:
-        tmp = f"{args.output}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, args.output)
+        from .._files import write_atomic
+
+        write_atomic(args.output, text, "skeleton")  # a new file renamed onto FILE: no symlink followed
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

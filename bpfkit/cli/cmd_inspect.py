@@ -108,6 +108,11 @@ def describe_core(spec: Any, kernel_btf: str | None = None) -> list[dict[str, An
 
 
 def _table(rows: list[list[str]]) -> list[str]:
+    """Aligned rows; every cell through output.shown: names are the object author's (a section
+    name may hold ESC or a newline), printed as visible escapes (--json: as JSON escapes)."""
+    from .output import shown
+
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
@@ -127,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    out = [f"{args.object}: license {spec.license or '(none)'!r}"
+    from .output import shown
+
+    out = [f"{shown(args.object)}: license {spec.license or '(none)'!r}"
            + (f", kernel version {spec.kernel_version:#x}" if spec.kernel_version else "")]
     out.append(f"programs ({len(info['programs'])}):")
     if info["programs"]:

@@ -203,15 +203,17 @@ def _exit_status() -> str:
 
 
 def write_pages(parser: argparse.ArgumentParser, directory: str) -> list[str]:
-    """Every page written into directory as NAME.1; the paths written."""
+    """Every page written into directory as NAME.1 (bpfkit._files.write_atomic: no symlink
+    planted in the directory is followed); the paths written."""
     import os
+
+    from .._files import write_atomic
 
     os.makedirs(directory, exist_ok=True)
     written = []
     for name in page_names():
         command = None if name == "bpfkit" else name[len("bpfkit-"):]
         path = os.path.join(directory, f"{name}.{SECTION}")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(render(parser, command))
+        write_atomic(path, render(parser, command), "man page")
         written.append(path)
     return written

@@ -3,6 +3,9 @@
 
 Text output is for people and may change; ``--json`` output is one JSON object per line with
 the shapes documented in docs/cli.md, and stays stable (new keys may be added, none removed).
+Text goes through :func:`shown` (bpfkit._visible): a name from an object, a map or a process
+(a section name holding ESC or a newline) prints as ``\x1b``, never as a terminal escape
+sequence or a forged line. JSON needs nothing more: json.dumps escapes every control character.
 
 Records a program sends (ring buffer, perf event array) print as hex by default; when a BTF
 struct describes them (``RecordFormat.from_btf``) they print decoded, one record a line::
@@ -18,7 +21,15 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable"]
+__all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable", "shown"]
+
+
+def shown(value: object) -> str:
+    """``str(value)`` for a terminal or a text log: control characters, bidirectional
+    overrides and the like as visible escapes (bpfkit._visible)."""
+    from .._visible import visible
+
+    return visible(str(value))
 
 
 def jsonable(value: Any) -> Any:
@@ -62,9 +73,9 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value) or "-"
+        return ",".join(shown(v) for v in value) or "-"
     v = jsonable(value)
-    return str(v)
+    return shown(v)
 
 
 def _bytes_text(raw: bytes) -> str:
@@ -133,16 +144,16 @@ class RecordPrinter:
             print_json(obj, self.out)
         elif fields is not None:
             body = " ".join(f"{k}={v}" for k, v in fields.items())
-            self.out.write(f"{self.map_name}: {body}\n")
+            self.out.write(shown(f"{self.map_name}: {body}") + "\n")
         else:
             where = f" cpu {cpu}" if cpu is not None else ""
-            self.out.write(f"{self.map_name}{where} [{len(raw)} bytes]: {hexdump(raw)}\n")
+            self.out.write(f"{shown(self.map_name)}{where} [{len(raw)} bytes]: {hexdump(raw)}\n")
         self.out.flush()
 
     def lost(self, cpu: int | None, count: int) -> None:
         """Lost records go to stderr (text) so stdout stays parseable."""
         where = f" on cpu {cpu}" if cpu is not None else ""
-        sys.stderr.write(f"bpfkit: lost {count} record(s) from {self.map_name}{where}\n")
+        sys.stderr.write(f"bpfkit: lost {count} record(s) from {shown(self.map_name)}{where}\n")
         sys.stderr.flush()
 
 
@@ -175,7 +186,7 @@ def print_record(row: dict[str, Any], as_json: bool, width: int = 12, empty: tup
         print_json(row)
         return
     for key, value in row.items():
-        print(f"{key + ':':<{width}} {'-' if value in empty else value}")
+        print(f"{key + ':':<{width}} {'-' if value in empty else shown(value)}")
 
 
 def open_by_id_or_path(target: int | str, from_id: Callable[[int], Any], load_pinned: Callable[[str], Any]) -> Any:

@@ -7,6 +7,11 @@ Zoom" or Escape returns); "Search" (or Ctrl-F) highlights frames matching a regu
 expression and shows the share they cover. Frames narrower than 0.1 px are left out, as
 flamegraph.pl's --minwidth does. Kernel frames (``_[k]``) are coloured orange, others by a
 hash of the name in the reds and yellows, so a name keeps its colour across graphs.
+
+Names come from symbol tables other people wrote: each goes through bpfkit._visible (XML 1.0
+allows no C0 control but tab, newline and carriage return, not even as ``&#1;``, no lone
+surrogate and not U+FFFE/U+FFFF; newline and tab in an attribute would be read back as
+spaces), then html.escape; the graph is well-formed XML whatever the names hold.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import zlib
 from html import escape
 from typing import Any
 
+from .._visible import visible
 from .model import KERNEL_SUFFIX, Profile
 
 __all__ = ["to_svg"]
@@ -144,7 +150,7 @@ def _tree(profile: Profile) -> dict[str, Any]:
         root["v"] += value
         node = root
         for name in stack:
-            node = node["c"].setdefault(name, {"v": 0, "c": {}})
+            node = node["c"].setdefault(visible(name), {"v": 0, "c": {}})
             node["v"] += value
     return root
 
@@ -152,7 +158,8 @@ def _tree(profile: Profile) -> dict[str, Any]:
 def to_svg(profile: Profile, title: str = "Flame Graph") -> str:
     root = _tree(profile)
     total = root["v"]
-    unit = profile.unit if profile.unit not in ("count", "") else "samples"
+    unit = visible(profile.unit) if profile.unit not in ("count", "") else "samples"
+    title = visible(title)
     span = WIDTH - 2 * XPAD
     rows: list[tuple[str, int, int, int]] = []  # (name, start, value, depth)
 

@@ -5,7 +5,9 @@ Pyroscope and Grafana read (github.com/google/pprof, proto/profile.proto).
 The message types are built at run time from a descriptor (google.protobuf.descriptor_pb2):
 no protoc and no generated module. Field numbers are profile.proto's. Each distinct frame name
 is one Function and one Location (no addresses: the names are what the profile carries, as
-in a folded file); a sample lists its locations leaf first, as pprof wants.
+in a folded file); a sample lists its locations leaf first, as pprof wants. Every string
+goes through bpfkit._visible: protobuf strings must be valid UTF-8 (a lone surrogate is
+refused), and ``pprof -top`` prints names to a terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from .._visible import visible
 from ..errors import NotSupportedError
 from .model import Profile
 
@@ -82,7 +85,7 @@ def to_pprof(profile: Profile) -> bytes:
     strings: dict[str, int] = {"": 0}
 
     def s(text: str) -> int:
-        return strings.setdefault(text, len(strings))
+        return strings.setdefault(visible(text), len(strings))
 
     msg.sample_type.add(type=s(profile.sample_type), unit=s(profile.unit))
     if profile.period:
