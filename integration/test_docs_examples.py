@@ -6,7 +6,8 @@ from the repository's root: Python with this interpreter, shell with bash (``set
 interpreter's bin directory first on PATH, so ``bpfkit`` is the checkout's console script. A block
 may add ``needs=KIND`` (``kprobes``, ``trampolines``, ``sched_ext``, ``user_events``, ``tcx``,
 ``netfilter_link``, ``sockmap_link``,
-``kfunc_calls``, or any feature name of bpfkit.features; several as ``needs=A,B``) to say what
+``kfunc_calls``, or any feature name of bpfkit.features, iterator targets as ``iter_TARGET``;
+several as ``needs=A,B``) to say what
 the kernel must have; it is skipped, naming the first one missing, where this kernel lacks it. An example that needs files builds them
 itself (``bpf/.output`` objects are built by scripts/setup.sh). Blocks not marked runnable are
 fragments (grammar, placeholders such as ``prog.bpf.o``), marked ``python fragment`` or
@@ -98,12 +99,13 @@ def _kernel_has(kind: str) -> str:
         return ("this kernel lacks user_events (CONFIG_USER_EVENTS, Linux 6.4+; no Debian kernel "
                 "enables it: integration/build_user_events_kernel.sh builds one)")
     from bpfkit import features
+    from bpfkit.errors import UsageError
 
-    known = set(features.names())
-    if kind in known:  # any feature bpfkit probes: needs=perf_link, needs=bpf_cookie ...
+    try:  # any feature bpfkit probes: needs=perf_link, needs=bpf_cookie, needs=iter_task ...
         result = features.probe(kind)
-        return "" if result.supported else f"this kernel lacks {kind}: {result.reason}"
-    return f"unknown needs={kind} in the doc block"
+    except UsageError:
+        return f"unknown needs={kind} in the doc block"
+    return "" if result.supported else f"this kernel lacks {kind}: {result.reason}"
 
 
 def test_docs_have_runnable_examples() -> None:

@@ -11,9 +11,11 @@ iterators work and fentry/fexit/fmod_ret/lsm are refused at load; those run in a
 from __future__ import annotations
 
 import errno
+import json
 import os
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,6 +26,7 @@ import pytest
 
 import bpfkit
 from bpfkit import asm, features, link
+from bpfkit.features import probes
 from bpfkit._kernel.consts import AttachType, LinkType, ProgType
 from bpfkit.errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError, VerifierError
 from bpfkit.program import Program, ProgramSpec
@@ -297,9 +300,18 @@ def test_fentry_refusal_is_explained(bpf_obj: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ iterators
+# tracing_iter.bpf.o's programs and the iterator target each needs: a kernel may refuse one
+# target (EPERM with an empty verifier log for iter/bpf_map_elem, seen on a 6.18 host) and load
+# another, so each test marks the targets it needs and the fixture loads only their programs.
+ITER_PROGRAMS = {"dump_task": "iter_task", "dump_elem": "iter_bpf_map_elem"}
+
+
 @pytest.fixture
-def iters(bpf_obj: Any) -> Iterator[Any]:
-    with bpfkit.Collection.from_file(bpf_obj("tracing_iter")) as coll:
+def iters(request: pytest.FixtureRequest, bpf_obj: Any) -> Iterator[Any]:
+    marked = {name for mark in request.node.iter_markers("feature") for name in mark.args}
+    programs = [prog for prog, target in ITER_PROGRAMS.items() if target in marked]
+    assert programs, "mark the test with the iterator targets it needs: @pytest.mark.feature('iter_task')"
+    with bpfkit.Collection(bpfkit.load_spec(bpf_obj("tracing_iter")), programs=programs) as coll:
         yield coll
 
 
@@ -313,6 +325,7 @@ def _task_lines(text: str) -> dict[int, tuple[int, str]]:
     return out
 
 
+@pytest.mark.feature("iter_task")
 def test_iter_task_reads_this_process(iters: Any) -> None:
     with link.iterate(iters.programs["dump_task"]) as it:
         tasks = _task_lines(it.read_all().decode())
@@ -326,6 +339,7 @@ def test_iter_task_reads_this_process(iters: Any) -> None:
         assert info.type == LinkType.ITER and info.detail.target == "task"
 
 
+@pytest.mark.feature("iter_task")
 @pytest.mark.skipif(not _kernel_at_least(6, 1), reason="task iterator parameters (tid/pid) need Linux 6.1")
 def test_iter_task_of_one_process(iters: Any) -> None:
     with link.iterate(iters.programs["dump_task"], pid=os.getpid()) as it:
@@ -334,6 +348,7 @@ def test_iter_task_of_one_process(iters: Any) -> None:
         assert it.info().detail.pid == os.getpid()
 
 
+@pytest.mark.feature("iter_task", "iter_bpf_map_elem")
 def test_iter_map_elements(iters: Any) -> None:
     numbers = iters.maps["numbers"]
     for k in range(10):
@@ -348,6 +363,7 @@ def test_iter_map_elements(iters: Any) -> None:
         link.iterate(iters.programs["dump_task"], map=numbers)
 
 
+@pytest.mark.feature("iter_task")
 def test_iter_pinned_reads_as_file(iters: Any, pin_dir: Path) -> None:
     path = str(pin_dir / "tasks")
     with link.iterate(iters.programs["dump_task"]) as it:
@@ -365,11 +381,104 @@ def test_iter_pinned_reads_as_file(iters: Any, pin_dir: Path) -> None:
         os.unlink(path)
 
 
+@pytest.mark.feature("iter_task", "iter_bpf_map_elem")
 def test_iter_auto_attach(iters: Any) -> None:
     with link.attach_section(iters.programs["dump_task"]) as it:
         assert os.getpid() in _task_lines(it.read_all().decode())
     with pytest.raises(UsageError, match="pass map="):
         link.attach_section(iters.programs["dump_elem"])
+
+
+@pytest.mark.parametrize("prog", list(ITER_PROGRAMS))
+def test_iterator_probe_agrees_with_a_real_program(bpf_obj: Any, prog: str) -> None:
+    """The per-target probe (a minimal iter/TARGET program) answers what loading a real
+    program of that target does on this kernel; its reason says what was loaded or refused."""
+    result = features.probe(ITER_PROGRAMS[prog])
+    try:
+        with bpfkit.Collection(bpfkit.load_spec(bpf_obj("tracing_iter")), programs=[prog]):
+            loaded = ""
+    except BPFKitError as exc:
+        loaded = str(exc)
+    assert result.supported == (not loaded), (result, loaded)
+    target = ITER_PROGRAMS[prog].removeprefix("iter_")
+    assert f"iter/{target}" in result.reason and result.min_version in ("5.8", "5.9")
+
+
+def test_iterator_probe_of_a_target_the_kernel_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A target no kernel declares, looked up for real in vmlinux BTF.
+    monkeypatch.setitem(probes.ITER_TARGET_VERSIONS, "bpfkit_nowhere", "99.0")
+    monkeypatch.setattr(probes, "_iter_ids", (None, {}))
+    supported, reason = probes._iter_probe("bpfkit_nowhere")()
+    assert not supported and reason.startswith("vmlinux BTF has no function bpf_iter_bpfkit_nowhere: no bpfkit_nowhere "
+                                               "iterator in this kernel (Linux 99.0+")
+    assert probes._iter_target_id("task") > 0  # the other targets' ids came from the same scan
+
+
+def _as_nobody(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """``cmd`` run as user nobody (uid 65534, no capabilities), skipping where nobody cannot
+    reach this interpreter (a checkout or Python under a 0700 /root)."""
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    if subprocess.run([*drop, sys.executable, "-c", "import bpfkit"], capture_output=True,
+                      env=dict(os.environ, HOME="/"), cwd="/").returncode:
+        pytest.skip(f"user nobody cannot run {sys.executable} with bpfkit (a directory on the way is not "
+                    "searchable by others)")
+    return subprocess.run([*drop, *cmd], capture_output=True, text=True, cwd="/", timeout=60 * SLOW,
+                          env=dict(os.environ, HOME="/", PYTHONDONTWRITEBYTECODE="1"))
+
+
+def test_cli_features_reports_iterator_targets() -> None:
+    """`bpfkit features` lists each iterator target in its own group; as root here all load. A
+    refusal is real without privileges: the kernel refuses the load (EPERM) before
+    verification, with an empty log, as the kernel that refuses iter/bpf_map_elem does."""
+    proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "features"], capture_output=True, text=True,
+                          timeout=60 * SLOW)
+    assert proc.returncode == 0, proc.stderr
+    group = proc.stdout.split("\niterator targets:\n", 1)[1].split("\n\n")[0].splitlines()
+    rows = {line.split()[0]: line.split()[1] for line in group}
+    assert set(rows) == set(probes.ITERATORS) and rows["iter_task"] == "yes"
+    proc = _as_nobody([sys.executable, "-m", "bpfkit.cli", "features", "--json", "iter_task", "iter_bpf_map_elem"])
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads(proc.stdout)
+    for name in ("iter_task", "iter_bpf_map_elem"):
+        assert table[name]["supported"] is False
+        assert "refused with EPERM" in table[name]["reason"] and "empty verifier log" in table[name]["reason"]
+    unknown = subprocess.run([sys.executable, "-m", "bpfkit.cli", "features", "iter_nope"], capture_output=True,
+                             text=True, timeout=60 * SLOW)
+    assert unknown.returncode == 2 and "unknown kernel feature 'iter_nope'" in unknown.stderr
+
+
+# A plugin for the pytest runs below: the kernel refuses iter/bpf_map_elem and loads iter/task.
+# Faked: no kernel that refuses one target and loads another can be produced on this host.
+REFUSE_MAP_ELEM = """
+from bpfkit.features import probes
+p = probes.ITERATORS["iter_bpf_map_elem"]
+probes.ITERATORS[p.name] = probes.Probe(p.name, p.group, p.min_version, p.what, p.how,
+                                        lambda: (False, "FAKED: refused with EPERM and an empty verifier log"))
+"""
+
+
+def test_suite_skips_what_a_refused_iterator_target_needs(tmp_path: Path) -> None:
+    if os.environ.get("BPFKIT_REFUSE_MAP_ELEM_PLUGIN"):
+        pytest.skip("already inside the run this test starts")
+    (tmp_path / "refuse_map_elem.py").write_text(REFUSE_MAP_ELEM)
+    env = dict(os.environ, BPFKIT_REFUSE_MAP_ELEM_PLUGIN="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    from integration.test_docs_examples import REPO, RUNNABLE
+
+    docs = [f"integration/test_docs_examples.py::test_example_runs[{b.id}]" for b in RUNNABLE
+            if "link.iterate(" in b.code]
+    assert docs, "no runnable doc example iterates"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "refuse_map_elem", "-p", "no:cacheprovider", "-rs",
+                           "-q", f"--basetemp={tmp_path / 'run'}", "integration/test_link_tracing.py", *docs,
+                           "-k", "test_iter_ or test_example_runs"],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=600 * SLOW)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:]
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    why = "kernel lacks iter_bpf_map_elem: FAKED: refused with EPERM and an empty verifier log"
+    assert sum(why in line for line in skipped) >= 2, skipped  # test_iter_map_elements, test_iter_auto_attach
+    assert any("this kernel lacks iter_bpf_map_elem: FAKED" in line for line in skipped), skipped  # the doc block
+    assert " error" not in out.splitlines()[-1], out[-3000:]
 
 
 # ------------------------------------------------------------------- VM: trampolines

@@ -9,14 +9,15 @@ import sys
 HELP = "probe the running kernel's BPF features"
 DESCRIPTION = (
     "Probe the running kernel for the BPF features bpfkit uses (system call, links, kprobes and "
-    "uprobes, BTF kinds, program and map types) and print whether each is supported and why. "
+    "uprobes, BTF kinds, program and map types, iterator targets) and print whether each is supported "
+    "and why. "
     "Every probe is a small real experiment; nothing is left behind."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", default=[], metavar="FEATURE",
-                        help="probe only these features (default: all)")
+                        help="probe only these features (default: all; iterator targets as iter_TARGET)")
     parser.add_argument("--json", action="store_true",
                         help='print one JSON object: {"<feature>": {"supported": bool, "reason": str}, ...}')
     parser.add_argument("--unsupported", action="store_true", help="list only unsupported features")
@@ -36,8 +37,10 @@ def _version(text: str) -> tuple[int, ...]:
 
 def run(args: argparse.Namespace) -> int:
     from .. import features
+    from ..features import probes
 
-    wanted = args.names or features.names()
+    # Iterator targets come last: a kernel may refuse one target while it loads others.
+    wanted = args.names or [*features.names(), *probes.ITERATORS]
     if args.newer_than:
         floor = _version(args.newer_than)
         wanted = [n for n in wanted if features.describe(n).min_version
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     for name in results:
         by_group.setdefault(features.describe(name).group, []).append(name)
     out = []
-    for group in features.groups():
+    for group in (*features.groups(), probes.ITER_GROUP):
         members = by_group.get(group)
         if not members:
             continue

@@ -97,10 +97,11 @@ def groups() -> tuple[str, ...]:
 def _lookup(name: str) -> _probes_mod.Probe:
     from . import probes  # imported on first use (see _run)
 
-    try:
-        return probes.REGISTRY[name]
-    except KeyError:
-        raise UsageError(f"unknown kernel feature {name!r} (bpfkit.features.names() lists them)") from None
+    found = probes.find(name)  # a REGISTRY feature or an iterator target (iter_task)
+    if found is None:
+        raise UsageError(f"unknown kernel feature {name!r} (bpfkit.features.names() lists them; "
+                         "iterator targets are iter_TARGET, e.g. iter_task)")
+    return found
 
 
 def describe(name: str) -> FeatureInfo:

@@ -302,14 +302,14 @@ def probe_log_true_size() -> Outcome:
     return False, "the verifier accepted a program without r0 set; cannot tell"
 
 
-def _vmlinux_func_id(names: tuple[str, ...]) -> tuple[str, int]:
-    """The BTF id of the first of ``names`` that is a BTF_KIND_FUNC in vmlinux BTF.
+def _vmlinux_func_ids(names: tuple[str, ...], until: str = "") -> dict[str, int]:
+    """{name: BTF id} of those of ``names`` that are a BTF_KIND_FUNC in vmlinux BTF (the scan
+    stops early once ``until`` is found).
 
     A minimal scan of /sys/kernel/btf/vmlinux (only the record sizes are decoded), so the
     probe does not need the full BTF parser.
     """
-    with open("/sys/kernel/btf/vmlinux", "rb") as f:
-        data = f.read()
+    data = _bpf.vmlinux_btf()
     _, _, _, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
     strs = data[hdr_len + str_off : hdr_len + str_off + str_len]
     wanted = {}
@@ -327,10 +327,16 @@ def _vmlinux_func_id(names: tuple[str, ...]) -> tuple[str, int]:
         kind = (info >> 24) & 0x1F
         if kind == KIND_FUNC and name_off in wanted:
             found[wanted.pop(name_off)] = tid
-            if names[0] in found:
+            if until in found:
                 break
         pos += 12 + extra.get(kind, 0) + per.get(kind, 0) * (info & 0xFFFF)
         tid += 1
+    return found
+
+
+def _vmlinux_func_id(names: tuple[str, ...]) -> tuple[str, int]:
+    """(name, BTF id) of the first of ``names`` that is a BTF_KIND_FUNC in vmlinux BTF."""
+    found = _vmlinux_func_ids(names, until=names[0])
     for name in names:
         if name in found:
             return name, found[name]
@@ -373,6 +379,74 @@ def probe_tracing_programs() -> Outcome:
     except KernelError as exc:
         return _failure(exc)
     return True, f"loaded an fentry program on {target} (BTF id {btf_id})"
+
+
+# -------------------------------------------------------------------- iterator targets
+# The targets of SEC("iter/TARGET") programs (each registered with bpf_iter_reg_target and
+# declared in BTF as the function bpf_iter_<target>) and the release that added each.
+ITER_TARGET_VERSIONS = {
+    "task": "5.8", "task_file": "5.8", "bpf_map": "5.8", "netlink": "5.8", "ipv6_route": "5.8",
+    "bpf_map_elem": "5.9", "bpf_sk_storage_map": "5.9", "bpf_prog": "5.9", "tcp": "5.9", "udp": "5.9",
+    "sockmap": "5.10", "task_vma": "5.12", "unix": "5.17", "bpf_link": "5.19", "ksym": "6.0", "cgroup": "6.1",
+    "kmem_cache": "6.13", "dmabuf": "6.16",
+}
+ITER_GROUP = "iterator targets"
+# Not in REGISTRY (features.names(), the recorded kernel matrix): features.probe("iter_task")
+# finds them through find(); `bpfkit features` lists them after the others.
+ITERATORS: dict[str, Probe] = {}
+# the vmlinux BTF the ids are from and {bpf_iter_<target>: BTF id}: one scan for every target
+_iter_ids: tuple[object, dict[str, int]] = (None, {})
+
+
+def _iter_target_id(target: str) -> int:
+    """The vmlinux BTF id of bpf_iter_<target>, 0 if there is none (OSError or BPFKitError
+    without vmlinux BTF). Every target's id comes from one scan, kept while the blob is."""
+    global _iter_ids
+    with _vmlinux_lock:
+        data = _bpf.vmlinux_btf()
+        if _iter_ids[0] is not data:
+            _iter_ids = (data, _vmlinux_func_ids(tuple(f"bpf_iter_{t}" for t in ITER_TARGET_VERSIONS)))
+        return _iter_ids[1].get(f"bpf_iter_{target}", 0)
+
+
+def _iter_probe(target: str) -> Callable[[], Outcome]:
+    what = f"a minimal iter/{target} program"
+
+    def run() -> Outcome:
+        try:
+            btf_id = _iter_target_id(target)
+        except (OSError, BPFKitError) as exc:
+            return False, f"no vmlinux BTF to find bpf_iter_{target} in: {exc}"
+        if not btf_id:
+            return False, (f"vmlinux BTF has no function bpf_iter_{target}: no {target} iterator in this kernel "
+                           f"(Linux {ITER_TARGET_VERSIONS[target]}+, and built with what it walks)")
+        try:
+            _load_logged(ProgType.TRACING, attach_btf_id=btf_id, expected_attach_type=int(AttachType.TRACE_ITER)).close()
+        except VerifierError as exc:
+            if exc.errno == errno.EPERM and not exc.log.strip():
+                # Seen on a 6.18 host that loads iter/task: refused before verification.
+                return False, (f"{what} was refused with {describe_errno(exc.errno)} and an empty verifier log: "
+                               "the kernel refuses it before verification")
+            if exc.errno in TRANSIENT_ERRNOS:
+                return _failure(exc)
+            return False, f"{what} was rejected: {describe_errno(exc.errno)}: {exc.tail(1).strip() or 'empty verifier log'}"
+        except KernelError as exc:
+            return _failure(exc)
+        return True, f"{what} loaded (attach_btf_id {btf_id}: bpf_iter_{target})"
+
+    return run
+
+
+for _target, _ver in ITER_TARGET_VERSIONS.items():
+    ITERATORS[f"iter_{_target}"] = Probe(
+        f"iter_{_target}", ITER_GROUP, _ver, f"iterator programs of target {_target} (SEC(\"iter/{_target}\"))",
+        f"BPF_PROG_LOAD of 'r0 = 0; exit' as iter/{_target} (attach_btf_id of bpf_iter_{_target})",
+        _iter_probe(_target))
+
+
+def find(name: str) -> Probe | None:
+    """The probe called ``name``: a REGISTRY feature or an iterator target (``iter_task``)."""
+    return REGISTRY.get(name) or ITERATORS.get(name)
 
 
 # ------------------------------------------------------------------------------ links
@@ -1128,7 +1202,7 @@ def run(name: str) -> Outcome:
     # Before 5.11 programs and maps are charged to RLIMIT_MEMLOCK: without this, probes that
     # run before any Map/Program was made see EPERM (seen on Debian 5.10).
     bump_memlock()
-    probe = REGISTRY[name]
+    probe = REGISTRY.get(name) or ITERATORS[name]
     try:
         return probe.run()
     except (BPFKitError, OSError) as exc:
