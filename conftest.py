@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def checkout_relative(path: Path) -> str:
     """PATH as the checkout names it ("bpfkit/elf/reader.py"), wherever source_path found it."""
     package = package_dir()
     return (path.relative_to(package.parent) if path.is_relative_to(package) else path.relative_to(REPO)).as_posix()
+
+
+def console_script(name: str = "bpfkit") -> str:
+    """The console script ``name`` of the bpfkit being tested: the one installed beside the
+    running interpreter (the checkout's venv, or the venv of an installed wheel:
+    scripts/wheel-legs.sh), never a path inside the checkout."""
+    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def compile_bytecode() -> None:

@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 
 from bpfkit._kernel import caps
+from conftest import console_script
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv(1) from util-linux")]
 
 REPO = Path(__file__).resolve().parent.parent
-BPFKIT = str(REPO / ".venv" / "bin" / "bpfkit")
+BPFKIT = console_script()
+# Each load below is refused before it pins; the directory is still this run's own.
+PIN = f"/sys/fs/bpf/bpfkit_caps_test_{os.getpid()}"
 
 
 def _without(*names: str) -> list[str]:
@@ -38,7 +41,7 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 def test_root_without_cap_bpf(bpf_obj, tmp_path) -> None:
     if caps.sysctl("unprivileged_bpf_disabled") == "0":
         pytest.skip("kernel.unprivileged_bpf_disabled is 0: an array map needs no CAP_BPF here")
-    out = _run(_without("bpf", "sys_admin") + [BPFKIT, "load", str(bpf_obj("minimal")), "/sys/fs/bpf/bpfkit_caps_test"])
+    out = _run(_without("bpf", "sys_admin") + [BPFKIT, "load", str(bpf_obj("minimal")), PIN])
     assert out.returncode != 0
     assert ("BPF_MAP_CREATE: EPERM (Operation not permitted): map 'hits'; needs CAP_BPF, which this process "
             "lacks (it runs as root, with a reduced capability set); kernel.unprivileged_bpf_disabled is "
@@ -63,7 +66,7 @@ def test_every_capability_held_is_not_blamed(bpf_obj) -> None:
         pytest.skip("fentry programs load on this kernel: no refusal to explain")
     if not (caps.holds("CAP_BPF") and caps.holds("CAP_PERFMON")):
         pytest.skip("needs CAP_BPF and CAP_PERFMON held")
-    out = _run([BPFKIT, "load", str(bpf_obj("tracing_fentry")), "/sys/fs/bpf/bpfkit_caps_test"])
+    out = _run([BPFKIT, "load", str(bpf_obj("tracing_fentry")), PIN])
     assert out.returncode != 0
     assert "not a missing capability (this process holds CAP_BPF and CAP_PERFMON); refused by kernel lockdown" in out.stderr, out.stderr
     assert "needs CAP_" not in out.stderr
@@ -77,7 +80,7 @@ def test_lockdown_mode_is_named_when_securityfs_is_readable(bpf_obj) -> None:
         pytest.skip("fentry programs load on this kernel: no refusal to explain")
     # A private mount namespace: securityfs shows the lockdown mode without touching the host's mounts.
     script = (f"mountpoint -q /sys/kernel/security || mount -t securityfs none /sys/kernel/security; "
-              f"cat /sys/kernel/security/lockdown; {BPFKIT} load {bpf_obj('tracing_fentry')} /sys/fs/bpf/bpfkit_caps_test")
+              f"cat /sys/kernel/security/lockdown; {BPFKIT} load {bpf_obj('tracing_fentry')} {PIN}")
     out = _run(["unshare", "--mount", "sh", "-c", script])
     mode = next((w.strip("[]") for w in out.stdout.split() if w.startswith("[")), None)
     if mode is None:
@@ -131,7 +134,7 @@ def test_memlock_without_cap_sys_resource_on_a_kernel_that_charges_it(bpf_obj) -
     if caps._kernel_release() >= (5, 11):
         pytest.skip("kernel 5.11+ charges BPF memory to memory cgroups, not RLIMIT_MEMLOCK")
     out = _run(_without("sys_resource") + ["prlimit", "--memlock=4096", BPFKIT, "load", str(bpf_obj("minimal")),
-                                             "/sys/fs/bpf/bpfkit_caps_test"])
+                                             PIN])
     assert out.returncode != 0
     assert ("RLIMIT_MEMLOCK is 4096 bytes (kernels before 5.11 charge BPF memory to it) and raising it needs "
             "CAP_SYS_RESOURCE, which this process lacks") in out.stderr, out.stderr

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """SIGINT and SIGTERM at random moments of ``bpfkit attach``, through the real console script
-(.venv/bin/bpfkit): starting, loading, attaching, waiting, detaching. Nothing may stay attached
+(the bpfkit console script beside the running interpreter): starting, loading, attaching, waiting, detaching. Nothing may stay attached
 (no tracefs probe of the process, no link or program of it in ``bpftool link``/``prog``) and
 nothing may print a traceback.
 
@@ -30,11 +30,12 @@ import pytest
 
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.link import tracefs_probes as tp
+from conftest import console_script
 
 pytestmark = pytest.mark.root
 
 REPO = Path(__file__).resolve().parent.parent
-BPFKIT = REPO / ".venv" / "bin" / "bpfkit"
+BPFKIT = Path(console_script())
 PROGS = {"count_getppid", "old_kprobe", "count_len"}
 
 

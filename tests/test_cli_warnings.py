@@ -5,6 +5,7 @@ line each, never Python's "file:line: RuntimeWarning" plus a source line."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import warnings
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import console_script
+
 REPO = Path(__file__).resolve().parent.parent
-BPFKIT = str(REPO / ".venv" / "bin" / "bpfkit")
+BPFKIT = console_script()
 
 
 def _main(argv: list[str]) -> tuple[int, str, str]:
@@ -65,7 +68,7 @@ def test_load_prints_the_btf_warning_on_one_line(bpf_obj) -> None:
         pytest.skip("kernel.unprivileged_bpf_disabled is 0: BTF loads without CAP_BPF here")
     drop = "-bpf,-sys_admin"
     out = subprocess.run(["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", BPFKIT, "load",
-                          str(bpf_obj("minimal")), "/sys/fs/bpf/bpfkit_warn_test"],
+                          str(bpf_obj("minimal")), f"/sys/fs/bpf/bpfkit_warn_test_{os.getpid()}"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     lines = out.stderr.splitlines()
     assert len(lines) == 2, out.stderr

@@ -18,11 +18,12 @@ import pytest
 from bpfkit._kernel import owner as _owner
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.link import tracefs_probes as tp
+from conftest import console_script
 
 pytestmark = [pytest.mark.root, pytest.mark.feature("uprobe_events")]
 
 REPO = Path(__file__).resolve().parent.parent
-BPFKIT = REPO / ".venv" / "bin" / "bpfkit"
+BPFKIT = Path(console_script())
 PY = sys.executable
 # Makes one uprobe through uprobe_events, prints its group, then waits for stdin to close
 # (or, with "die", is SIGKILLed at once so the probe stays behind).
