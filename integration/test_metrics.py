@@ -19,6 +19,7 @@ import bpfkit
 from bpfkit.metrics.collector import MapCollector
 from bpfkit.metrics.plan import plan_collection
 from bpfkit.metrics.server import MetricsServer
+from tests.metrics_exposition import check_exposition
 
 PPID_CALLS = 7
 PGID_ARGS = [1, 3, 3, 100, 1000, 70000]  # log2 slots 0, 1, 1, 6, 9, 16
@@ -49,6 +50,8 @@ def demo(bpf_obj: Any) -> Iterator[Any]:
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples of an exposition, which must be one Prometheus takes as meant (promtool)."""
+    check_exposition(text)
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(text) for s in fam.samples}
 

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import start_attached
+from tests.metrics_exposition import check_exposition
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PPID_CALLS = 37
@@ -111,6 +113,8 @@ def test_prometheus_scrapes_attach(bpf_obj: Any) -> None:
         assert 63 < median <= 127  # every value is in the bucket (63, 127]; Prometheus interpolates inside it
         p90 = _wait_for(prom_port, "histogram_quantile(0.9, sum by (le) (bpfkit_metrics_demo_arg_hist_bucket))", None)
         assert 63 < p90 <= 127
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            check_exposition(resp.read().decode())  # what Prometheus scraped, parsed by its own promtool
     finally:
         outputs = []
         for proc, name in ((prom, "prometheus"), (attach, "bpfkit attach")):

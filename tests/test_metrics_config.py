@@ -127,3 +127,91 @@ def test_cgroup_decoder() -> None:
         mine = next(line.strip().split(":", 2)[2] for line in f if line.startswith("0::"))
     cgid = os.stat(mount + mine).st_ino  # what bpf_get_current_cgroup_id() returns for this process
     assert make_decoder("cgroup")(cgid) == mine
+
+
+# ------------------------------------------------------------------ hostile files (issue 35)
+_TABLE = "maps:\n  calls:\n    labels:\n      - field: kind\n        decoders:\n          - name: static_map\n            static_map:\n"
+# Nine anchors, each a list of nine aliases of the one before: 9**9 values once expanded, 703 bytes.
+ALIAS_BOMB = _TABLE + "              0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"              {i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (ALIAS_BOMB, "m.yaml:12: more than 20000 values once aliases are expanded (bpfkit's limit for a metrics config)"),
+    ("maps:\n  [a, b]: {}\n", "m.yaml:2: a key must be text or a number, not a list"),
+    ("maps:\n  calls:\n    {a: 1}: x\n", "m.yaml:3: a key must be text or a number, not a mapping"),
+    ("maps:\n  calls:\n    help: " + "[" * 5000 + "]" * 5000 + "\n",
+     "m.yaml:3: nested more than 64 levels deep (bpfkit's limit for a metrics config)"),
+    ("maps:\n" + "".join(" " * i + f"k{i}:\n" for i in range(2, 4000)),
+     "m.yaml:64: nested more than 64 levels deep"),
+    ("maps:\n  calls:\n    help: a\0b\n",
+     "m.yaml:3: not valid YAML: character U+0000 is not allowed (no control characters but tab and line breaks)"),
+    ("maps:\n  a: &a {help: *a}\n", "m.yaml:2: alias *a is inside the node it names (a recursive structure"),
+    ("maps:\n  h:\n    histogram:\n      base: " + "1" * 5000 + "\n", "m.yaml:4: a number of 5000 characters (bpfkit takes up to 100)"),
+    ("maps:\n  h:\n    histogram:\n      base: !!float abc\n", "m.yaml:4: 'abc' is not a valid float"),
+    ("maps:\n  calls:\n    help: !!timestamp 2001-13-45\n", "m.yaml:3: '2001-13-45' is not a valid timestamp"),
+    (_TABLE + "              1: [a, b]\n",
+     "m.yaml:8: maps.calls.labels[0].decoders[0].static_map[1]: expected the label's text, got a list"),
+    (_TABLE + "              1: read\n              '1': write\n", "m.yaml:9: '1' given twice (first on line 8)"),
+    ("maps:\n  b:\n    <<: 5\n", "m.yaml:3: << (a merge key) takes a mapping or a list of mappings, not a scalar"),
+    ("maps:\n  calls:\n    type: " + "x" * 1000 + "\n", "m.yaml:3: maps.calls.type: 'xxxxxxxx"),
+])
+def test_hostile_yaml_is_refused_with_the_line(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_config(text, "m.yaml")
+    assert str(err.value).startswith(message), str(err.value)
+    assert len(str(err.value)) < 300  # no value from the file echoed whole
+
+
+def test_alias_bomb_never_expands() -> None:
+    """Refused while composing, from the sizes of the nodes it is made of (nothing expanded)."""
+    import tracemalloc
+
+    assert len(ALIAS_BOMB) < 710
+    tracemalloc.start()
+    try:
+        with pytest.raises(UsageError):
+            parse_config(ALIAS_BOMB, "m.yaml")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, peak
+
+
+def test_merge_keys() -> None:
+    """YAML 1.1 merge keys, as PyYAML takes them: a mapping's own keys win, then the mappings
+    merged in the order given."""
+    c = parse_config("maps:\n  a: &counted {type: counter, help: shared}\n  g: &gauge {type: gauge, help: g}\n"
+                     "  b:\n    <<: *counted\n    help: mine\n  c:\n    <<: [*counted, *gauge]\n", "m.yaml")
+    assert (c.maps["b"].type, c.maps["b"].help) == ("counter", "mine")
+    assert (c.maps["c"].type, c.maps["c"].help) == ("counter", "shared")
+    assert c.maps["b"].line == 4
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "-1", "0", "1.0e+999"])
+def test_bucket_multiplier_must_be_finite_and_positive(value: str) -> None:
+    with pytest.raises(UsageError, match=r"m.yaml:4: maps.h.histogram.bucket_multiplier: must be a finite number above 0"):
+        parse_config(f"maps:\n  h:\n    histogram:\n      bucket_multiplier: {value}\n", "m.yaml")
+
+
+def test_config_file_size_limit(tmp_path: os.PathLike[str]) -> None:
+    from bpfkit.metrics.config import CONFIG_LIMIT
+
+    path = os.path.join(tmp_path, "big.yaml")
+    with open(path, "w") as f:
+        f.write("#" * CONFIG_LIMIT + "\nmaps: {}\n")
+    with pytest.raises(UsageError, match=rf"metrics config {path} is {CONFIG_LIMIT + 11} bytes, over bpfkit's size limit for "
+                                         r"it \(256 KiB|262144 bytes\)"):
+        load_config(path)
+
+
+def test_log2_bounds_past_float_range() -> None:
+    """2**1024 is past float: slot 1,023 of a log2 histogram is bounded by inf, not an
+    OverflowError (every scrape answered 500 before)."""
+    from bpfkit.metrics.plan import HistPlan
+
+    h = HistPlan("h", "", "slot_key")
+    assert h.upper(1022) == 2.0 ** 1023 and h.upper(1023) == h.upper(5000) == float("inf")
+    assert h.lower(1023) == 2.0 ** 1023 and h.lower(1024) == float("inf")
+    h.multiplier = 1e300
+    assert h.upper(10) == 2047e300 and h.upper(100) == float("inf")

@@ -18,6 +18,7 @@ label and field lies at a whole byte (benchmarks/bench_metrics.py).
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,12 +28,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ..errors import BPFKitError
-from .plan import Field, HistPlan, Label, MapMetrics, label_text
+from .plan import RENDER_ERRORS, Field, HistPlan, Label, MapMetrics, label_text
 
 __all__ = ["MapCollector"]
 
 T = TypeVar("T")
 Row = tuple[tuple[str, ...], list[float]]
+_RENDER_ERRORS_HELP = "Scrapes that left a map out: it could not be read or rendered (bpfkit.metrics)"
 HistRow = tuple[tuple[str, ...], list[tuple[str, int]], float]  # labels, cumulative buckets (+Inf last), approximate sum
 
 
@@ -156,6 +158,7 @@ class MapCollector(Collector):
         self._slots_seen: dict[str, int] = {}  # histogram name -> buckets served so far (they never shrink)
         self._errors = errors if errors is not None else sys.stderr
         self._failed: set[str] = set()
+        self._render_errors = {p.map.name: 0 for p in self.plans}  # map -> scrapes it was left out of
         self._layouts = {id(p): _Layout.make(p) for p in self.plans}
 
     def describe(self) -> Iterable[Metric]:
@@ -206,8 +209,9 @@ class MapCollector(Collector):
         else:  # as seen: trailing empty slots dropped, never fewer buckets than served before
             width = max([self._slots_seen.get(hist.name, 0)] + [_last_nonzero(row) + 1 for row in counts.values()])
         self._slots_seen[hist.name] = width
-        bounds = [_le(hist.upper(i)) for i in range(width)]
-        mids = [(hist.lower(i) + hist.upper(i)) / 2 for i in range(width)]
+        uppers = [hist.upper(i) for i in range(width)]
+        bounds = _bucket_bounds(uppers)
+        mids = [(hist.lower(i) + up) / 2 for i, up in enumerate(uppers)]
         out: list[HistRow] = []
         for lv, row in counts.items():
             buckets: list[tuple[str, int]] = []
@@ -215,26 +219,38 @@ class MapCollector(Collector):
             approx = 0.0
             for i in range(width):
                 c = row[i] if i < len(row) else 0
-                total += c
-                approx += c * mids[i]
-                buckets.append((bounds[i], total))
+                if c:
+                    total += c
+                    approx += c * mids[i]  # inf for a slot past float's range
+                if bounds[i]:
+                    buckets.append((bounds[i], total))
             buckets.append(("+Inf", total + sum(row[width:])))
             out.append((lv, buckets, approx))
         return out
 
     def _guard(self, plan: MapMetrics, read: Callable[[MapMetrics], list[T]]) -> list[T]:
+        """``read(plan)``, or nothing: a map that cannot be read or rendered is left out of this
+        scrape (the others are served), said once, and counted in RENDER_ERRORS."""
         try:
             return read(plan)
-        except BPFKitError as exc:  # a map that cannot be read is left out of this scrape, said once
-            if plan.map.name not in self._failed:
-                self._failed.add(plan.map.name)
-                print(f"bpfkit: metrics: map {plan.map.name!r} left out: {exc}", file=self._errors, flush=True)
+        except Exception as exc:  # one map's failure, whatever it is, must not fail every scrape
+            name = plan.map.name
+            self._render_errors[name] = self._render_errors.get(name, 0) + 1
+            if name not in self._failed:
+                self._failed.add(name)
+                why = str(exc) if isinstance(exc, BPFKitError) else f"{type(exc).__name__}: {exc}"
+                print(f"bpfkit: metrics: map {name!r} left out: {why} (counted in {RENDER_ERRORS}_total)",
+                      file=self._errors, flush=True)
             return []
 
     # ------------------------------------------------------- prometheus_client protocol
     def collect(self) -> Iterator[Metric]:
         for plan in self.plans:
             yield from self._guard(plan, self._families)
+        errors = CounterMetricFamily(RENDER_ERRORS, _RENDER_ERRORS_HELP, labels=["map"])
+        for name, n in self._render_errors.items():
+            errors.add_metric([name], n)
+        yield errors
 
     def _families(self, plan: MapMetrics) -> list[Metric]:
         names = [label.name for label in plan.labels]
@@ -260,6 +276,9 @@ class MapCollector(Collector):
         parts: list[str] = []
         for plan in self.plans:
             parts.extend(self._guard(plan, self._text))
+        head = RENDER_ERRORS + "_total"
+        parts.append(f"# HELP {head} {_RENDER_ERRORS_HELP}\n# TYPE {head} counter\n")
+        parts.extend(f'{head}{{map="{escape(name)}"}} {n}\n' for name, n in self._render_errors.items())
         return "".join(parts)
 
     def _text(self, plan: MapMetrics) -> list[str]:
@@ -321,6 +340,19 @@ def _count(hist: HistPlan, counts: dict[tuple[str, ...], list[int]], lv: tuple[s
 
 def _le(bound: float) -> str:
     return str(int(bound)) if bound.is_integer() else repr(bound)
+
+
+def _bucket_bounds(uppers: list[float]) -> list[str]:
+    """Each slot's ``le`` text, or "" for a slot served in the next bucket: one whose bound is
+    not finite (its counts are in ``+Inf``), or not below the next slot's (bounds that round to
+    one float: a bucket holds the highest of them, whose cumulative count covers the others)."""
+    out = [""] * len(uppers)
+    above = math.inf
+    for i in range(len(uppers) - 1, -1, -1):
+        if uppers[i] < above:  # False for inf and nan
+            out[i] = _le(uppers[i])
+            above = uppers[i]
+    return out
 
 
 def _last_nonzero(row: list[int]) -> int:

@@ -39,8 +39,8 @@ the file and line: ``metrics.yaml:7: maps.calls.labels[0].decoders[0]: unknown d
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,12 +51,24 @@ from ..btf.spec import BTF
 from ..btf.types import Enum
 from ..errors import UsageError
 from .decoders import DECODERS, make_decoder
-from .plan import HistPlan, Label, MapMetrics, _default_text, _Leaf, _leaves, label_text, metric_name, plan_map
+from .plan import (
+    _LABEL_NAME_OK,
+    _METRIC_NAME_OK,
+    HistPlan,
+    Label,
+    MapMetrics,
+    _default_text,
+    _Leaf,
+    _leaves,
+    label_problem,
+    label_text,
+    metric_name,
+    name_clash,
+    plan_map,
+)
 
 __all__ = ["MetricsConfig", "load_config", "parse_config", "apply_config"]
 
-_METRIC_NAME_OK = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z").match
-_LABEL_NAME_OK = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z").match
 
 
 class _Lined(dict[str, Any]):
@@ -66,22 +78,125 @@ class _Lined(dict[str, Any]):
     key_lines: dict[str, int]
 
 
+# Bounds on a config (docs/security.md). Real configs are a few KiB, nest under 10 levels and
+# have hundreds of nodes (a syscall static_map: ~450 entries). Aliases are counted as expanded:
+# a 702-byte file of nine anchors, each a list of nine aliases of the one before, is 9^9 nodes.
+CONFIG_LIMIT = 256 << 10
+NODE_LIMIT = 20_000  # PyYAML's pure-Python loader: ~0.1 ms a node
+DEPTH_LIMIT = 64
+INT_DIGITS_LIMIT = 100  # int() of a 1 MiB digit string is slow (base 60 "1:2:...": quadratic)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, bounded: while composing, each node's size and depth with aliases
+    expanded are added up from its children's (so a bomb is refused before anything expands),
+    and a key must be a scalar. Merge keys (``<<: *base``) work as YAML 1.1 and PyYAML have them:
+    the mapping's own keys win over merged ones, and earlier merged mappings over later ones."""
+
+    def __init__(self, text: str, path: str) -> None:
+        super().__init__(text)
+        self.name = path  # marks and our own messages name the file
+        self._depth = 0
+        self._cost: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, depth), aliases expanded
+
+    def _error(self, at: yaml.Node | yaml.Event, what: str) -> UsageError:
+        mark = at.start_mark
+        return UsageError(f"{self.name}:{mark.line + 1 if mark is not None else 0}: {what}")
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if node is not None and id(node) not in self._cost:
+                raise self._error(event, f"alias *{event.anchor} is inside the node it names (a recursive "
+                                  "structure, which a config cannot use)")
+            return node
+        self._depth += 1
+        try:
+            if self._depth > DEPTH_LIMIT:
+                raise self._error(event, f"nested more than {DEPTH_LIMIT} levels deep (bpfkit's limit "
+                                  "for a metrics config)")
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is None:
+            return None
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        nodes, depth = 1, 1
+        for child in children:
+            n, d = self._cost[id(child)]
+            nodes += n
+            depth = max(depth, d + 1)
+        if nodes > NODE_LIMIT:
+            raise self._error(node, f"more than {NODE_LIMIT} values once aliases are expanded (bpfkit's limit for a "
+                              "metrics config)")
+        if depth > DEPTH_LIMIT:
+            raise self._error(node, f"nested more than {DEPTH_LIMIT} levels deep once aliases are expanded "
+                              "(bpfkit's limit for a metrics config)")
+        self._cost[id(node)] = (nodes, depth)
+        return node
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # a scalar its tag cannot take: !!float abc, !!timestamp 2001-13-45
+            raise self._error(node, f"{_shown(node.value)} is not a valid {node.tag.rsplit(':', 1)[-1]} ({exc})") from None
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        if len(node.value) > INT_DIGITS_LIMIT:
+            raise self._error(node, f"a number of {len(node.value)} characters (bpfkit takes up to {INT_DIGITS_LIMIT})")
+        return int(super().construct_yaml_int(node))
+
+    def _key(self, key_node: yaml.Node) -> str:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise self._error(key_node, f"a key must be text or a number, not {_node_kind(key_node)}")
+        return str(self.construct_object(key_node))
+
+    def _pairs(self, node: yaml.MappingNode) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """key -> (key node, value node) of a mapping with its merge keys applied: its own keys
+        win, then merged mappings in the order given (YAML 1.1's merge key)."""
+        own: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        merged: list[yaml.Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.extend(value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node])
+                continue
+            key = self._key(key_node)
+            if key in own:
+                raise self._error(key_node, f"{_shown(key)} given twice (first on line {own[key][0].start_mark.line + 1})")
+            own[key] = (key_node, value_node)
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for m in merged:
+            if not isinstance(m, yaml.MappingNode):
+                raise self._error(m, f"<< (a merge key) takes a mapping or a list of mappings, not {_node_kind(m)}")
+            for key, pair in self._pairs(m).items():
+                out.setdefault(key, pair)
+        out.update(own)
+        return out
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise UsageError(f"{self.name}:{key_node.start_mark.line + 1}: {key!r} given twice "
-                                 f"(first on line {seen[key]})")
-            seen[key] = key_node.start_mark.line + 1
-        out = _Lined({str(k): v for k, v in super().construct_mapping(node, deep=True).items()})
+        if not isinstance(node, yaml.MappingNode):
+            raise self._error(node, f"expected a mapping, got {_node_kind(node)}")
+        out = _Lined()
         out.line = node.start_mark.line + 1
-        out.key_lines = {str(k): v for k, v in seen.items()}
+        out.key_lines = {}
+        for key, (key_node, value_node) in self._pairs(node).items():
+            out[key] = self.construct_object(value_node, deep=True)
+            out.key_lines[key] = key_node.start_mark.line + 1
         return out
 
 
+def _node_kind(node: yaml.Node) -> str:
+    return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping" if isinstance(node, yaml.MappingNode) else "a scalar"
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 @dataclasses.dataclass
@@ -144,7 +259,7 @@ class _Checker:
         for key in value:
             if key not in allowed:
                 raise self.error(value.key_lines.get(str(key), value.line), where,
-                                 f"unknown key {key!r} (known: {', '.join(allowed)})")
+                                 f"unknown key {_shown(key)} (known: {', '.join(allowed)})")
         return value
 
     def line_of(self, m: _Lined, key: str) -> int:
@@ -157,7 +272,7 @@ class _Checker:
         if not isinstance(value, str) or not value:
             raise self.error(self.line_of(m, key), f"{where}.{key}", f"expected text, got {_kind(value)}")
         if check is not None and not check(value):
-            raise self.error(self.line_of(m, key), f"{where}.{key}", f"{value!r} is not {what}")
+            raise self.error(self.line_of(m, key), f"{where}.{key}", f"{_shown(value)} is not {what}")
         return value
 
     def number(self, m: _Lined, key: str, where: str, default: float, kind: type) -> Any:
@@ -172,7 +287,7 @@ class _Checker:
         if value is None:
             return None
         if value not in choices:
-            raise self.error(self.line_of(m, key), f"{where}.{key}", f"{value!r} is not one of {', '.join(choices)}")
+            raise self.error(self.line_of(m, key), f"{where}.{key}", f"{_shown(value)} is not one of {', '.join(choices)}")
         return str(value)
 
     def seq(self, m: _Lined, key: str, where: str) -> list[tuple[object, int]] | None:
@@ -205,21 +320,39 @@ def _kind(value: object) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_shown(value)}"
+
+
+def _shown(value: object) -> str:
+    """repr() of a value from the file, cut short (a 256 KiB string is no help in a message)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def _check_table(c: _Checker, table: _Lined, where: str) -> None:
+    """A static_map's values are label texts: text or numbers, not lists, mappings or nothing."""
+    for key, value in table.items():
+        if isinstance(value, (dict, list, tuple, set)) or value is None:
+            raise c.error(c.line_of(table, key), f"{where}[{key}]", f"expected the label's text, got {_kind(value)}")
 
 
 def parse_config(text: str, path: str = "<config>") -> MetricsConfig:
     """A config from YAML text; UsageError naming ``path`` and the line on any mistake."""
-    loader = _Loader(text)
-    loader.name = path  # marks and our own messages name the file
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text, path)
         doc = loader.get_single_data()
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other controls)
+        line = text.count("\n", 0, exc.position) + 1
+        raise UsageError(f"{path}:{line}: not valid YAML: character U+{exc.character:04X} is not allowed (no control "
+                         "characters but tab and line breaks)") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
         raise UsageError(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if doc is None:
         doc = _Lined()
         doc.line, doc.key_lines = 1, {}
@@ -257,11 +390,13 @@ def _map_config(c: _Checker, name: str, body: object, line: int) -> MapConfig:
                 dm = c.mapping(dec, dw, dline, ("name", "static_map"))
                 dname = c.text(dm, "name", dw)
                 if dname not in DECODERS:
-                    raise c.error(c.line_of(dm, "name"), dw, f"unknown decoder {dname!r} (known: {', '.join(DECODERS)})")
+                    raise c.error(c.line_of(dm, "name"), dw, f"unknown decoder {_shown(dname)} (known: {', '.join(DECODERS)})")
                 table = dm.get("static_map")
                 if dname == "static_map" and not isinstance(table, dict):
                     raise c.error(c.line_of(dm, "static_map") if table is not None else dm.line, dw,
                                   "static_map needs a table (static_map: {1: read, 2: write})")
+                if isinstance(table, _Lined):
+                    _check_table(c, table, f"{dw}.static_map")
                 decoders.append((dname, dict(table) if isinstance(table, dict) else None))
             labels.append(LabelConfig(field, c.text(lm, "name", lw, check=_LABEL_NAME_OK,
                                                     what="a label name ([a-zA-Z_][a-zA-Z0-9_]*)"), decoders, lm.line))
@@ -280,16 +415,19 @@ def _map_config(c: _Checker, name: str, body: object, line: int) -> MapConfig:
         step = c.number(hm, "step", hw, 1, int)
         if step < 1:
             raise c.error(c.line_of(hm, "step"), f"{hw}.step", f"must be 1 or more, not {step}")
+        multiplier = float(c.number(hm, "bucket_multiplier", hw, 1.0, float))
+        if not math.isfinite(multiplier) or multiplier <= 0:  # bounds must be finite and increasing
+            raise c.error(c.line_of(hm, "bucket_multiplier"), f"{hw}.bucket_multiplier",
+                          f"must be a finite number above 0, not {multiplier}")
         hist = HistConfig(c.choice(hm, "bucket_type", hw, ("exp2", "linear")), c.number(hm, "bucket_min", hw, 0, int),
-                          float(c.number(hm, "bucket_multiplier", hw, 1.0, float)), c.number(hm, "base", hw, 0, int),
-                          step, hm.line)
+                          multiplier, c.number(hm, "base", hw, 0, int), step, hm.line)
     return MapConfig(name, c.text(m, "name", where, **metric_ok), c.text(m, "help", where),
                      c.choice(m, "type", where, ("counter", "gauge")), labels, values, hist, line)
 
 
 def load_config(path: str) -> MetricsConfig:
     """Read and check the config at ``path``."""
-    data = read_regular(path, "metrics config", limit=1 << 20)  # NotFoundError/KernelError name the file
+    data = read_regular(path, "metrics config", limit=CONFIG_LIMIT)  # NotFoundError/KernelError name the file
     try:
         text = data.decode()
     except UnicodeDecodeError as exc:
@@ -320,6 +458,11 @@ def apply_config(config: MetricsConfig, maps: Mapping[str, Any], obj: str) -> li
         if listed is not None:
             _apply_map(config.path, listed, plan)
         plans.append(plan)
+    clash = name_clash(plans)
+    if clash is not None:
+        listed = config.maps.get(clash[0].map.name)
+        at = f"{listed.line}: maps.{listed.map}" if listed is not None else "1"
+        raise UsageError(f"{config.path}:{at}: {clash[1]}: give one of them another name (name:)")
     return plans
 
 
@@ -349,12 +492,20 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
         keys = {leaf.path or "key": leaf for leaf in _leaves(kc.btf, kc.type_id)}
         slot_field = _slot_path(plan)
         labels = []
+        lines: dict[str, int] = {}
         for lc in mc.labels:
             leaf = keys.get(lc.field)
             if leaf is None or lc.field == slot_field:
                 why = "is the histogram's slot" if leaf is not None else f"no such key field (the key's: {', '.join(keys)})"
                 raise UsageError(f"{path}:{lc.line}: {where}.labels: field {lc.field!r}: {why}")
-            labels.append(_label(lc, leaf, kc.btf))
+            label = _label(lc, leaf, kc.btf)
+            problem = label_problem(label.name, plan.hist is not None)
+            if problem is None and label.name in lines:
+                problem = f"label {label.name!r} given twice (first on line {lines[label.name]}): give one another name (name:)"
+            if problem is not None:
+                raise UsageError(f"{path}:{lc.line}: {where}.labels: field {lc.field!r}: {problem}")
+            lines[label.name] = lc.line
+            labels.append(label)
         if len(labels) < len([k for k in keys if k != slot_field]) and plan.hist is None:
             plan.summed = True  # fewer labels than key fields: entries sharing them are added up
         plan.labels = labels
@@ -379,9 +530,6 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
         if hc.bucket_type:
             h.kind = "log2" if hc.bucket_type == "exp2" else "linear"
         h.first_slot, h.multiplier, h.base, h.step = hc.bucket_min, hc.bucket_multiplier, hc.base, hc.step
-    for label in plan.labels:
-        if not _LABEL_NAME_OK(label.name) or label.name.startswith("__"):
-            raise UsageError(f"{path}:{mc.line}: {where}: label name {label.name!r} is not allowed by Prometheus")
 
 
 def _slot_path(plan: MapMetrics) -> str | None:

@@ -23,24 +23,31 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Literal
 
 from ..btf.spec import BTF
 from ..btf.types import Array, Enum, Float, Int, IntEncoding, Struct, Union
+from ..errors import UsageError
 from ..hist import _HIST_NAME  # the map names bpfkit.hist takes for slot-keyed histograms
 from ..maps import PERCPU_TYPES, Map
 from ..spec.consts import MapType
 
-__all__ = ["Label", "Field", "HistPlan", "MapMetrics", "plan_map", "plan_collection", "object_name", "metric_name", "SERVED_TYPES"]
+__all__ = ["Label", "Field", "HistPlan", "MapMetrics", "plan_map", "plan_collection", "object_name", "metric_name", "SERVED_TYPES",
+           "name_clash", "label_problem", "RENDER_ERRORS"]
 
 # Maps whose elements are counters or gauges: hashes and arrays, per-CPU or not.
 SERVED_TYPES = frozenset({MapType.HASH, MapType.ARRAY, MapType.PERCPU_HASH, MapType.PERCPU_ARRAY,
                           MapType.LRU_HASH, MapType.LRU_PERCPU_HASH})
 SLOT_FIELDS = ("slot", "bucket")
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
+_METRIC_NAME_OK = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z").match
+_LABEL_NAME_OK = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z").match
+# The collector's own counter of maps it could not render (bpfkit.metrics.collector).
+RENDER_ERRORS = "bpfkit_metrics_render_errors"
 
 Getter = Callable[[object], object]
 Kind = Literal["gauge", "counter"]
@@ -116,17 +123,29 @@ class HistPlan:
     slot_path: str = ""       # key_slot: the key field holding the slot
 
     def upper(self, i: int) -> float:
-        """The inclusive upper bound (Prometheus' ``le``) of slot ``i``."""
+        """The inclusive upper bound (Prometheus' ``le``) of slot ``i``; ``inf`` past the range
+        of a float (a log2 slot 1,023 and up: 2**1024 is not one)."""
         if self.kind == "linear":
-            return (self.base + (i + 1) * self.step - 1) * self.multiplier
+            return _scaled(self.base + (i + 1) * self.step - 1, self.multiplier)
         j = i - self.first_slot
-        return (1.0 if j <= 0 else float((1 << (j + 1)) - 1)) * self.multiplier
+        return 1.0 * self.multiplier if j <= 0 else _scaled(_pow2(j + 1) - 1, self.multiplier)
 
     def lower(self, i: int) -> float:
         if self.kind == "linear":
-            return (self.base + i * self.step) * self.multiplier
+            return _scaled(self.base + i * self.step, self.multiplier)
         j = i - self.first_slot
-        return (0.0 if j <= 0 else float(1 << j)) * self.multiplier
+        return 0.0 if j <= 0 else _scaled(_pow2(j), self.multiplier)
+
+
+def _pow2(n: int) -> float:
+    return math.ldexp(1.0, n) if n < 1024 else math.inf
+
+
+def _scaled(n: float, multiplier: float) -> float:
+    try:
+        return float(n) * multiplier
+    except OverflowError:  # an int past float's range (a linear histogram's base or step from Python)
+        return math.copysign(math.inf, n)
 
 
 @dataclasses.dataclass
@@ -254,6 +273,8 @@ def _unique_labels(labels: list[Label], hist: HistPlan | None) -> None:
     seen: set[str] = set()
     for label in labels:
         name = label.name.lstrip("_") or "key"
+        if name[0].isdigit():  # a BTF member name need not be a C identifier
+            name = "_" + name
         if hist is not None and name == "le":
             name = "le_"
         while name in seen:
@@ -283,6 +304,60 @@ def _hist_plan(m: Map, base: str, keys: list[_Leaf], values: list[_Leaf], btf: B
     return None
 
 
+def label_problem(name: str, histogram: bool) -> str | None:
+    """Why Prometheus would refuse or misread a label of this name (None: it would not)."""
+    if not _LABEL_NAME_OK(name):
+        return f"{name!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+    if name.startswith("__"):
+        return f"label {name!r}: names beginning with __ are reserved for Prometheus' own labels"
+    if histogram and name == "le":
+        return "label 'le' is the one a histogram's buckets are told apart by: give it another name (name:)"
+    return None
+
+
+def _claims(plan: MapMetrics) -> Iterator[tuple[str, str]]:
+    """(metric name, what it comes from) for every name the plan's families use in an
+    exposition: a counter's family and its ``_total`` samples, a histogram's family and its
+    ``_bucket``, ``_sum`` and ``_count`` samples."""
+    for f in plan.fields:
+        what = f"map {plan.map.name} field {f.path or 'value'} ({f.name})"
+        if f.kind == "counter":
+            base = f.name.removesuffix("_total")
+            yield base, what
+            yield base + "_total", what
+        else:
+            yield f.name, what
+    if plan.hist is not None:
+        what = f"map {plan.map.name} histogram ({plan.hist.name})"
+        for suffix in ("", "_bucket", "_sum", "_count"):
+            yield plan.hist.name + suffix, what
+
+
+def name_clash(plans: Iterable[MapMetrics]) -> tuple[MapMetrics, str] | None:
+    """The first plan whose families or labels Prometheus would refuse or misread, and why:
+    a name two families use (``a.b`` and ``a_b`` are both ``_a_b``; a counter ``x`` and a gauge
+    ``x_total``; a gauge ``h_count`` beside a histogram ``h``; the collector's own
+    :data:`RENDER_ERRORS`), a name that is not Prometheus', a label given twice, ``le`` on a
+    histogram, a ``__`` label."""
+    owners = {name: "bpfkit's own count of render errors" for name in (RENDER_ERRORS, RENDER_ERRORS + "_total")}
+    for plan in plans:
+        for name, what in _claims(plan):
+            if not _METRIC_NAME_OK(name):
+                return plan, f"{what}: {name!r} is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
+            other = owners.setdefault(name, what)
+            if other != what:
+                return plan, f"{other} and {what} are both served as {name}"
+        seen: set[str] = set()
+        for label in plan.labels:
+            problem = label_problem(label.name, plan.hist is not None)
+            if problem is None and label.name in seen:
+                problem = f"label {label.name!r} given twice"
+            if problem is not None:
+                return plan, f"map {plan.map.name}: {problem}"
+            seen.add(label.name)
+    return None
+
+
 def object_name(path: str) -> str:
     """The object's name in metric names: its file name without ``.bpf.o`` / ``.o``."""
     name = path.rsplit("/", 1)[-1]
@@ -293,6 +368,11 @@ def object_name(path: str) -> str:
 
 
 def plan_collection(maps: Mapping[str, Map], obj: str, *, prefix: str = "bpfkit") -> list[MapMetrics]:
-    """The automatic plans of every map that has one (see :func:`plan_map`), in name order."""
-    plans = (plan_map(m, obj, prefix=prefix) for _, m in sorted(maps.items()))
-    return [p for p in plans if p is not None]
+    """The automatic plans of every map that has one (see :func:`plan_map`), in name order;
+    UsageError if Prometheus would refuse or misread them (:func:`name_clash`)."""
+    plans = [p for p in (plan_map(m, obj, prefix=prefix) for _, m in sorted(maps.items())) if p is not None]
+    clash = name_clash(plans)
+    if clash is not None:
+        raise UsageError(f"metrics for {obj or 'the object'}: {clash[1]}: serve one of them under another name "
+                         "with --metrics-config (name:)")
+    return plans
