@@ -5,6 +5,8 @@ The bundled example (bpfkit/examples/opensnoop.bpf.c, built as bpf/.output/cli_o
 has a tracepoint (sys_enter_openat) and a uprobe (libc fopen) feeding one ring buffer. Tests
 attach it, trigger both from a child process with a unique file name, read the printed events,
 send SIGINT and check that nothing stays attached (the system's links, tracefs uprobe_events).
+A run's objects are known by id (from the command's /proc/PID/fdinfo, or its pins), never by
+program name: the suite passes beside other BPF users and beside a second copy of itself.
 (`bpfkit gc` after SIGKILL is tested in integration/test_link_cli.py.)
 """
 
@@ -32,7 +34,6 @@ from bpfkit.program import Program
 REPO = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 TIMEOUT = 900 if os.environ.get("BPFKIT_VM_KERNEL") else 60
-PROGRAMS = {"handle_openat", "handle_fopen", "handle_kprobe"}
 
 
 def bpfkit_cmd(*args: str) -> list[str]:
@@ -52,35 +53,50 @@ def trigger(path: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
 
 
-def our_links() -> list[tuple[str, Any]]:
-    """(program name, LinkInfo) of the system's links running one of the example's programs."""
+def held_ids(pid: int) -> tuple[set[int], set[int]]:
+    """(program ids, link ids) of the bpf objects process ``pid`` holds fds of, from
+    /proc/PID/fdinfo (prog_id: and link_id: lines): a run's own objects, whatever else runs
+    on the machine (another copy of this suite, Cilium, systemd's cgroup programs)."""
+    progs: set[int] = set()
+    links: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key == "prog_id":
+                progs.add(int(value))
+            elif key == "link_id":
+                links.add(int(value))
+    return progs, links
+
+
+def our_links(progs: set[int], links: set[int]) -> list[tuple[str, Any]]:
+    """(program name, LinkInfo) of the system's links that are one of ``links`` or run one of
+    ``progs`` (ids a run reported or held: never names, which other users share)."""
     found = []
     for info in link.iter_links():
+        if info.id not in links and info.program_id not in progs:
+            continue
         try:
             with Program.from_id(info.program_id) as prog:
                 name = prog.name
         except Exception:
-            continue
-        if name in PROGRAMS:
-            found.append((name, info))
+            name = "?"
+        found.append((name, info))
     return found
 
 
-def bpftool_prog_names_with_links() -> set[str]:
-    """Program names behind `bpftool link list` (a second opinion on our_links)."""
+def bpftool_link_ids() -> set[int]:
+    """Link ids `bpftool link list` shows (a second opinion on our_links)."""
     tool = shutil.which("bpftool") or "/usr/sbin/bpftool"
     if not os.path.exists(tool):
         return set()
     out = subprocess.run([tool, "-j", "link", "list"], capture_output=True, text=True, timeout=TIMEOUT)
-    ids = {entry.get("prog_id") for entry in json.loads(out.stdout or "[]")}
-    names = set()
-    for pid in ids:
-        try:
-            with Program.from_id(pid) as prog:
-                names.add(prog.name)
-        except Exception:
-            continue
-    return names
+    return {entry.get("id") for entry in json.loads(out.stdout or "[]")}
 
 
 def uprobe_groups_of(pid: int) -> set[str]:
@@ -124,6 +140,12 @@ class Running:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"bpfkit attach did not get ready (rc {self.proc.returncode}): {self.err}")
+        # What this run attached: the ids in its fdinfo, for checks that it leaves nothing.
+        self.prog_ids, self.link_ids = held_ids(self.proc.pid)
+
+    def links(self) -> list[tuple[str, Any]]:
+        """(program name, LinkInfo) of the links this run made that still exist."""
+        return our_links(self.prog_ids, self.link_ids)
 
     def _pump(self, stream: Any, ready_here: bool) -> None:
         for line in stream:
@@ -192,7 +214,7 @@ def test_attach_tracepoint_and_uprobe_prints_events_then_detaches(example: str) 
     run = Running(example, "--events", "events", "--json", ready_on="stderr")
     try:
         if features.probe("perf_link"):  # before 5.15 the attach is PERF_EVENT_IOC_SET_BPF: no links
-            assert sorted(n for n, _ in our_links()) == ["handle_fopen", "handle_openat"]
+            assert sorted(n for n, _ in run.links()) == ["handle_fopen", "handle_openat"]
         got: dict[int, dict[str, Any]] = {}
 
         def ours(line: str) -> bool:
@@ -212,8 +234,8 @@ def test_attach_tracepoint_and_uprobe_prints_events_then_detaches(example: str) 
     assert opened["fields"]["pid"] == fopened["fields"]["pid"] > 0
     assert "detached" in "".join(run.err)
     # Nothing stays attached: not in the kernel's link list, not in bpftool's, not in tracefs.
-    assert our_links() == []
-    assert not (bpftool_prog_names_with_links() & PROGRAMS)
+    assert run.prog_ids and run.links() == []
+    assert not (bpftool_link_ids() & run.link_ids)
     assert uprobe_groups_of(run.proc.pid) == set()
 
 
@@ -231,7 +253,7 @@ def test_attach_uprobe_spec_prints_hex_without_a_btf_struct(example: str) -> Non
     assert rc == 0, run.err
     assert lines[-1].startswith("events [168 bytes]: ")
     assert uprobe_groups_of(run.proc.pid) == set()
-    assert our_links() == []
+    assert run.prog_ids and run.links() == []
 
 
 @pytest.mark.feature("uprobe_multi")
@@ -242,12 +264,12 @@ def test_wildcard_uprobe_is_one_multi_link(example: str) -> None:
         attached = [line for line in run.status if line.startswith("attached ")]
         assert len(attached) == 1, run.status
         assert "uprobe_multi" in attached[0] and ":fopen* (" in attached[0] and attached[0].endswith("(link)")
-        kinds = [info.type_name for _, info in our_links()]
+        kinds = [info.type_name for _, info in run.links()]
         assert kinds == ["uprobe_multi"], kinds
     finally:
         rc = run.stop()
     assert rc == 0, run.err
-    assert our_links() == []
+    assert run.links() == []
 
 
 def test_wildcard_uprobe_with_ioctl_is_one_perf_event_per_match(example: str) -> None:
@@ -293,6 +315,7 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
     from bpfkit._kernel.bpf import bpffs_mount_of
 
     pin_dir = f"/sys/fs/bpf/bpfkit_cli_test_{os.getpid()}"
+    pinned_ids: set[int] = set()
     try:
         bpffs_mount_of("/sys/fs/bpf")
     except Exception:
@@ -302,12 +325,17 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
                               env=ENV, timeout=TIMEOUT)
         assert proc.returncode == 0, proc.stderr
         assert sorted(os.listdir(pin_dir)) == sorted(["handle_openat", "handle_fopen", "events", "rodata", "bss"])
-        assert sorted(n for n, _ in our_links()) == ["handle_fopen", "handle_openat"]  # outlived the command
+        # The pins are this run's own: their ids identify its links (never their names).
+        for name in ("handle_openat", "handle_fopen"):
+            with link.load_pinned_link(f"{pin_dir}/{name}") as pinned:
+                pinned_ids.add(pinned.info().id)
+        assert sorted(n for n, _ in our_links(set(), pinned_ids)) == ["handle_fopen", "handle_openat"]  # outlived the command
         listed = subprocess.run(bpfkit_cmd("link", "list", "--json"), capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
         assert listed.returncode == 0, listed.stderr
         rows = [json.loads(line) for line in listed.stdout.splitlines()]
-        mine = [r for r in rows if r["prog_name"] in PROGRAMS]
+        mine = [r for r in rows if r["id"] in pinned_ids]
         assert len(mine) == 2 and all(r["type"] == "perf_event" for r in mine)
+        assert sorted(r["prog_name"] for r in mine) == ["handle_fopen", "handle_openat"]
         shown = subprocess.run(bpfkit_cmd("link", "show", f"{pin_dir}/handle_openat", "--json"), capture_output=True,
                                text=True, env=ENV, timeout=TIMEOUT)
         link_row = json.loads(shown.stdout)
@@ -354,4 +382,4 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
             for name in os.listdir(pin_dir):
                 os.unlink(os.path.join(pin_dir, name))
             os.rmdir(pin_dir)
-    assert our_links() == []
+    assert pinned_ids and our_links(set(), pinned_ids) == []
