@@ -60,7 +60,7 @@ def test_commands_options_and_choices(script: Path) -> None:
         "bpfkit link ", "bpfkit completion ", "bpfkit features ringbuf ring")
     assert top == [name for name, _ in COMMANDS]
     assert at == ["attach"]
-    assert opts == ["--metrics", "--metrics-config"]
+    assert opts == ["--metrics", "--metrics-config", "--metrics-web-config"]
     assert mode == ["auto", "link", "ioctl"]
     assert mode_eq == ["ioctl"]  # bash replaces the part after '=': the value alone
     assert link == ["list", "show", "pin", "detach"]

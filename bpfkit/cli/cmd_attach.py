@@ -83,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "OpenTelemetry log records to this OTLP/HTTP endpoint (http://HOST:4318); needs bpfkit[otlp]")
     parser.add_argument("--metrics-config", metavar="FILE",
                         help="YAML: which maps, metric names, help, counter/gauge, labels and their decoders (docs/metrics.md)")
+    parser.add_argument("--metrics-web-config", metavar="FILE",
+                        help="YAML, the Prometheus exporters' --web.config.file: TLS (tls_server_config) and basic "
+                             "authentication (basic_auth_users, bcrypt hashes) for --metrics (docs/metrics.md)")
     parser.add_argument("--stacks", metavar="MAP",
                         help="on exit, write the stacks counted in MAP (key: struct with pid, user_stack_id, "
                              "kernel_stack_id, comm; value: a count or a time; docs/stacks.md) to --output")
@@ -381,6 +384,20 @@ def _metrics_config(args: argparse.Namespace) -> Any:
     return load_config(args.metrics_config)
 
 
+def _metrics_web_config(args: argparse.Namespace) -> Any:
+    from ..errors import UsageError
+
+    if not args.metrics_web_config:
+        return None
+    if not args.metrics:
+        raise UsageError("--metrics-web-config needs --metrics ADDR (where to serve the metrics)")
+    try:
+        from ..metrics.webconfig import load_web_config
+    except ImportError as exc:
+        raise UsageError(f"--metrics-web-config needs PyYAML and bcrypt ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
+    return load_web_config(args.metrics_web_config)
+
+
 def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
     """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR."""
     from ..errors import UsageError
@@ -388,7 +405,7 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
 
     try:
         from ..metrics.collector import MapCollector
-        from ..metrics.server import MetricsServer
+        from ..metrics.server import MetricsServer, every_interface, parse_address, warn_every_interface
     except ImportError as exc:
         raise UsageError(f"--metrics needs the prometheus_client package ({exc.name} is missing): "
                          "pip install 'bpfkit[metrics]'") from None
@@ -404,7 +421,10 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
     for plan in plans:
         for why in plan.skipped:
             print(f"bpfkit: note: metrics: map {plan.map.name}: field {why} not served", file=sys.stderr)
-    server = MetricsServer(args.metrics, [MapCollector(plans)])
+    web = args.metrics_web_config_loaded
+    if every_interface(parse_address(args.metrics)[0]) and not (web is not None and web.authenticates):
+        warn_every_interface(args.metrics)
+    server = MetricsServer(args.metrics, [MapCollector(plans)], web_config=web)
     say(f"serving {len(plans)} map(s) as metrics on {server.url}: {', '.join(p.map.name for p in plans)}")
     return server
 
@@ -482,6 +502,7 @@ def run(args: argparse.Namespace) -> int:
 
             pin_dir = check_pin_dir(args.pin, "--pin")
         args.metrics_config_loaded = _metrics_config(args)  # judged before anything is loaded
+        args.metrics_web_config_loaded = _metrics_web_config(args)
         _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
         stack_maps = _stack_maps(args, spec) if args.stacks else None
