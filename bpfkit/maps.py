@@ -110,6 +110,13 @@ _NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, _ENOTSUPP)
 _MISSING: Any = object()
 
 
+def _shown(value: object) -> str:
+    """``value`` for a message, cut short (a huge int by its size: bpfkit.btf.values)."""
+    from .btf.values import describe_value
+
+    return describe_value(value)
+
+
 def _int_codec(size: int) -> str | None:
     return {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}.get(size)
 
@@ -336,16 +343,20 @@ class Map(PinnableObject, _Generic["K", "V"]):
     _encode_value = encode_value
 
     def _encode(self, obj: Any, size: int, fmt: str | None, what: str) -> bytes:
-        if isinstance(obj, (bytes, bytearray, memoryview)):
-            raw = bytes(obj)
-        elif fmt is not None:
-            raw = struct.pack(fmt, *obj) if isinstance(obj, tuple) else struct.pack(fmt, obj)
-        elif isinstance(obj, int) and _int_codec(size):
-            raw = struct.pack(_int_codec(size), obj)  # type: ignore[arg-type]
-        elif hasattr(obj, "fd") and isinstance(obj.fd, FD) and size == 4:
-            raw = struct.pack("<I", obj.fd.raw)  # a Map or Program as a prog/map-array value
-        else:
-            raise UsageError(f"map {self.name!r}: cannot encode {what} {obj!r} as {size} bytes")
+        try:
+            if isinstance(obj, (bytes, bytearray, memoryview)):
+                raw = bytes(obj)
+            elif fmt is not None:
+                raw = struct.pack(fmt, *obj) if isinstance(obj, tuple) else struct.pack(fmt, obj)
+            elif isinstance(obj, int) and _int_codec(size):
+                fmt = _int_codec(size)
+                raw = struct.pack(fmt, obj)  # type: ignore[arg-type]
+            elif hasattr(obj, "fd") and isinstance(obj.fd, FD) and size == 4:
+                raw = struct.pack("<I", obj.fd.raw)  # a Map or Program as a prog/map-array value
+            else:
+                raise UsageError(f"map {self.name!r}: cannot encode {what} {_shown(obj)} as {size} bytes")
+        except (struct.error, OverflowError) as exc:  # out of the format's range, or not its type
+            raise UsageError(f"map {self.name!r}: cannot encode {what} {_shown(obj)} as {fmt!r} ({exc})") from None
         if len(raw) != size:
             raise UsageError(f"map {self.name!r}: {what} is {len(raw)} bytes, the map's are {size}")
         return raw

@@ -20,7 +20,9 @@ Encoding accepts ints, bools, enum members or names, ``str``/``bytes`` for char 
 for arrays, Records or dicts for structs (missing fields are zero, as in C initialisers), and
 ``bytes`` of exactly the type's size anywhere; a wrong field, type or range raises
 :class:`bpfkit.errors.BTFValueError` naming the field path (``value.comm``), the expected type
-and the range. Host byte order (maps live in this machine's memory).
+and the range, and nothing else (issue #35: not struct.error, OverflowError, UnicodeEncodeError
+or RecursionError), showing the value cut short (:func:`describe_value`: a huge integer by its
+size, never its digits). Host byte order (maps live in this machine's memory).
 
 Pure data: no kernel access (the spec layer).
 """
@@ -28,6 +30,7 @@ Pure data: no kernel access (the spec layer).
 from __future__ import annotations
 
 import enum
+import math
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -40,12 +43,19 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Record", "ValueCodec", "value_codec"]
+__all__ = ["MAX_VALUE_DEPTH", "Record", "ValueCodec", "describe_value", "value_codec"]
 
 _LITTLE = sys.byteorder == "little"
 _INT_FMT = {(1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q",
             (1, True): "b", (2, True): "h", (4, True): "i", (8, True): "q"}
 _MAX_DEPTH = 64  # nesting depth guard (BTF from a file could loop through arrays/structs)
+# The deepest a value given as text (JSON) may nest: no type bpfkit lays out nests deeper, and
+# json.loads recurses once per level (50,000 '[' were a RecursionError).
+MAX_VALUE_DEPTH = _MAX_DEPTH
+_SHOWN = 50       # characters of a str or bytes an error message shows (BTFValueError cuts at 60)
+_BIG_INT = 256    # bits: a larger int is shown by its size (int -> str is quadratic, and
+                  # refused past 4,300 digits: sys.get_int_max_str_digits)
+_FLOAT_MAX = {2: "65504", 4: "3.4028235e+38", 8: "1.7976931348623157e+308"}  # finite; inf packs too
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
 
@@ -114,8 +124,77 @@ class _Node:
         self.identity = identity  # one item, used as is (build not needed)
 
 
+class _Shown:
+    """What BTFValueError's repr() of the value gives: a text made by describe_value."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _fail(path: str, expected: str, value: object, why: str = "") -> BTFValueError:
-    return BTFValueError(path, expected, value, why)
+    err = BTFValueError(path, expected, _Shown(describe_value(value)), why)
+    err.value = value  # what was given, as given; the message shows it described
+    return err
+
+
+def describe_value(value: object, depth: int = 0) -> str:
+    """``repr(value)`` for a message, about 60 characters at most and safe on any input: an
+    integer of more than 256 bits is "an integer of 20,000 bits" (repr() of one past 4,300
+    digits is a ValueError, and quadratic below), strings and bytes are cut before repr(),
+    lists, tuples, dicts and Records show their first items two levels deep (repr() of 50,000
+    nested lists is a RecursionError), enum members their name, other objects their type."""
+    if isinstance(value, _Shown):
+        return value.text
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"  # an IntEnum's repr() shows its int
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value.bit_length()
+        if bits > _BIG_INT:
+            return f"{'a negative' if value < 0 else 'an'} integer of {bits:,} bits"
+        return int.__repr__(value)
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, (str, bytes, bytearray)):
+        cut = repr(value[:_SHOWN])
+        return cut + "..." if len(value) > _SHOWN else cut
+    if isinstance(value, memoryview):
+        return f"<memoryview of {value.nbytes:,} bytes>"
+    if isinstance(value, Record):
+        pairs: list[tuple[str, object]] = list(value.__dict__.items())
+        return _describe_items(f"{type(value).__name__}(", ")", [f"{k}=" for k, _ in pairs[:5]],
+                               [v for _, v in pairs[:5]], depth, len(pairs))
+    if isinstance(value, dict):
+        keys = list(value)[:5]
+        return _describe_items("{", "}", [describe_value(k, depth + 1) + ": " for k in keys], [value[k] for k in keys],
+                               depth, len(value))
+    if isinstance(value, (list, tuple)):
+        ends = "[]" if isinstance(value, list) else "()"
+        return _describe_items(ends[0], ends[1], [""] * min(len(value), 5), list(value[:5]), depth, len(value))
+    return f"a {type(value).__name__}"
+
+
+def _describe_items(open_: str, close: str, labels: list[str], items: list[object], depth: int,
+                    total: int = -1) -> str:
+    total = len(items) if total < 0 else total
+    if not total:
+        return open_ + close
+    if depth >= 2:
+        return open_ + "..." + close
+    shown: list[str] = []
+    width = 0
+    for label, item in zip(labels, items):
+        if width > _SHOWN:
+            break
+        shown.append(label + describe_value(item, depth + 1))
+        width += len(shown[-1]) + 2
+    if len(shown) < total:
+        shown.append("...")
+    return open_ + ", ".join(shown) + close
 
 
 def _first(items: tuple[Any, ...]) -> object:
@@ -157,7 +236,7 @@ class _Compiler:
         elif isinstance(t, Pointer):
             n = self._plain_int(8, False, f"pointer {self.btf.type_name(type_id)}")
         elif isinstance(t, Float):
-            n = self._float(t)
+            n = self._float(t, self.btf.type_name(type_id))
         elif isinstance(t, Array):
             n = self._array(type_id, t, depth)
         elif isinstance(t, Union):
@@ -241,9 +320,9 @@ class _Compiler:
 
         return _Node(base.fmt, 1, build if cls is not None else base.build, encode, expected)
 
-    def _float(self, t: Float) -> _Node:
+    def _float(self, t: Float, label: str) -> _Node:
         fmt = {4: "f", 8: "d", 2: "e"}.get(t.size)
-        expected = f"{t.name or 'float'} (a number)"
+        expected = f"{label or t.name or 'float'} (a number)"
         if fmt is None:
             return self._bytes_node(t.size, expected)
         packer = struct.Struct("=" + fmt)
@@ -253,7 +332,11 @@ class _Compiler:
                 return _raw_into(value, t.size, buf, off, path, expected)
             if not isinstance(value, (int, float)):
                 raise _fail(path, expected, value)
-            packer.pack_into(buf, off, value)
+            try:
+                packer.pack_into(buf, off, value)
+            except (OverflowError, struct.error):  # past the format's largest (1e39 in a float)
+                raise _fail(path, expected, value, f"out of range: a float of {t.size} bytes holds at most "
+                            f"±{_FLOAT_MAX[t.size]}") from None
 
         return _Node(fmt, 1, _first, encode, expected, identity=True)
 
@@ -350,7 +433,11 @@ class _Compiler:
 
         def encode(value: object, buf: bytearray, off: int, path: str) -> None:
             if isinstance(value, str):
-                data = value.encode()
+                try:
+                    data = value.encode()
+                except UnicodeEncodeError as exc:  # a lone surrogate ("\\udcff" in JSON)
+                    raise _fail(path, expected, value, f"not UTF-8 text: a lone surrogate "
+                                f"U+{ord(value[exc.start]):04X} at index {exc.start}") from None
                 if len(data) >= max(n, 1):  # room for the terminating NUL
                     raise _fail(path, expected, value, f"{len(data)} bytes, too long")
             elif _is_raw(value):
@@ -591,21 +678,23 @@ def _fields_to_encode(value: object, size: int, buf: bytearray, off: int, path: 
     if _is_raw(value):
         _raw_into(value, size, buf, off, path, expected)
         return None
-    fields = _as_fields(value)
-    if fields is None:
+    if isinstance(value, Record):
+        fields = dict(value.__dict__)
+    elif isinstance(value, Mapping):
+        fields = dict(value)
+    else:
         raise _fail(path, expected, value)
-    unknown = [k for k in fields if k not in names]
-    if unknown:
-        raise _fail(f"{path}.{unknown[0]}", expected, fields[unknown[0]], "no such field")
+    for k in fields:
+        if not isinstance(k, str):
+            raise _fail(path, expected, value, f"a field name is not a string: {describe_value(k)}")
+        if k not in names:
+            raise _fail(f"{path}.{_field_label(k)}", expected, fields[k], "no such field")
     return fields
 
 
-def _as_fields(value: object) -> dict[str, object] | None:
-    if isinstance(value, Record):
-        return dict(value.__dict__)
-    if isinstance(value, Mapping):
-        return {str(k): v for k, v in value.items()}
-    return None
+def _field_label(name: str) -> str:
+    """A field name given by the caller as a path element: itself when short and printable."""
+    return name if len(name) <= _SHOWN and name.isprintable() else describe_value(name)
 
 
 class ValueCodec:
@@ -667,36 +756,32 @@ class ValueCodec:
 
     def from_text(self, text: str) -> object:
         """A command-line word as a value of this type (checked by encoding it): decimal,
-        0x/0o/0b and negative integers, true/false for bools, enum member names, the text
-        itself for char arrays, JSON for arrays and structs."""
+        0x/0o/0b and negative integers, true/false for bools, enum member names, numbers for
+        floats, the text itself for char arrays (bytes the command line could not decode as
+        UTF-8 arrive as surrogate escapes, PEP 383: they are written as those bytes), JSON
+        for arrays and structs, nested at most MAX_VALUE_DEPTH (64) levels. Anything else:
+        BTFValueError naming the type and why."""
         t = self.btf.resolve(self.type_id)
         while isinstance(t, Var):
             t = self.btf.resolve(t.type)
+        expected = self._node.expected
         value: object
         if isinstance(t, Int) and t.encoding & IntEncoding.BOOL:
             word = text.strip().lower()
             if word not in _TRUE | _FALSE:
-                raise BTFValueError(self.name, self._node.expected, text, "not a boolean (true/false, 1/0)")
+                raise _fail(self.name, expected, text, "not a boolean (true/false, 1/0)")
             value = word in _TRUE
         elif isinstance(t, Enum) and text.strip() in {v.name for v in t.values}:
             value = text.strip()
         elif isinstance(t, (Int, Enum, Pointer)):
-            value = _parse_int(text, self.name, self._node.expected,
+            value = _parse_int(text, self.name, expected,
                                "no such member, nor an integer" if isinstance(t, Enum) else "not an integer")
         elif isinstance(t, Float):
-            try:
-                value = float(text)
-            except ValueError:
-                raise BTFValueError(self.name, self._node.expected, text, "not a number") from None
+            value = _parse_float(text, self.name, expected)
         elif self._node.fmt.endswith("s") and self._node.count == 1 and isinstance(t, Array):
-            value = text
+            value = _command_line_text(text, self.size, self.name, expected)
         else:
-            try:
-                import json  # here: json costs start-up time, and only this path parses JSON
-
-                value = json.loads(text)
-            except ValueError:
-                raise BTFValueError(self.name, self._node.expected, text, "give it as JSON") from None
+            value = _parse_json(text, self.name, expected)
         self.encode(value)
         return value
 
@@ -713,7 +798,79 @@ def _parse_int(text: str, name: str, expected: str, why: str) -> int:
     try:
         return int(word, 10)  # "010": decimal, not a Python syntax error
     except ValueError:
-        raise BTFValueError(name, expected, text, why) from None
+        digits = word.lstrip("+-")
+        if digits.isdigit() and len(digits) > sys.get_int_max_str_digits() > 0:
+            why = f"out of range: a number of {len(digits):,} digits"  # int() refuses it
+        raise _fail(name, expected, text, why) from None
+
+
+def _parse_float(text: str, name: str, expected: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _fail(name, expected, text, "not a number") from None
+    if math.isinf(value) and "inf" not in text.lower():  # "1e400": too large even for a double
+        raise _fail(name, expected, text, "out of range: larger than any float")
+    return value
+
+
+def _command_line_text(text: str, size: int, name: str, expected: str) -> str | bytes:
+    """A char array's word: the text, or the bytes it came from when it holds surrogate escapes."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text  # a surrogate no decoder made: refused by the encoder, with its place
+    if len(raw) >= max(size, 1):  # as for text: room for the terminating NUL
+        raise _fail(name, expected, raw, f"{len(raw)} bytes, too long")
+    return raw
+
+
+def _parse_json(text: str, name: str, expected: str) -> object:
+    """JSON nested at most MAX_VALUE_DEPTH levels: deeper is refused before json.loads, which
+    recurses once per level."""
+    depth = _json_depth(text)
+    if depth > MAX_VALUE_DEPTH:
+        raise _fail(name, expected, text, f"nested {depth:,} levels deep, more than the {MAX_VALUE_DEPTH} "
+                    "of any type")
+    import json  # here: json costs start-up time, and only this path parses JSON
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        why = f"give it as JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError:  # json reads integers with int(): refused past 4,300 digits
+        why = f"out of range: a number of more than {sys.get_int_max_str_digits():,} digits"
+    except RecursionError:  # pragma: no cover - 64 levels fit any stack Python starts with
+        why = "nested too deep"
+    raise _fail(name, expected, text, why)
+
+
+def _json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (brackets inside strings do not
+    count), in one pass without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 _COMPILERS: dict[tuple[int, int], _Compiler] = {}

@@ -42,29 +42,33 @@ def add_map_size_argument(parser: argparse.ArgumentParser) -> None:
 
 def apply_map_sizes(spec: Any, items: list[str]) -> None:
     """--map-size MAP.FIELD=N: what a tool does with ``spec.maps[MAP].FIELD = N``."""
+    if not items:
+        return
+    from ..btf.values import describe_value as _shown  # quoted and cut short: 5,000 digits show their start
     from ..errors import NotFoundError, UsageError
     from ..maps import SIZE_FIELDS
 
-    for item in items:
-        target, sep, text = item.partition("=")
+    for whole in items:
+        item = _shown(whole)
+        target, sep, text = whole.partition("=")
         name, dot, field = target.rpartition(".")
         if not sep or not dot or not name:
-            raise UsageError(f"--map-size {item!r}: expected MAP.FIELD=N (FIELD: {', '.join(SIZE_FIELDS)})")
+            raise UsageError(f"--map-size {item}: expected MAP.FIELD=N (FIELD: {', '.join(SIZE_FIELDS)})")
         if field not in SIZE_FIELDS:
-            raise UsageError(f"--map-size {item!r}: FIELD must be one of {', '.join(SIZE_FIELDS)}, not {field!r}")
+            raise UsageError(f"--map-size {item}: FIELD must be one of {', '.join(SIZE_FIELDS)}, not {_shown(field)}")
         mspec = spec.maps.get(name)
         if mspec is None:
-            raise NotFoundError(f"--map-size {item!r}: the object has no map {name!r} "
+            raise NotFoundError(f"--map-size {item}: the object has no map {_shown(name)} "
                                 f"(its maps: {', '.join(spec.maps) or 'none'})")
         if mspec.data is not None:
-            raise UsageError(f"--map-size {item!r}: {name!r} holds global data, sized by its section "
+            raise UsageError(f"--map-size {item}: {name!r} holds global data, sized by its section "
                              "(--set changes its variables)")
         try:
-            value = int(text, 0)
+            value = int(text, 0)  # also refuses more than 4,300 decimal digits
         except ValueError:
-            raise UsageError(f"--map-size {item!r}: {text!r} is not an integer") from None
+            raise UsageError(f"--map-size {item}: {_shown(text)} is not an integer (a u32: 0..4294967295)") from None
         if not 0 <= value < 1 << 32:
-            raise UsageError(f"--map-size {item!r}: {value} does not fit the kernel's u32 {field}")
+            raise UsageError(f"--map-size {item}: {_shown(value)} does not fit the kernel's u32 {field}")
         if getattr(mspec, field) != value and field != "max_entries":
             # The kernel checks BTF key/value types against the sizes: a new size drops them.
             mspec.btf_key_type_id = mspec.btf_value_type_id = 0
@@ -80,31 +84,35 @@ def add_set_argument(parser: argparse.ArgumentParser) -> None:
 
 def apply_sets(spec: CollectionSpec, items: list[str]) -> None:
     """--set NAME=VALUE: what a tool does with ``spec.variables[NAME].set(...)`` before loading."""
+    if not items:
+        return
+    from ..btf.values import describe_value as _shown  # quoted and cut short: 50,000 '[' show their start
     from ..errors import BPFKitError, NotFoundError, UsageError
 
     settable = sorted(n for n, v in spec.variables.items() if not v.static)
-    for item in items:
-        name, sep, text = item.partition("=")
+    for whole in items:
+        item = _shown(whole)
+        name, sep, text = whole.partition("=")
         if not sep or not name:
-            raise UsageError(f"--set {item!r}: expected NAME=VALUE")
+            raise UsageError(f"--set {item}: expected NAME=VALUE")
         var = spec.variables.get(name)
         if var is None:
-            raise NotFoundError(f"--set {item!r}: the object has no variable {name!r} "
+            raise NotFoundError(f"--set {item}: the object has no variable {_shown(name)} "
                                 f"(settable: {', '.join(settable) or 'none'})")
         if var.static:
-            raise UsageError(f"--set {item!r}: {name!r} is a static variable (private to its source file, "
+            raise UsageError(f"--set {item}: {name!r} is a static variable (private to its source file, "
                              f"as libbpf's skeletons treat it); settable: {', '.join(settable) or 'none'}")
         try:
             if text.startswith("hex:"):
                 try:
                     raw = bytes.fromhex(text[4:])
                 except ValueError:
-                    raise UsageError(f"{text[4:]!r} is not hex") from None
+                    raise UsageError(f"{_shown(text[4:])} is not hex") from None
                 var.set(raw)
             else:
                 var.set_text(text)
         except BPFKitError as exc:
-            raise exc.wrap(f"--set {item!r}")
+            raise exc.wrap(f"--set {item}")
 
 
 def _map_pin_path(maps_dir: str, name: str, mspec: Any) -> str:

@@ -115,9 +115,11 @@ class VariableSpec:
     def set(self, new: object) -> None:
         """Write ``new`` as the initial value: an int or bool (wrapped to ``size`` bytes),
         bytes of exactly ``size``, or with BTF any value its type encodes (a str for a char
-        array, an enum member name, a dict for a struct: bpfkit.btf.values)."""
+        array, an enum member name, a dict for a struct: bpfkit.btf.values); an int for a
+        float, struct or array goes through BTF too (the number, not its bytes)."""
         codec = self.codec
-        if codec is not None and not isinstance(new, (int, bytes, bytearray, memoryview)):
+        if codec is not None and not isinstance(new, (bytes, bytearray, memoryview)) and not (
+                isinstance(new, int) and self._scalar()[0]):
             try:
                 new = codec.encode(new)
             except UsageError as exc:
@@ -129,7 +131,9 @@ class VariableSpec:
             try:
                 raw = new.to_bytes(self.size, "little", signed=signed or new < 0)
             except OverflowError:
-                raise UsageError(f"variable {self.name!r}: {new} does not fit in {self.size} bytes") from None
+                from ..btf.values import describe_value  # 5,000 digits are not shown: by their size
+
+                raise UsageError(f"variable {self.name!r}: {describe_value(new)} does not fit in {self.size} bytes") from None
         elif isinstance(new, (bytes, bytearray, memoryview)):
             raw = bytes(new)
             if len(raw) != self.size:
