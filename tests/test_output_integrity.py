@@ -299,3 +299,20 @@ def test_tables_records_and_show_lines_are_visible() -> None:
     out = io.StringIO()
     RecordPrinter("ev\x1b", out=out)(b"\x01\x02")
     assert "\x1b" not in out.getvalue() and out.getvalue().startswith("ev\\x1b ")
+
+
+def test_errors_and_warnings_print_names_visibly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bpfkit.cli.main prints every error and warning: a name in one (here a path) holding ESC
+    and a newline prints as escapes; a message's own continuation lines stay lines."""
+    from bpfkit.cli.main import _one_line_warning, report
+    from bpfkit.errors import UsageError
+
+    proc = _bpfkit("inspect", str(tmp_path / "no\x1b[2Jsuch\n.o"))
+    assert proc.returncode != 0 and "\x1b" not in proc.stderr
+    # A newline stays a continuation line, indented under the message: it cannot pass for one.
+    assert proc.stderr == f"bpfkit: error: inspect {tmp_path}/no\\x1b[2Jsuch\n{' ' * 15}.o: no such file\n"
+    report(UsageError("section 'x\x1b]0;t\x07'\nsecond line"), verbose=False)
+    _one_line_warning(UserWarning("map 'm\x9b2J' skipped"), UserWarning, "f.py", 1)
+    err = capsys.readouterr().err
+    assert err == ("bpfkit: error: section 'x\\x1b]0;t\\x07'\n               second line\n"
+                   "bpfkit: warning: map 'm\\x9b2J' skipped\n")

@@ -173,7 +173,9 @@ class _Progress:
         if self.on is None:
             self.on = total > 1 and sys.stderr.isatty()
         if self.on:
-            sys.stderr.write(f"\rattaching {done}/{total} {what[:50]}\033[K")
+            from .output import shown
+
+            sys.stderr.write(f"\rattaching {done}/{total} {shown(what[:50])}\033[K")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -481,11 +483,12 @@ def run(args: argparse.Namespace) -> int:
     import bpfkit
 
     from ..errors import BPFKitError, UsageError
+    from .output import shown
 
     status = sys.stderr if args.json else sys.stdout
 
-    def say(msg: str) -> None:
-        print(msg, file=status, flush=True)
+    def say(msg: str) -> None:  # names in msg are the object's: printed visibly (bpfkit._visible)
+        print(shown(msg), file=status, flush=True)
 
     # SIGTERM before the links exist must also unwind through the finally blocks below.
     def early_term(signum: int, frame: Any) -> None:
@@ -518,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
             _check_one_group(groups)  # refused before anything is loaded
         with bpfkit.Collection(spec, programs=_selection(spec, groups)) as coll:
             for name, why in coll.not_loaded.items():
-                print(f"bpfkit: note: did not load program {name} (an alternative loaded instead): {why}",
+                print(shown(f"bpfkit: note: did not load program {name} (an alternative loaded instead): {why}"),
                       file=sys.stderr)
             attached: dict[str, Any] = {}
             stream = pipe = server = otlp = None
@@ -535,7 +538,7 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     skipped = _attach_sections(args, coll, attached)
                 for name, reason in skipped.items():
-                    print(f"bpfkit: note: skipped program {name}: {reason}", file=sys.stderr)
+                    print(shown(f"bpfkit: note: skipped program {name}: {reason}"), file=sys.stderr)
                 if not attached:
                     raise UsageError(f"nothing to attach in {args.object}: give a SPEC and --program")
                 for name, lk in attached.items():

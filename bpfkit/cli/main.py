@@ -257,7 +257,10 @@ def exit_code_for(exc: BaseException) -> int:
 
 
 def report(exc: BaseException, verbose: bool) -> None:
-    """Print an error in one or two lines; --verbose adds the log and the cause chain."""
+    """Print an error in one or two lines; --verbose adds the log and the cause chain. Names
+    in the text (an object's section, a symbol) may hold ESC or a newline: every line goes out
+    through bpfkit._visible, so they print as ``\\x1b``, never as a terminal escape."""
+    from .._visible import visible
     from ..errors import VerifierError, reason_last
 
     text = str(exc)
@@ -267,11 +270,11 @@ def report(exc: BaseException, verbose: bool) -> None:
         text = f"{text}\n--- verifier log ---\n{reason_last(exc.log)}"
     # Continuation lines (a probe spec's caret line, a log tail) line up under the message.
     prefix = "bpfkit: error: "
-    print(prefix + text.replace("\n", "\n" + " " * len(prefix)), file=sys.stderr)
+    print(prefix + visible(text, keep="\n\t").replace("\n", "\n" + " " * len(prefix)), file=sys.stderr)
     if verbose:
         cause = exc.__cause__ or exc.__context__
         while cause is not None:
-            print(f"  caused by: {type(cause).__name__}: {cause}", file=sys.stderr)
+            print(f"  caused by: {type(cause).__name__}: {visible(str(cause), keep=chr(10))}", file=sys.stderr)
             cause = cause.__cause__ or cause.__context__
         if isinstance(exc, VerifierError) and exc.reason:
             # The causes came after the log: end with the reason again, on one line.
@@ -297,7 +300,9 @@ def _report_os_error(exc: OSError, verbose: bool) -> None:
                 text = f"{text[:120]}...{text[-40:]} ({len(text)} characters)"
             paths.append(text)
     where = " -> ".join(paths) or "(no path)"
-    print(f"bpfkit: error: {where}: {name} ({reason})", file=sys.stderr)
+    from .._visible import visible
+
+    print(f"bpfkit: error: {visible(where)}: {name} ({reason})", file=sys.stderr)
     if verbose:
         import traceback
 
@@ -312,9 +317,11 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
     text = str(message).strip()
     if text.startswith("bpfkit: "):
         text = text[len("bpfkit: "):]
-    first = text.splitlines()[0] if text else category.__name__
+    first = text.split("\n")[0] if text else category.__name__
+    from .._visible import visible
+
     try:
-        print(f"bpfkit: warning: {first}", file=file or sys.stderr)
+        print(f"bpfkit: warning: {visible(first)}", file=file or sys.stderr)
     except (OSError, ValueError):
         pass
 
