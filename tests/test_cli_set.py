@@ -58,3 +58,22 @@ def test_attach_and_load_take_set() -> None:
     parser = build_parser()
     for argv in (["attach", "x.o", "--set", "a=1", "--set", "b=x"], ["load", "x.o", "/sys/fs/bpf/x", "--set", "a=1", "--set", "b=x"]):
         assert parser.parse_args(argv).set == ["a=1", "b=x"]
+
+
+def test_map_size_numbers_of_many_digits(spec: bpfkit.CollectionSpec) -> None:
+    """--map-size with a number of thousands of digits (issue #35): the message shows it cut
+    short, where str() of the number in it was a ValueError (a traceback)."""
+    from bpfkit.cli.cmd_load import apply_map_sizes
+
+    with pytest.raises(UsageError) as err:
+        apply_map_sizes(spec, ["typed_hash.max_entries=0x" + "f" * 5000])
+    assert str(err.value) == ("--map-size 'typed_hash.max_entries=0xfffffffffffffffffffffffff'...: an integer of "
+                              "20,000 bits does not fit the kernel's u32 max_entries")
+    with pytest.raises(UsageError, match=r"^--map-size 'typed_hash.max_entries=9+'...: '9+'... is not an integer"):
+        apply_map_sizes(spec, ["typed_hash.max_entries=" + "9" * 5000])
+
+
+def test_set_shows_a_long_argument_cut_short(spec: bpfkit.CollectionSpec) -> None:
+    with pytest.raises(NotFoundError) as err:
+        apply_sets(spec, ["x" * 100_000 + "=1"])
+    assert str(err.value).startswith("--set '" + "x" * 50 + "'...: the object has no variable '" + "x" * 50 + "'... ")
