@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 from .errors import KernelError, NotFoundError, UsageError
 
-__all__ = ["read_regular", "write_atomic", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT",
+__all__ = ["read_regular", "write_atomic", "check_output", "OBJECT_LIMIT", "BINARY_LIMIT", "BTF_LIMIT", "CONFIG_LIMIT",
            "open_regular", "iter_lines"]
 
 MiB = 1 << 20
@@ -95,10 +95,13 @@ def _umask() -> int:
     return mask
 
 
-def _check_target(shown: str, what: str) -> None:
-    """Refuse a target the rename would wrongly replace: a directory, a device, a FIFO or a
-    socket (``-o /dev/null``), or a symbolic link to one (``-o /dev/stdout``). A symlink to a
-    regular file, or a dangling one, is replaced by the new file; its target is never written."""
+def check_output(path: str | os.PathLike[str], what: str = "output") -> None:
+    """Refuse, before any work, an output :func:`write_atomic` would refuse at the end: a
+    target the rename would wrongly replace (a directory, a device, a FIFO or a socket:
+    ``-o /dev/null``, or a symbolic link to one: ``-o /dev/stdout``) or a directory that does
+    not exist. A symlink to a regular file, or a dangling one, is fine: the rename replaces it
+    and its target is never written."""
+    shown = os.fsdecode(path)
     through = ""
     try:
         st = os.lstat(shown)
@@ -106,6 +109,9 @@ def _check_target(shown: str, what: str) -> None:
             through = " (through a symbolic link)"
             st = os.stat(shown)
     except OSError:
+        directory = os.path.dirname(os.path.abspath(shown))
+        if not os.path.isdir(directory):
+            raise NotFoundError(f"write {what} {shown}: no such directory {directory}") from None
         return  # no such file, or a dangling link: the rename creates the name
     if not stat.S_ISREG(st.st_mode):
         kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
@@ -126,7 +132,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, what: str = "o
     shown = os.fsdecode(path)
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")  # a path's undecodable bytes, as they were
-    _check_target(shown, what)
+    check_output(shown, what)
     directory, name = os.path.split(os.path.abspath(shown))
     try:
         # The prefix is cut so the name stays under NAME_MAX (255 bytes) whatever the target's is.

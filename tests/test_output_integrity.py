@@ -316,3 +316,16 @@ def test_errors_and_warnings_print_names_visibly(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert err == ("bpfkit: error: section 'x\\x1b]0;t\\x07'\n               second line\n"
                    "bpfkit: warning: map 'm\\x9b2J' skipped\n")
+
+
+def test_attach_refuses_an_output_it_could_not_write_before_loading(tmp_path: Path) -> None:
+    """A FIFO, a device or a missing directory as --output is refused at once, not after a
+    profile was sampled (the object is not even read: it does not exist here)."""
+    os.mkfifo(tmp_path / "p.svg")
+    base = ["attach", str(tmp_path / "none.bpf.o"), "profile:hz:99", "--stacks", "counts", "--output"]
+    proc = _bpfkit(*base, str(tmp_path / "p.svg"))
+    assert proc.returncode != 0 and proc.stderr == (
+        f"bpfkit: error: profile {tmp_path}/p.svg is a FIFO: bpfkit writes a new file and renames it onto that "
+        "name, which would replace it; give the path of a regular file\n")
+    proc = _bpfkit(*base, str(tmp_path / "none" / "p.svg"))
+    assert proc.stderr == f"bpfkit: error: write profile {tmp_path}/none/p.svg: no such directory {tmp_path}/none\n"

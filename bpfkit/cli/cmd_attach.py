@@ -440,9 +440,11 @@ def _check_stacks_args(args: argparse.Namespace) -> None:
     if args.stack_map and not args.stacks:
         raise UsageError("--stack-map needs --stacks")
     if args.stacks:
+        from .._files import check_output
         from ..profile import format_for
 
         format_for(args.output)  # an unknown suffix is refused before anything is loaded
+        check_output(args.output, "profile")  # and a FIFO, a device, a missing directory
         if args.pin:
             raise UsageError("--stacks writes a profile when bpfkit attach exits: not with --pin")
 
