@@ -186,3 +186,36 @@ def test_label_names_prometheus_refuses(hists: Any, labels: str, message: str) -
     with pytest.raises(UsageError) as err:
         apply_config(parse_config("maps:\n  lat:\n    labels:\n" + labels, "c.yaml"), hists.maps, "hostile")
     assert str(err.value).startswith(message), str(err.value)
+
+
+def test_cli_refuses_an_alias_bomb_in_little_memory(bpf_obj: Any, tmp_path: Path) -> None:
+    """A 703-byte --metrics-config of nested aliases (9**9 values expanded) kept bpfkit attach
+    at 517 MB: refused before anything is loaded, with the file and line, in under 100 MB."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_metrics_config import ALIAS_BOMB
+
+    cfg = tmp_path / "bomb.yaml"
+    cfg.write_text(ALIAS_BOMB)
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("w") as fo, err.open("w") as fe:
+        proc = subprocess.Popen([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")), "--metrics",
+                                 "127.0.0.1:0", "--metrics-config", str(cfg)], stdout=fo, stderr=fe)
+    deadline = time.monotonic() + 60
+    pid = 0
+    while not pid and time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # the child's own peak memory, not the test's
+        time.sleep(0.05)
+    if not pid:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"bpfkit attach still running after 60 s: {out.read_text()}{err.read_text()}")
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 2, out.read_text() + err.read_text()
+    assert err.read_text() == (f"bpfkit: error: {cfg}:12: more than 20000 values once aliases are expanded (bpfkit's limit "
+                               "for a metrics config)\n")
+    assert "attached" not in out.read_text()
+    assert usage.ru_maxrss < 100 << 10, usage.ru_maxrss  # KiB
