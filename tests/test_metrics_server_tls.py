@@ -91,6 +91,19 @@ def test_client_certificate_required(pki: Path) -> None:
         assert status == 200 and b"test_up 1.0" in body
 
 
+@pytest.mark.parametrize(("auth", "served"), [
+    ("NoClientCert", {None: True, "client": True, "stranger": True}),  # no certificate asked for
+    ("VerifyClientCertIfGiven", {None: True, "client": True, "stranger": False}),
+])
+def test_client_auth_types(pki: Path, auth: str, served: dict[str | None, bool]) -> None:
+    ca = f"  client_ca_file: {pki}/ca.pem\n" if auth != "NoClientCert" else ""
+    web = _config(pki, f"tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  client_auth_type: {auth}\n{ca}")
+    assert not web.authenticates
+    with MetricsServer("127.0.0.1:0", [One()], web_config=web) as server:
+        for cert, ok in served.items():
+            assert _refused(server.url, _client(pki, cert)) is not ok, cert
+
+
 def test_min_version_tls13(pki: Path) -> None:
     web = _config(pki, "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  min_version: TLS13\n")
     with MetricsServer("127.0.0.1:0", [One()], web_config=web) as server:
@@ -129,6 +142,35 @@ def test_basic_auth_over_plain_http() -> None:
         assert _get(server.url)[0] == 401
         assert _get(server.url, auth=("u", "pw"))[0] == 200
         assert _get(server.url, auth=("u", "pw2"))[0] == 401
+
+
+def test_a_flood_of_wrong_passwords_does_not_delay_a_known_one() -> None:
+    """Each unknown password costs a bcrypt check (~0.1 s at cost 10) on one thread: at most 8
+    wait for it, the rest get 503 at once, and a password already verified is answered from the
+    cache meanwhile (issue 35: bound what a peer can make the server spend)."""
+    import time
+
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=10)).decode()
+    from bpfkit.metrics.webconfig import parse_web_config
+
+    web = parse_web_config(f"basic_auth_users:\n  u: {hashed}\n", "web.yml")
+    with MetricsServer("127.0.0.1:0", [One()], web_config=web) as server:
+        assert _get(server.url, auth=("u", "pw"))[0] == 200  # verified once, then cached
+        flood = []
+        for i in range(30):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            token = base64.b64encode(f"u:wrong{i}".encode()).decode()
+            s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n".encode())
+            flood.append(s)
+        start = time.monotonic()
+        assert _get(server.url, auth=("u", "pw"))[0] == 200
+        assert time.monotonic() - start < 0.5
+        codes = []
+        for s in flood:
+            s.settimeout(10)
+            codes.append(s.recv(4096).split(b" ")[1])
+            s.close()
+        assert codes.count(b"401") <= 12 and codes.count(b"503") >= 18, codes
 
 
 HASH = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG"

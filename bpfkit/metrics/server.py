@@ -49,7 +49,7 @@ __all__ = ["parse_address", "every_interface", "MetricsServer"]
 
 MAX_HEAD = 8 << 10
 _TLS_CHUNK = 16 << 10  # one TLS record: a retried SSL_write must be given the same bytes
-_FD_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_MAX_CHECKS = 8  # password checks queued for bcrypt; more get 503 (the verdicts already cached are not delayed)
 _HANDSHAKE, _HEAD, _WAIT, _WRITE = range(4)
 
 
@@ -69,14 +69,13 @@ def every_interface(host: str) -> bool:
 
 
 class _Conn:
-    __slots__ = ("sock", "state", "buf", "deadline", "since", "out", "body", "keep_alive", "head_only", "want")
+    __slots__ = ("sock", "state", "buf", "deadline", "out", "body", "keep_alive", "head_only", "want")
 
     def __init__(self, sock: socket.socket, state: int, deadline: float) -> None:
         self.sock = sock
         self.state = state
         self.buf = b""
         self.deadline = deadline
-        self.since = deadline  # evictions pick the smallest: the oldest still waiting for a head
         self.out: list[memoryview] = []
         self.body: bytes | None = None  # the rendered answer this connection holds, if any
         self.keep_alive = False
@@ -161,6 +160,7 @@ class MetricsServer(ClosesOnExit):
         self._closed = False
         self._renderer = _Worker("bpfkit-metrics-render", self._finished)
         self._checker = _Worker("bpfkit-metrics-auth", self._finished) if self._auth is not None else None
+        self._checking = 0  # password checks queued or running
         self._thread = threading.Thread(target=self._serve, name="bpfkit-metrics", daemon=True)
         self._thread.start()
 
@@ -276,11 +276,12 @@ class MetricsServer(ClosesOnExit):
         self._sel.register(sock, selectors.EVENT_READ, conn)
 
     def _evict(self) -> bool:
-        """Close the connection that has waited longest for its request head, if any."""
+        """Close the connection without a request head nearest its timeout, if any: a slow or
+        idle one (a kept-alive connection, whose timeout is longer, goes after new ones)."""
         idle = [c for c in self._conns.values() if c.state in (_HANDSHAKE, _HEAD)]
         if not idle:
             return False
-        self._close(min(idle, key=lambda c: c.since))
+        self._close(min(idle, key=lambda c: c.deadline))
         return True
 
     def _close(self, conn: _Conn) -> None:
@@ -307,7 +308,7 @@ class MetricsServer(ClosesOnExit):
                 self._read(conn)
             elif conn.state == _WRITE:
                 self._write(conn)
-        except (OSError, ValueError):  # reset by the peer, a TLS alert, a closed socket
+        except Exception:  # a TLS alert, a bug: that connection ends, the server goes on
             self._close(conn)
 
     def _handshake(self, conn: _Conn) -> None:
@@ -332,6 +333,8 @@ class MetricsServer(ClosesOnExit):
                 return self._watch(conn, selectors.EVENT_READ)
             except ssl.SSLWantWriteError:
                 return self._watch(conn, selectors.EVENT_WRITE)
+            except OSError:  # reset by the peer, a TLS alert
+                return self._close(conn)
             if not data:
                 return self._close(conn)
             conn.buf += data
@@ -362,6 +365,10 @@ class MetricsServer(ClosesOnExit):
         if self._auth is not None:
             verdict = self._auth.cached(header)
             if verdict is None and self._checker is not None:
+                if self._checking >= _MAX_CHECKS:  # bcrypt's queue is full: ~0.1 s of CPU each
+                    return self._answer(conn, "503 Service Unavailable", b"too many password checks at once\n",
+                                        [("Retry-After", "1")])
+                self._checking += 1
                 self._park(conn)
                 check = self._auth.check
                 self._checker.submit(lambda: check(header), lambda ok: self._authorized(conn, ok is True, target))
@@ -384,6 +391,7 @@ class MetricsServer(ClosesOnExit):
         return True
 
     def _authorized(self, conn: _Conn, ok: bool, target: bytes) -> None:
+        self._checking -= 1
         if not self._unpark(conn):
             return
         if ok:
@@ -459,6 +467,8 @@ class MetricsServer(ClosesOnExit):
                 return self._watch(conn, selectors.EVENT_WRITE)
             except ssl.SSLWantReadError:
                 return self._watch(conn, selectors.EVENT_READ)
+            except OSError:  # EPIPE, ECONNRESET: the client left
+                return self._close(conn)
             if sent == len(view):
                 conn.out.pop(0)
             else:
@@ -467,7 +477,7 @@ class MetricsServer(ClosesOnExit):
         if not conn.keep_alive:
             return self._close(conn)
         conn.state = _HEAD
-        conn.since = conn.deadline = time.monotonic() + self.idle_timeout
+        conn.deadline = time.monotonic() + self.idle_timeout
         self._watch(conn, selectors.EVENT_READ)
         if b"\r\n\r\n" in conn.buf:  # a pipelined request
             self._read(conn)

@@ -64,7 +64,9 @@ class BasicAuth:
 
     users: dict[str, bytes]
     _key: bytes = field(default_factory=lambda: os.urandom(32), repr=False)
-    _cache: OrderedDict[bytes, bool] = field(default_factory=OrderedDict, repr=False)
+    # Verdicts: the right passwords apart, so that a flood of wrong ones cannot push them out.
+    _good: OrderedDict[bytes, bool] = field(default_factory=OrderedDict, repr=False)
+    _bad: OrderedDict[bytes, bool] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _cache_key(self, user: bytes, password: bytes) -> bytes:
@@ -79,10 +81,11 @@ class BasicAuth:
             return False
         key = self._cache_key(*creds)
         with self._lock:
-            verdict = self._cache.get(key)
-            if verdict is not None:
-                self._cache.move_to_end(key)
-        return verdict
+            for cache in (self._good, self._bad):
+                if key in cache:
+                    cache.move_to_end(key)
+                    return cache[key]
+        return None
 
     def check(self, header: str | None) -> bool:
         """Whether the header names a user and the password of its hash (bcrypt, then cached)."""
@@ -99,9 +102,10 @@ class BasicAuth:
         ok = bcrypt.checkpw(password[:72], stored if stored is not None else _DECOY) and stored is not None
         key = self._cache_key(user, password)
         with self._lock:
-            self._cache[key] = ok
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            cache = self._good if ok else self._bad
+            cache[key] = ok
+            while len(cache) > _CACHE_SIZE:
+                cache.popitem(last=False)
         return ok
 
 
@@ -258,7 +262,9 @@ def _no_password() -> bytes:
 
 
 def _ssl_reason(exc: BaseException) -> str:
-    return getattr(exc, "reason", None) or str(exc)
+    """OpenSSL's reason ("PEM lib", "key values mismatch"), without "[SSL] " and "(_ssl.c:NNN)"."""
+    reason = getattr(exc, "reason", None) or (exc.args[-1] if exc.args else str(exc))
+    return re.sub(r"^\[\w+\] | \(_ssl\.c:\d+\)$", "", str(reason))
 
 
 def _where(path: str, node: yaml.Node) -> str:
@@ -308,12 +314,12 @@ def _mapping(node: yaml.Node, path: str, where: str, known: tuple[str, ...] | No
         raise UsageError(f"{_where(path, node)}{label}: not a mapping of keys to values")
     entries: Entries = {}
     for key_node, value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            raise UsageError(f"{_where(path, key_node)}{label}: merge keys (<<) are not allowed in a web config")
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
             raise UsageError(f"{_where(path, key_node)}{label}: a key that is not a string")
         key = key_node.value
         dotted = f"{where}.{key}" if where else key
-        if key == "<<":
-            raise UsageError(f"{_where(path, key_node)}{label}: merge keys (<<) are not allowed in a web config")
         if key in unsupported:
             raise UsageError(f"{_where(path, key_node)}{dotted}: not supported by bpfkit's metrics server "
                              f"(supported in {label}: {', '.join(known or ())})")
