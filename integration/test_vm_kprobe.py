@@ -6,7 +6,9 @@ Run through the VM runner, e.g.
 
 getppid() of this process is the trigger (a tgid filter in the programs keeps counts exact).
 On 5.10 there are no perf links, so link-mode cases skip and the PERF_EVENT_IOC_SET_BPF path
-is the one exercised (AUTO picks it); 6.1 and 6.12 run both.
+is the one exercised (AUTO picks it); 6.1, 6.12 and 7.2 run both. Every VM kernel runs them
+(a kernel built without kprobes skips, naming the feature), not a list of versions that would
+leave out the newest.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from bpfkit.program import Program, ProgramSpec
 
 from .test_link import MODES, N, _u64, counter_insns, trigger
 
-pytestmark = pytest.mark.vm("6.1", "6.12", "5.10")
+pytestmark = [pytest.mark.vm, pytest.mark.feature("kprobe_pmu", "kprobe_events")]
 
 SYSCALL = "__x64_sys_getppid"
 
