@@ -14,6 +14,9 @@ answers scrapes with). prometheus_client's ``generate_latest`` formats every sam
 labels dict, sorting and escaping (measured: 2.0 s of CPU for 400,000 samples, ``render`` 0.19 s); ``render`` builds
 each entry's label text once and unpacks raw batches with one ``struct`` per map, where every
 label and field lies at a whole byte (benchmarks/bench_metrics.py).
+
+A map that cannot be read or rendered is left out of that answer, the others served: said once
+on ``errors``, counted in ``bpfkit_metrics_render_errors_total{map=...}`` (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ __all__ = ["MapCollector"]
 
 T = TypeVar("T")
 Row = tuple[tuple[str, ...], list[float]]
-_RENDER_ERRORS_HELP = "Scrapes that left a map out: it could not be read or rendered (bpfkit.metrics)"
+_RENDER_ERRORS_HELP = "Renders of the scrape answer that left this map out: it could not be read or rendered"
 HistRow = tuple[tuple[str, ...], list[tuple[str, int]], float]  # labels, cumulative buckets (+Inf last), approximate sum
 
 

@@ -70,7 +70,6 @@ from .plan import (
 __all__ = ["MetricsConfig", "load_config", "parse_config", "apply_config"]
 
 
-
 class _Lined(dict[str, Any]):
     """A YAML mapping that remembers the line of itself and of each key (1-based)."""
 
@@ -461,8 +460,8 @@ def apply_config(config: MetricsConfig, maps: Mapping[str, Any], obj: str) -> li
     clash = name_clash(plans)
     if clash is not None:
         listed = config.maps.get(clash[0].map.name)
-        at = f"{listed.line}: maps.{listed.map}" if listed is not None else "1"
-        raise UsageError(f"{config.path}:{at}: {clash[1]}: give one of them another name (name:)")
+        at = f"{config.path}:{listed.line}: maps.{listed.map}" if listed is not None else config.path
+        raise UsageError(f"{at}: {clash[1]}: give one of them another name (name:)")
     return plans
 
 
