@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Set up everything (scripts/setup.sh) and run bpfkit's tests:
-#   1. the host suite: tests/ (no privileges) and integration/ (the real kernel), and
+#   1. the host suite: tests/ (no privileges) and integration/ (the real kernel), then tests/
+#      again as user nobody (scripts/as-nobody.sh), and
 #   2. the kernel tests this host cannot run in a Debian 6.1 VM (integration/vm.py;
 #      docs/vm-runner.md): kprobes, kretprobes and the kprobe CLI (no CONFIG_KPROBES here),
 #      fentry/fexit/fmod_ret/tp_btf/lsm (this host refuses BPF trampolines).
@@ -26,6 +27,19 @@ printf '%s\n' "$ruff_out" | sed 's/^/ruff: /'
 
 .venv/bin/python -m pytest -p no:cacheprovider --junitxml="$results/host.xml" "$@" tests integration
 runs=("host=$results/host.xml")
+
+# tests/ a second time as user nobody: it needs no privileges (what does is marked root and
+# skips). scripts/as-nobody.sh gives it a HOME, TMPDIR and pytest --basetemp of its own, and
+# reaches a checkout or Python under a directory others cannot search (/root is 0700) through a
+# private mount namespace. BPFKIT_SKIP_UNPRIVILEGED=1 skips it; it needs root to switch user.
+if [ "${BPFKIT_SKIP_UNPRIVILEGED:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
+  unpriv=$(mktemp -d)
+  scripts/as-nobody.sh "$unpriv/home" -- .venv/bin/python -m pytest -p no:cacheprovider -q \
+    --basetemp="$unpriv/home/pytest" --junitxml="$unpriv/home/unprivileged.xml" tests
+  cp "$unpriv/home/unprivileged.xml" "$results/unprivileged.xml"
+  rm -rf "$unpriv"
+  runs+=("unprivileged=$results/unprivileged.xml")
+fi
 
 if [ "${BPFKIT_SKIP_VM:-0}" != 1 ]; then
   scripts/vm-setup.sh .venv/bin/python >/dev/null || exit 1

@@ -44,18 +44,31 @@ def _bpftool(*args: str) -> list[dict[str, Any]]:
     return json.loads(out.stdout or "[]") if out.returncode == 0 else []
 
 
-def _orphans(before_links: set[int], before_progs: set[int]) -> list[str]:
+def _unowned(before_links: set[int], before_progs: set[int]) -> list[str]:
     """Links and programs named like ours, made since the start, that no process holds (bpftool's
-    ``pids``): they would live on in the kernel. Other processes' (live tests) are held."""
-    progs = {p["id"]: p for p in _bpftool("prog", "show") if p.get("name") in PROGS}
+    ``pids``) and no pin keeps (``-f``: another run's `bpfkit load` pins its own)."""
+    progs = {p["id"]: p for p in _bpftool("-f", "prog", "show") if p.get("name") in PROGS}
     found = []
-    for lk in _bpftool("link", "show"):
-        if lk["id"] not in before_links and lk.get("prog_id") in progs and not lk.get("pids"):
+    for lk in _bpftool("-f", "link", "show"):
+        if (lk["id"] not in before_links and lk.get("prog_id") in progs and not lk.get("pids")
+                and not lk.get("pinned")):
             found.append(f"link {lk['id']} ({lk.get('type')}, prog {progs[lk['prog_id']]['name']})")
     for pid, p in progs.items():
-        if pid not in before_progs and not p.get("pids"):
+        if pid not in before_progs and not p.get("pids") and not p.get("pinned"):
             found.append(f"prog {pid} {p['name']}")
     return found
+
+
+def _orphans(before_links: set[int], before_progs: set[int]) -> list[str]:
+    """What _unowned finds twice, a second apart: objects that would live on in the kernel.
+    Other processes' are held, or pinned, or (a run of another copy of the suite that is
+    exiting) gone a moment later: names are shared, so one look proves nothing."""
+    first = _unowned(before_links, before_progs)
+    if first:
+        time.sleep(1)
+        again = set(_unowned(before_links, before_progs))
+        first = [o for o in first if o in again]
+    return first
 
 
 def _probes_of(pid: int) -> list[str]:

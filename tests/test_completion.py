@@ -16,7 +16,17 @@ from bpfkit.cli.main import COMMANDS
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the console script the script calls back (`bpfkit completion --programs`)
-TRACEFS = next((p for p in (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")) if (p / "events").is_dir()), None)
+
+
+def _readable_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory this user can look into (tracefs is root's: 0700)."""
+    try:
+        return path.is_dir() and os.access(path, os.R_OK | os.X_OK)
+    except OSError:
+        return False
+
+
+TRACEFS = next((p for p in (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")) if _readable_dir(p / "events")), None)
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 
