@@ -144,13 +144,14 @@ def _color(name: str) -> str:
 
 def _tree(profile: Profile) -> dict[str, Any]:
     root: dict[str, Any] = {"v": 0, "c": {}}
+    shown = {n: visible(n) for n in set[str]().union(*profile.stacks)}  # once per distinct name
     for stack, value in profile.stacks.items():
         if value <= 0:
             continue
         root["v"] += value
         node = root
         for name in stack:
-            node = node["c"].setdefault(visible(name), {"v": 0, "c": {}})
+            node = node["c"].setdefault(shown[name], {"v": 0, "c": {}})
             node["v"] += value
     return root
 

@@ -22,16 +22,17 @@ FORMATS = {".speedscope.json": "speedscope", ".folded": "folded", ".txt": "folde
 
 def folded_frame(name: str) -> str:
     """A frame's name as one field of a folded line: flamegraph.pl and inferno read a line up
-    to ``\n`` and split its stack at ``;``, so a ';' is written as ':' and a newline or any
-    other control character as a visible escape (``\x0a``; bpfkit._visible): a symbol named
-    ``f\nFAKE;INJECTED 99999999`` stays one frame of one line."""
+    to ``\\n`` and split its stack at ``;``, so a ';' is written as ':' and a newline or any
+    other control character as a visible escape (``\\x0a``; bpfkit._visible): a symbol named
+    ``f\\nFAKE;INJECTED 99999999`` stays one frame of one line."""
     return visible(name).replace(";", ":")
 
 
 def to_folded(profile: Profile) -> str:
     """One line per stack, ``root;...;leaf VALUE``, the input of flamegraph.pl and inferno
     (each name through :func:`folded_frame`)."""
-    lines = [";".join(folded_frame(n) for n in stack) + f" {value}"
+    shown = {n: folded_frame(n) for n in set[str]().union(*profile.stacks)}  # once per distinct name
+    lines = [";".join(map(shown.__getitem__, stack)) + f" {value}"
              for stack, value in sorted(profile.stacks.items()) if value]
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -57,7 +58,7 @@ def to_speedscope(profile: Profile) -> str:
     frames: dict[str, int] = {}
     samples, weights = [], []
     for stack, value in sorted(profile.stacks.items()):
-        samples.append([frames.setdefault(visible(n), len(frames)) for n in stack])
+        samples.append([frames.setdefault(n, len(frames)) for n in stack])
         weights.append(value)
     unit = {"nanoseconds": "nanoseconds", "microseconds": "microseconds", "milliseconds": "milliseconds"}.get(
         profile.unit, "none")
@@ -66,7 +67,7 @@ def to_speedscope(profile: Profile) -> str:
         "exporter": "bpfkit",
         "name": visible(profile.name),
         "activeProfileIndex": 0,
-        "shared": {"frames": [{"name": n} for n in frames]},
+        "shared": {"frames": [{"name": visible(n)} for n in frames]},
         "profiles": [{"type": "sampled", "name": visible(profile.name), "unit": unit, "startValue": 0,
                       "endValue": sum(weights), "samples": samples, "weights": weights}],
     }
