@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import struct
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from bpfkit.errors import UsageError
 from bpfkit.metrics.collector import MapCollector
 from bpfkit.metrics.config import apply_config, parse_config
 from bpfkit.metrics.plan import plan_collection
+from bpfkit.metrics.server import MetricsServer
 from tests.clang_objects import build_c
 from tests.metrics_exposition import check_exposition
 
@@ -113,6 +115,9 @@ def test_log2_slots_past_float_range(hists: Any) -> None:
         assert got[("bpfkit_hostile_lat_bucket", (("le", "+Inf"), ("pid", "42")))] == 10
         assert got[("bpfkit_hostile_ok", (("key", "0"),))] == 0
         assert got[("bpfkit_metrics_render_errors_total", (("map", "big_hist"),))] == 0
+    with MetricsServer("127.0.0.1:0", [collector]) as server, urllib.request.urlopen(server.url, timeout=10) as resp:
+        assert resp.status == 200  # every scrape answered 500 before
+        check_exposition(resp.read().decode())
     assert errors.getvalue() == ""
 
 
