@@ -4,7 +4,7 @@
 Text output is for people and may change; ``--json`` output is one JSON object per line with
 the shapes documented in docs/cli.md, and stays stable (new keys may be added, none removed).
 Text goes through :func:`shown` (bpfkit._visible): a name from an object, a map or a process
-(a section name holding ESC or a newline) prints as ``\x1b``, never as a terminal escape
+(a section name holding ESC or a newline) prints as ``\\x1b``, never as a terminal escape
 sequence or a forged line. JSON needs nothing more: json.dumps escapes every control character.
 
 Records a program sends (ring buffer, perf event array) print as hex by default; when a BTF
