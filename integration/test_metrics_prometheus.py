@@ -78,6 +78,25 @@ def _stop(proc: subprocess.Popen[str], name: str) -> str:
     return out
 
 
+def start_prometheus(tmp: Path, metrics_port: int, prom_port: int, scrape: str = "") -> subprocess.Popen[str]:
+    """Prometheus scraping 127.0.0.1:METRICS_PORT every second (``scrape``: more of the job's
+    settings, indented by 4), its TSDB in ``tmp``; returned once the target is up."""
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: bpfkit\n    scrape_interval: 1s\n{scrape}"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n")
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for(prom_port, 'up{job="bpfkit"}', 1)
+    except BaseException:
+        _stop(prom, "prometheus")
+        raise
+    return prom
+
+
 def test_prometheus_scrapes_attach(bpf_obj: Any) -> None:
     metrics_port, prom_port = _free_port(), _free_port()
     tmp = Path(tempfile.mkdtemp(prefix="bpfkit-prom-"))
@@ -87,15 +106,7 @@ def test_prometheus_scrapes_attach(bpf_obj: Any) -> None:
             [sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("metrics_demo")), "--set", f"target_tgid={os.getpid()}",
              "--metrics", f"127.0.0.1:{metrics_port}"])
         assert any(f"metrics on http://127.0.0.1:{metrics_port}/metrics" in s for s in seen), "".join(seen)
-        (tmp / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: bpfkit\n    scrape_interval: 1s\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n")
-        prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        _wait_for(prom_port, 'up{job="bpfkit"}', 1)
+        prom = start_prometheus(tmp, metrics_port, prom_port)
 
         for _ in range(PPID_CALLS):
             os.getppid()

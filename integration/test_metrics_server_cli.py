@@ -20,7 +20,7 @@ import bcrypt
 import pytest
 
 from conftest import start_attached
-from integration.test_metrics_prometheus import PROMETHEUS, _free_port, _stop, _wait_for
+from integration.test_metrics_prometheus import PROMETHEUS, _free_port, _stop, _wait_for, start_prometheus
 from tests.metrics_server_pki import HAVE_OPENSSL, client_context, make_pki
 
 WARNING = "listens on every interface: the maps' metrics are reachable from other hosts"
@@ -103,17 +103,8 @@ def test_prometheus_scrapes_over_tls_with_a_password(bpf_obj: Any) -> None:
         attach, seen = _attach(bpf_obj, "--metrics", f"127.0.0.1:{metrics_port}", "--metrics-web-config", str(tmp / "web.yml"))
         assert f"metrics on https://127.0.0.1:{metrics_port}/metrics" in seen, seen
         assert _status(f"https://127.0.0.1:{metrics_port}/metrics", "prometheus:scrape-pw", client_context(pki)) == 200
-        (tmp / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: bpfkit\n    scrape_interval: 1s\n    scheme: https\n"
-            f"    tls_config:\n      ca_file: {pki / 'ca.pem'}\n"
-            "    basic_auth:\n      username: prometheus\n      password: scrape-pw\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n")
-        prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        _wait_for(prom_port, 'up{job="bpfkit"}', 1)
+        prom = start_prometheus(tmp, metrics_port, prom_port, f"    scheme: https\n    tls_config:\n      ca_file: {pki / 'ca.pem'}\n"
+                                "    basic_auth:\n      username: prometheus\n      password: scrape-pw\n")
         for _ in range(5):
             os.getppid()
         _wait_for(prom_port, 'bpfkit_metrics_demo_calls{kind="CALL_GETPPID"}', 5)
