@@ -8,7 +8,11 @@
 * :class:`Symbolizer`: the one cache of both, files keyed by (device, inode, mtime) so a
   rebuilt or replaced binary is read again and the same file reached by two paths once;
   processes' mappings from /proc/PID/maps and their perf maps. The process tracker
-  (bpfkit.events.process) resolves through it too.
+  (bpfkit.events.process) resolves through it too. Its memory is bounded: files are evicted,
+  oldest used first, past ``max_files`` or ``max_bytes`` (what their symbols hold), and so
+  are other processes' perf maps past ``max_bytes`` of them. A file or perf map that cannot
+  be used (over a limit, malformed: elf.py, process.py) gets one warning; its frames are
+  unnamed, every other file's are named.
 * :mod:`~bpfkit.symbols.stacks`: stack-trace map values and bpf_get_stack buffers decoded.
 """
 
@@ -22,8 +26,8 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..errors import BPFKitError
-from .elf import DEFAULT_DEBUG_ROOT, FileSymbols
+from ..errors import BPFKitError, KernelError, NotFoundError
+from .elf import DEFAULT_DEBUG_ROOT, FileSymbols, NotElfError, warn_refused
 from .kernel import _BLOCK, KALLSYMS, KernelSymbol, KernelSymbols
 from .process import Mapping, PerfMap, parse_maps
 from .stacks import BuildIdFrame, decode_build_id_stack, decode_stack
@@ -62,13 +66,36 @@ class Frame(NamedTuple):
 _new_frame = tuple.__new__  # Frame(...) without the NamedTuple's Python-level __new__ (hot paths)
 
 
+# The symbol cache's default memory budget: a whole-system profile's few hundred libraries hold
+# tens of MiB; one binary may hold up to ~420 MiB (elf.SYMBOLS_LIMIT, elf.STRINGS_LIMIT).
+MAX_BYTES = 512 << 20
+_WARNED_MAX = 4096  # files and perf maps remembered as warned about (then forgotten, and warned again)
+
+
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    """A cached file's symbols (None: none usable); ``evicted`` once dropped from the cache
+    (processes holding it read the file again)."""
+
+    syms: FileSymbols | None
+    evicted: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return self.syms.nbytes if self.syms is not None else 0
+
+
+_NO_FILE = _Entry(None)  # [vdso], and mappings whose file is gone
+
+
 @dataclasses.dataclass(slots=True)
 class _Proc:
     maps: list[Mapping]
     perf_map: PerfMap | None
     read_at: float
-    files: dict[int, FileSymbols | None] = dataclasses.field(default_factory=dict)  # by mapping start
+    files: dict[int, _Entry] = dataclasses.field(default_factory=dict)  # by mapping start
     starts: list[int] = dataclasses.field(default_factory=list)
+    perf_key: tuple[int, ...] | None = None  # the stat of the perf map read (or refused)
 
     def find(self, addr: int) -> Mapping | None:
         i = bisect_right(self.starts, addr) - 1
@@ -84,14 +111,16 @@ class Symbolizer:
     REREAD_AFTER = 0.5  # s: an address outside every known mapping re-reads /proc/PID/maps at most this often
 
     def __init__(self, debug_root: str = DEFAULT_DEBUG_ROOT, *, max_files: int = 256, kallsyms: str = KALLSYMS,
-                 perf_map_dir: str = "/tmp") -> None:
+                 perf_map_dir: str = "/tmp", max_bytes: int = MAX_BYTES) -> None:
         self.debug_root = debug_root
         self.kallsyms = kallsyms
         self.perf_map_dir = perf_map_dir
         self._max = max_files
-        self._files: collections.OrderedDict[tuple[int, int, int], FileSymbols | None] = collections.OrderedDict()
+        self.max_bytes = max_bytes
+        self._files: collections.OrderedDict[tuple[int, int, int], _Entry] = collections.OrderedDict()
         self._kernel: KernelSymbols | None = None
         self._procs: dict[int, _Proc] = {}
+        self._warned: set[tuple[object, ...]] = set()
 
     # ------------------------------------------------------------------ kernel
     @property
@@ -140,21 +169,48 @@ class Symbolizer:
             st = os.stat(path)
         except OSError:
             return None
-        return self._file(path, name, st)
+        return self._file(path, name, st).syms
 
-    def _file(self, path: str, name: str | None, st: os.stat_result) -> FileSymbols | None:
+    def _file(self, path: str, name: str | None, st: os.stat_result) -> _Entry:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns)
-        if key in self._files:
-            self._files.move_to_end(key)
-            return self._files[key]
+        files = self._files
+        entry = files.get(key)
+        if entry is not None:
+            files.move_to_end(key)
+            return entry
+        syms: FileSymbols | None = None
+        why: BaseException | str | None = None
         try:
-            syms: FileSymbols | None = FileSymbols.load(path, self.debug_root, name)
-        except BPFKitError:  # not an ELF file, unreadable, gone, malformed: no symbols
-            syms = None
-        if len(self._files) >= self._max:
-            self._files.popitem(last=False)
-        self._files[key] = syms
-        return syms
+            syms = FileSymbols.load(path, self.debug_root, name)
+        except (NotFoundError, KernelError, NotElfError):  # gone, unreadable, not an ELF file: no symbols
+            pass
+        except (BPFKitError, MemoryError) as exc:  # malformed, over a limit: no symbols, said once
+            why = "out of memory" if isinstance(exc, MemoryError) else exc
+        if syms is not None and syms.nbytes > self.max_bytes:
+            why, syms = f"its symbols take {syms.nbytes} bytes, over the symbol cache's {self.max_bytes}", None
+        if why is not None:
+            self._warn(key, f"symbols of {name or path}", why,
+                       f"its frames show as [{os.path.basename(name or path)}]")
+        entry = _Entry(syms)
+        # Evicted oldest used first, past max_files or max_bytes (counted here, as files are
+        # added: a file's debug symbols, read at its first miss, are bounded by elf.Limits).
+        total = sum(e.nbytes for e in files.values()) + entry.nbytes
+        while files and (len(files) >= self._max or total > self.max_bytes):
+            _, old = files.popitem(last=False)
+            total -= old.nbytes
+            old.syms, old.evicted = None, True
+        files[key] = entry
+        return entry
+
+    def _warn(self, key: tuple[object, ...], what: str, why: object, instead: str) -> None:
+        """One warning per file (by its stat, as ``key``): about ``what``, why, and what its
+        frames show instead."""
+        if key in self._warned:
+            return
+        if len(self._warned) >= _WARNED_MAX:
+            self._warned.clear()
+        self._warned.add(key)
+        warn_refused(what, why, instead)
 
     def lookup(self, path: str, offset: int, key: object = None) -> tuple[str, int] | None:
         """File offset in the binary at ``path`` -> (function, offset into it), or None.
@@ -174,9 +230,38 @@ class Symbolizer:
         except OSError:
             return proc  # gone: keep what was known
         maps = parse_maps(text)
-        proc = self._procs[pid] = _Proc(maps, PerfMap.read(pid, self.perf_map_dir), time.monotonic(),
-                                        starts=[m.start for m in maps])
+        perf_map, perf_key = self._perf_map(pid, proc)
+        proc = self._procs[pid] = _Proc(maps, perf_map, time.monotonic(), starts=[m.start for m in maps],
+                                        perf_key=perf_key)
         return proc
+
+    def _perf_map(self, pid: int, old: _Proc | None) -> tuple[PerfMap | None, tuple[int, ...] | None]:
+        """Process ``pid``'s perf map and the stat it was read with: the one ``old`` read if
+        unchanged (a perf map is appended to as code is compiled), read again if not."""
+        path = f"{self.perf_map_dir}/perf-{pid}.map"
+        try:
+            st = os.stat(path)  # (a FIFO's stat does not wait for a writer)
+        except OSError:
+            return None, None
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        if old is not None and old.perf_key == key:
+            return old.perf_map, key
+        try:
+            perf_map = PerfMap.load(path)
+        except NotFoundError:
+            return None, None
+        except BPFKitError as exc:  # a FIFO, a device, too large, unreadable: skipped, said once
+            self._warn(("perf map", *key), f"perf map {path}", exc,
+                       f"process {pid}'s frames outside its files show as [unknown]")
+            return None, key
+        # Other processes' perf maps are dropped (read again at their next miss) past max_bytes.
+        total = perf_map.nbytes
+        for proc in sorted(self._procs.values(), key=lambda p: -p.read_at):
+            if proc.perf_map is not None and proc is not old:
+                total += proc.perf_map.nbytes
+                if total > self.max_bytes:
+                    proc.perf_map, proc.perf_key = None, None
+        return perf_map, key
 
     def process_maps(self, pid: int, refresh: bool = False) -> list[Mapping]:
         """Process ``pid``'s executable mappings, read from /proc/PID/maps now (or the cached
@@ -200,25 +285,25 @@ class Symbolizer:
             found = proc.perf_map.lookup(addr) if proc is not None and proc.perf_map is not None else None
             return Frame(addr, found[0], found[1], "[perf-map]") if found else Frame(addr, None, addr, "")
         assert proc is not None
-        files = proc.files
-        if m.start in files:
-            syms = files[m.start]
-        else:
-            syms = files[m.start] = self.mapping_symbols(m, pid)
-        return _frame(syms, m, addr)
+        entry = proc.files.get(m.start)
+        if entry is None or entry.evicted:
+            entry = proc.files[m.start] = self._mapping_entry(m, pid)
+        return _frame(entry.syms, m, addr)
 
     def mapping_symbols(self, m: Mapping, pid: int | None = None) -> FileSymbols | None:
         """The symbols of mapping ``m``'s file (of process ``pid``, whose mount namespace is
         used while it lives: /proc/PID/root/<path>); None for [vdso] and unreadable files."""
+        return self._mapping_entry(m, pid).syms
+
+    def _mapping_entry(self, m: Mapping, pid: int | None) -> _Entry:
         if not m.path.startswith("/"):
-            return None
-        if pid is not None:
-            inside = f"/proc/{pid}/root{m.path}"
+            return _NO_FILE
+        for path in ((f"/proc/{pid}/root{m.path}",) if pid is not None else ()) + (m.path,):
             try:
-                return self._file(inside, m.path, os.stat(inside))
+                return self._file(path, m.path, os.stat(path))
             except OSError:
-                pass  # the process is gone (or its root unreadable): the path as seen from here
-        return self.file(m.path, m.path)
+                continue  # the process is gone (or its root unreadable): the path as seen from here
+        return _NO_FILE
 
     def mapping_frame(self, m: Mapping, addr: int, pid: int | None = None) -> Frame:
         """``addr`` inside mapping ``m`` (one the caller knows, such as the process tracker's

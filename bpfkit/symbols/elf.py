@@ -20,20 +20,30 @@ headers, the symbol tables and their string tables are read (pread), and a table
 to its defined functions with bytes-level operations (st_info through a translation table,
 st_shndx tested non-zero, itertools.compress over memoryview casts): no per-symbol Python
 objects at load. Names are cut out of the string table at lookup.
+
+Limits (docs/security.md): these files belong to whoever runs the profiled processes, so every
+size a header states is checked against the file's size and against a limit before anything is
+allocated, and what one binary may cost is bounded (:class:`Limits`, counted over the binary
+and its debug file or MiniDebugInfo together). A file over a limit, malformed, or that runs
+out of memory gets no symbols (its frames show as ``[file]``) and one warning; the rest of the
+profile is symbolized. String tables are read once per section and shared by the symbol
+tables that link to them; symbol tables are read in chunks of :data:`_CHUNK` entries.
 """
 
 from __future__ import annotations
 
 import lzma
 import os
-import stat
 import struct
 import sys
+import warnings
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import compress
 
+from .._files import BINARY_LIMIT
+from .._visible import visible
 from ..elf.reader import (
     PF_X,
     PT_LOAD,
@@ -46,16 +56,43 @@ from ..elf.reader import (
     iter_notes,
 )
 from ..errors import BPFKitError, KernelError, NotFoundError, ParseError
+from .image import Image
 
-__all__ = ["FileSymbols", "debug_file_candidates", "DEFAULT_DEBUG_ROOT"]
+__all__ = ["FileSymbols", "debug_file_candidates", "DEFAULT_DEBUG_ROOT", "Limits", "warn_refused"]
 
 DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
 NT_GNU_BUILD_ID = 3
-# A MiniDebugInfo section is a few hundred KiB; its ELF a few MiB. Bounded all the same.
-_DEBUGDATA_LIMIT = 256 << 20
+MiB = 1 << 20
+# Section headers of one file: linked binaries have 30-40, debug files about as many; only
+# relocatable objects built with -ffunction-sections reach thousands.
+SECTIONS_LIMIT = 16384
+# Program headers, in bytes: the kernel's ELF loader refuses more than 64 KiB (and more than
+# a page) of them, and both it and ld.so refuse an e_phentsize other than the struct's
+# (fs/binfmt_elf.c elf_read_phdrs; glibc elf/dl-load.c): no binary that runs has more.
+PHDRS_LIMIT = 64 << 10
+# Symbol-table entries of one binary with its debug file or MiniDebugInfo: libc's debug file
+# has ~10,000, Chrome's few millions. 20 bytes are kept per entry (address, size, name offset).
+SYMBOLS_LIMIT = 1 << 23
+# String-table bytes of one binary with its debug file (kept: names are cut out at lookup).
+STRINGS_LIMIT = 256 * MiB
+# A name is cut at this length (a string table without a NUL would make every lookup scan it).
+NAME_LIMIT = 64 << 10
+# Note sections read while looking for the build id (.note.gnu.build-id is 36 bytes).
+NOTES_LIMIT = 1 * MiB
+# MiniDebugInfo: a .gnu_debugdata section is a few hundred KiB, its ELF a few MiB (function
+# symbols only). The compressed section, its decompressed size (decompressed in pieces of
+# _XZ_PIECE into one buffer: what it costs is this, not twice it), and the xz decoder's memory
+# (xz -9 needs 65 MiB; a stream may declare a dictionary of up to 1.5 GiB) are bounded.
+DEBUGDATA_PACKED_LIMIT = 32 * MiB
+DEBUGDATA_LIMIT = 64 * MiB
+DEBUGDATA_MEMLIMIT = 80 * MiB
+_XZ_PIECE = 4 * MiB
 # st_info -> 1 for STT_FUNC and STT_GNU_IFUNC (the low nibble is the type), else 0.
 _IS_FUNC = bytes(1 if (i & 0xF) in (STT_FUNC, STT_GNU_IFUNC) else 0 for i in range(256))
 _NONZERO = bytes([0] + [1] * 255)
+# Symbol-table entries converted at a time (1.5 MiB of a 64-bit table): what a table costs
+# while read is this, not its size.
+_CHUNK = 1 << 16
 # Lookups answered by a scan before a file's functions are sorted into an index: a profile
 # resolves a handful of addresses in most libraries, and a scan of a table costs about a
 # fifth of sorting it (benchmarks/bench_symbolize.py's cold rows count both).
@@ -71,15 +108,47 @@ def debug_file_candidates(path: str, bid: str | None, root: str = DEFAULT_DEBUG_
     return out
 
 
-class _Elf:
-    """What the symbolizer needs of one ELF file, read through ``read(offset, size)``: the
-    section headers (type, offset, size, link, entsize), PT_LOAD segments, the build id."""
+def warn_refused(what: str, why: object, instead: str) -> None:
+    """The one warning about a file whose symbols are not used: ``what``, ``why`` (an error),
+    what its frames show ``instead``; names of files are other users' and are made visible."""
+    warnings.warn(visible(f"bpfkit: {what}: {why}; {instead}"), RuntimeWarning, stacklevel=3)
 
-    def __init__(self, read: Callable[[int, int], bytes], size: int, path: str, *, segments: bool = True) -> None:
-        self.read, self.size, self.path = read, size, path
-        ident = read(0, 64)
+
+class NotElfError(ParseError):
+    """Not an ELF file at all (a PE file mapped by Wine, a data file): no symbols, no warning."""
+
+
+class Limits:
+    """What is left of one binary's allowance (:data:`SYMBOLS_LIMIT` entries,
+    :data:`STRINGS_LIMIT` bytes), taken as tables are read (by the binary and its debug file)."""
+
+    def __init__(self) -> None:
+        self.symbols, self.strings = SYMBOLS_LIMIT, STRINGS_LIMIT
+
+    def take_symbols(self, n: int, path: str, what: str) -> None:
+        if n > self.symbols:
+            raise ParseError(f"{path}: {what} has {n} entries, over bpfkit's limit of {SYMBOLS_LIMIT} symbols "
+                             "per binary")
+        self.symbols -= n
+
+    def take_strings(self, n: int, path: str, what: str) -> None:
+        if n > self.strings:
+            raise ParseError(f"{path}: {what} is {n} bytes, over bpfkit's limit of {STRINGS_LIMIT // MiB} MiB "
+                             "of string tables per binary")
+        self.strings -= n
+
+
+class _Elf:
+    """What the symbolizer needs of one ELF image: the section headers (type, offset, size,
+    link, entsize, name), PT_LOAD segments, the build id; string tables read once each."""
+
+    def __init__(self, image: Image, limits: Limits, *, segments: bool = True) -> None:
+        self.image, self.limits, self.path = image, limits, image.path
+        self.size = image.size
+        read = image.read
+        ident = bytes(read(0, min(64, image.size), "ELF header"))
         if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
-            raise ParseError(f"{path}: not an ELF file (bad magic or class)")
+            raise NotElfError(f"{self.path}: not an ELF file (bad magic or class)")
         self.is64, self.little = ident[4] == 2, ident[5] == 1
         e = "<" if self.little else ">"
         if self.is64:
@@ -90,32 +159,43 @@ class _Elf:
                 e + "IIIHHHHHH", ident, 28)
         shdr = struct.Struct(e + ("IIQQQQIIQQ" if self.is64 else "IIIIIIIIII"))
         if shoff and shnum and shentsize != shdr.size:
-            raise ParseError(f"{path}: section header size {shentsize}, expected {shdr.size}")
-        raw = self._bytes(shoff, shnum * shdr.size, "section headers") if shoff else b""
+            raise ParseError(f"{self.path}: section header size {shentsize}, expected {shdr.size}")
+        if shoff and shnum > SECTIONS_LIMIT:
+            raise ParseError(f"{self.path}: {shnum} section headers, over bpfkit's limit of {SECTIONS_LIMIT}")
+        raw = read(shoff, shnum * shdr.size, "section headers") if shoff else b""
         # (type, offset, size, link, entsize, name offset)
         self.sections = [(t, off, sz, link, ent, name) for name, t, _, _, off, sz, link, _, _, ent
                          in shdr.iter_unpack(raw)]
         self.shstrndx = shstrndx
+        self._strings: dict[int, bytes] = {}
         phdr = struct.Struct(e + ("IIQQQQQQ" if self.is64 else "IIIIIIII"))
         self.loads: list[tuple[int, int, int, bool]] = []  # (p_offset, p_filesz, p_vaddr, executable)
-        if segments and phoff and phnum and phentsize >= phdr.size:  # (a debug file's are the binary's)
-            raw = self._bytes(phoff, phnum * phentsize, "program headers")
-            for i in range(phnum):
-                f = phdr.unpack_from(raw, i * phentsize)
+        if segments and phoff and phnum:  # (a debug file's are the binary's)
+            if phentsize != phdr.size:
+                raise ParseError(f"{self.path}: program header size {phentsize}, expected {phdr.size}")
+            if phnum * phentsize > PHDRS_LIMIT:
+                raise ParseError(f"{self.path}: {phnum} program headers ({phnum * phentsize} bytes), over "
+                                 f"bpfkit's limit of {PHDRS_LIMIT} bytes (the kernel's ELF loader's)")
+            for f in phdr.iter_unpack(read(phoff, phnum * phentsize, "program headers")):
                 ptype, flags, poff, vaddr, filesz = ((f[0], f[1], f[2], f[3], f[5]) if self.is64
                                                      else (f[0], f[6], f[1], f[2], f[4]))
                 if ptype == PT_LOAD:
                     self.loads.append((poff, filesz, vaddr, bool(flags & PF_X)))
 
-    def _bytes(self, offset: int, size: int, what: str) -> bytes:
-        if offset + size > self.size:
-            raise ParseError(f"{self.path}: truncated ELF: {what} ({size} bytes at offset {offset}) run past the "
-                             f"end ({self.size} bytes)")
-        return self.read(offset, size)
-
-    def section_data(self, index: int) -> bytes:
+    def section_data(self, index: int) -> bytes | memoryview:
         t, off, sz, *_ = self.sections[index]
-        return b"" if t == SHT_NOBITS else self._bytes(off, sz, f"section {index}")
+        return b"" if t == SHT_NOBITS else self.image.read(off, sz, f"section {index}")
+
+    def strings(self, index: int) -> bytes:
+        """String-table section ``index``, read once (the tables linking to it share it)."""
+        got = self._strings.get(index)
+        if got is None:
+            t, off, sz, *_ = self.sections[index]
+            if t == SHT_NOBITS:
+                sz = 0
+            self.limits.take_strings(sz, self.path, f"string table (section {index})")
+            got = self._strings[index] = bytes(self.image.read(off, sz, f"string table (section {index})"))
+        return got
 
     def has(self, sh_type: int) -> bool:
         return any(s[0] == sh_type for s in self.sections)
@@ -123,19 +203,21 @@ class _Elf:
     def section_named(self, name: str) -> int | None:
         if not 0 <= self.shstrndx < len(self.sections):
             return None
-        names = self.section_data(self.shstrndx)
+        names = self.strings(self.shstrndx)
         want = name.encode()
         for i, s in enumerate(self.sections):
-            if names[s[5]:names.find(b"\0", s[5])] == want:
+            if names[s[5]:names.find(b"\0", s[5], s[5] + NAME_LIMIT)] == want:
                 return i
         return None
 
     def build_id(self) -> str | None:
         """The GNU build id (NT_GNU_BUILD_ID in a note section) in hex, or None."""
+        budget = NOTES_LIMIT
         for i, s in enumerate(self.sections):
-            if s[0] == SHT_NOTE and s[2] <= 1 << 16:
+            if s[0] == SHT_NOTE and s[2] <= budget:
+                budget -= s[2]
                 try:
-                    for note in iter_notes(self.section_data(i), little=self.little):
+                    for note in iter_notes(bytes(self.section_data(i)), little=self.little):
                         if note.owner == b"GNU" and note.type == NT_GNU_BUILD_ID and note.desc:
                             return note.desc.hex()
                 except BPFKitError:
@@ -143,10 +225,12 @@ class _Elf:
         return None
 
     def function_tables(self) -> list[_Table]:
-        """The defined functions of every .symtab and .dynsym, in section order."""
-        out = []
+        """The defined functions of .dynsym and .symtab, in section order: the first section of
+        each type (the gABI allows one of each; more are ignored, not each read)."""
+        out, seen = [], set()
         for i, (t, _, _, link, _, _) in enumerate(self.sections):
-            if t in (SHT_SYMTAB, SHT_DYNSYM) and 0 <= link < len(self.sections):
+            if t in (SHT_SYMTAB, SHT_DYNSYM) and t not in seen and 0 <= link < len(self.sections):
+                seen.add(t)
                 out.append(_Table.read(self, i))
         return out
 
@@ -154,7 +238,7 @@ class _Elf:
 class _Table:
     """One symbol table as columns, entry by entry: st_value (0 for every entry that is not a
     defined function: STT_FUNC or STT_GNU_IFUNC with st_shndx != SHN_UNDEF), st_size,
-    st_name; and its string table."""
+    st_name; and its string table (shared with the other tables linking to it)."""
 
     def __init__(self, values: array[int], sizes: array[int], names: array[int], strtab: bytes,
                  dynamic: bool) -> None:
@@ -162,61 +246,63 @@ class _Table:
 
     @classmethod
     def read(cls, elf: _Elf, i: int) -> _Table:
-        t, _, _, link, _, _ = elf.sections[i]
-        ent, word = (24, 8) if elf.is64 else (16, 4)
-        raw = elf.section_data(i)
-        n = len(raw) // ent
-        raw = raw[:n * ent]
-        info_at, shndx_at = (4, 6) if elf.is64 else (12, 14)
-        # One byte per entry, 1 where it is a defined function: st_info's type through _IS_FUNC,
-        # AND st_shndx != 0 (either byte non-zero), as big integers (one C operation each);
-        # times 0xFF, and spread over a word per entry: a mask that zeroes the other entries'
-        # st_value. Columns come out of the entries as strided memoryviews: no per-entry code.
-        func = int.from_bytes(raw[info_at::ent].translate(_IS_FUNC), "little")
-        defined = (int.from_bytes(raw[shndx_at::ent].translate(_NONZERO), "little")
-                   | int.from_bytes(raw[shndx_at + 1::ent].translate(_NONZERO), "little"))
-        keep = ((func & defined) * 0xFF).to_bytes(n, "little")
-        spread = bytearray(word * n)
-        for b in range(word):
-            spread[b::word] = keep
+        t, off, size, link, _, _ = elf.sections[i]
+        ent = 24 if elf.is64 else 16
+        n = size // ent
+        what = f"symbol table (section {i})"
+        elf.limits.take_symbols(n, elf.path, what)
         code = "Q" if elf.is64 else "I"
-        cols = memoryview(raw).cast("Q") if elf.is64 else memoryview(raw).cast("I")
-        per = ent // word  # words per entry
-        value_bytes = cols[1::per].tobytes()
-        masked = (int.from_bytes(value_bytes, "little") & int.from_bytes(spread, "little")).to_bytes(
-            len(value_bytes), "little")
-        values, sizes = array(code, masked), array(code, cols[2::per].tobytes())
-        names = array("I", memoryview(raw).cast("I")[0::ent // 4].tobytes())
+        values, sizes, names = array(code), array(code), array("I")
+        for lo in range(0, n, _CHUNK):
+            m = min(_CHUNK, n - lo)
+            _columns(bytes(elf.image.read(off + lo * ent, m * ent, what)), m, elf.is64, values, sizes, names)
         if elf.little != (sys.byteorder == "little"):
             for a in (values, sizes, names):
                 a.byteswap()
         if code != "Q":
             values, sizes = array("Q", values), array("Q", sizes)
-        return cls(values, sizes, names, elf.section_data(link), t == SHT_DYNSYM)
+        return cls(values, sizes, names, elf.strings(link), t == SHT_DYNSYM)
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its columns hold (the string table is counted by FileSymbols, once)."""
+        return sum(a.itemsize * len(a) for a in (self.values, self.sizes, self.names))
 
     def name(self, k: int) -> str:
         """The ``k``-th function's name, without the version .symtab may append (``name@@VER``,
         ``name@VER``)."""
         s = self.strtab
         off = self.names[k]
-        raw = s[off:s.find(b"\0", off)] if off < len(s) else b""
+        if off >= len(s):
+            return ""
+        end = s.find(b"\0", off, off + NAME_LIMIT)
+        raw = s[off:end if end >= 0 else off + NAME_LIMIT]
         at = raw.find(b"@")
         return (raw[:at] if at > 0 else raw).decode("utf-8", "replace")
 
 
-def _read_file(path: str) -> tuple[Callable[[int, int], bytes], os.stat_result, Callable[[], None]]:
-    """(read, stat, close) of the regular file at ``path``, with bpfkit errors."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise NotFoundError(f"binary {path} does not exist") from None
-    except OSError as exc:
-        raise KernelError("open binary", exc.errno or 0, path) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise ParseError(f"binary {path}: not a regular file")
-    return (lambda off, size: os.pread(fd, size, off)), st, lambda: os.close(fd)
+def _columns(raw: bytes, n: int, is64: bool, values: array[int], sizes: array[int], names: array[int]) -> None:
+    """Append the ``n`` entries of ``raw`` to the columns (in the file's byte order)."""
+    ent, word = (24, 8) if is64 else (16, 4)
+    info_at, shndx_at = (4, 6) if is64 else (12, 14)
+    # One byte per entry, 1 where it is a defined function: st_info's type through _IS_FUNC,
+    # AND st_shndx != 0 (either byte non-zero), as big integers (one C operation each);
+    # times 0xFF, and spread over a word per entry: a mask that zeroes the other entries'
+    # st_value. Columns come out of the entries as strided memoryviews: no per-entry code.
+    func = int.from_bytes(raw[info_at::ent].translate(_IS_FUNC), "little")
+    defined = (int.from_bytes(raw[shndx_at::ent].translate(_NONZERO), "little")
+               | int.from_bytes(raw[shndx_at + 1::ent].translate(_NONZERO), "little"))
+    keep = ((func & defined) * 0xFF).to_bytes(n, "little")
+    spread = bytearray(word * n)
+    for b in range(word):
+        spread[b::word] = keep
+    cols = memoryview(raw).cast("Q") if is64 else memoryview(raw).cast("I")
+    per = ent // word  # words per entry
+    value_bytes = cols[1::per].tobytes()
+    values.frombytes((int.from_bytes(value_bytes, "little") & int.from_bytes(spread, "little")).to_bytes(
+        len(value_bytes), "little"))
+    sizes.frombytes(cols[2::per].tobytes())
+    names.frombytes(memoryview(raw).cast("I")[0::ent // 4].tobytes())
 
 
 class FileSymbols:
@@ -247,8 +333,17 @@ class FileSymbols:
             self._values += t.values
             self._sizes += t.sizes
         self._starts: array[int] | None = None
+        self._order: array[int] = array("I")
         self._scans = 0
         self._raw: bytes | None = None  # _values' bytes, for _scan
+
+    @property
+    def nbytes(self) -> int:
+        """About the memory it holds: its columns, string tables (each once), index."""
+        strtabs = {id(t.strtab): len(t.strtab) for t in self._tables}
+        return (sum(t.nbytes for t in self._tables) + sum(strtabs.values()) + 16 * len(self._values)
+                + (len(self._raw) if self._raw is not None else 0)
+                + (12 * len(self._starts) if self._starts is not None else 0))
 
     def _index(self) -> None:
         values, sizes = self._values, self._sizes
@@ -267,20 +362,20 @@ class FileSymbols:
     def load(cls, path: str, debug_root: str = DEFAULT_DEBUG_ROOT, name: str | None = None) -> FileSymbols:
         """Read ``path`` (``name``: the path it is known by, for debug files found by path,
         when ``path`` is reached through /proc/PID/root). Raises bpfkit errors for a missing,
-        unreadable or malformed file."""
-        read, st, close = _read_file(path)
-        try:
-            elf = _Elf(read, st.st_size, path)
-            tables = elf.function_tables()
-            bid = elf.build_id()
+        unreadable, malformed or too large file (NotElfError: not an ELF file at all)."""
+        limits = Limits()
+        with _open(path) as image:
+            try:
+                elf = _Elf(image, limits)
+                tables = elf.function_tables()
+                bid = elf.build_id()
+            except MemoryError:
+                raise ParseError(f"{path}: out of memory reading its symbols") from None
             sources = [".dynsym" if t.dynamic else ".symtab" for t in tables]
             extra = None
             if not elf.has(SHT_SYMTAB):
-                extra = _extra_symbols(name or path, bid, debug_root, path, st)
-        except OSError as exc:
-            raise KernelError("read binary", exc.errno or 0, path) from None
-        finally:
-            close()
+                assert image.stat is not None
+                extra = _extra_symbols(name or path, bid, debug_root, path, image.stat, limits)
         return cls(path, tables, elf.loads, bid, sources, extra)
 
     def lookup(self, offset: int) -> tuple[str, int] | None:
@@ -361,47 +456,97 @@ class FileSymbols:
         return (name, addr - start) if name else None
 
 
-def _extra_symbols(path: str, bid: str | None, root: str, opened: str,
-                   st: os.stat_result) -> Callable[[], tuple[list[_Table], str] | None]:
+def _open(path: str) -> Image:
+    """``path`` as an :class:`Image` (bpfkit's regular-file checks), with bpfkit errors."""
+    try:
+        return Image.open(path, "binary", BINARY_LIMIT)
+    except NotFoundError:
+        raise NotFoundError(f"binary {path} does not exist") from None
+
+
+def _extra_symbols(path: str, bid: str | None, root: str, opened: str, st: os.stat_result,
+                   limits: Limits) -> Callable[[], tuple[list[_Table], str] | None]:
     """What a first miss reads: a separate debug file (by build id, then path), else the
     MiniDebugInfo in the .gnu_debugdata section of the binary (``opened`` again, if it is
-    still the file ``st`` describes)."""
+    still the file ``st`` describes). A file that is there but cannot be used (malformed,
+    over a limit) is warned about once (this runs once per binary) and skipped."""
     def load() -> tuple[list[_Table], str] | None:
         for candidate in debug_file_candidates(path, bid, root):
-            tables = _symbols_of(candidate, bid)
+            try:
+                tables = _symbols_of(candidate, bid, limits)
+            except (BPFKitError, MemoryError) as exc:
+                warn_refused(f"debug file {candidate}", _why(exc), f"{path} has only its own symbols")
+                return None
             if tables is not None:
                 return tables, candidate
         try:
-            read, now, close = _read_file(opened)
-            try:
-                if (now.st_dev, now.st_ino, now.st_mtime_ns) != (st.st_dev, st.st_ino, st.st_mtime_ns):
-                    return None  # replaced since it was read
-                elf = _Elf(read, now.st_size, opened, segments=False)
-                at = elf.section_named(".gnu_debugdata")
-                mini = elf.section_data(at) if at is not None else b""
-            finally:
-                close()
-            if not mini:
-                return None
-            data = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(mini, max_length=_DEBUGDATA_LIMIT)
-            inner = _Elf(lambda off, size: data[off:off + size], len(data), f"{opened}[.gnu_debugdata]",
-                         segments=False)
-            return inner.function_tables(), ".gnu_debugdata"
-        except (lzma.LZMAError, BPFKitError, OSError):
+            return _mini_debug_info(opened, st, limits)
+        except (BPFKitError, MemoryError) as exc:
+            warn_refused(f"MiniDebugInfo of {path}", _why(exc), "its frames are named by its own symbols "
+                         "only")
             return None
     return load
 
 
-def _symbols_of(path: str, bid: str | None) -> list[_Table] | None:
-    """A separate debug file's functions, if it exists, parses, and matches the build id."""
+def _why(exc: BaseException) -> str:
+    return "out of memory" if isinstance(exc, MemoryError) else str(exc)
+
+
+def _mini_debug_info(opened: str, st: os.stat_result, limits: Limits) -> tuple[list[_Table], str] | None:
+    """The functions of the xz-compressed ELF in ``opened``'s .gnu_debugdata section, bounded:
+    the section's size, the decoder's memory and the decompressed size."""
     try:
-        read, st, close = _read_file(path)  # NotFoundError when there is none
-        try:
-            elf = _Elf(read, st.st_size, path, segments=False)
-            if bid is not None and elf.build_id() not in (None, bid):
-                return None  # a stale debug file of another build
-            return elf.function_tables()
-        finally:
-            close()
-    except (BPFKitError, OSError):
+        image = _open(opened)
+    except (NotFoundError, KernelError):
+        return None  # gone, unreadable
+    with image:
+        now = image.stat
+        assert now is not None
+        if (now.st_dev, now.st_ino, now.st_mtime_ns) != (st.st_dev, st.st_ino, st.st_mtime_ns):
+            return None  # replaced since it was read
+        elf = _Elf(image, limits, segments=False)
+        at = elf.section_named(".gnu_debugdata")
+        if at is None:
+            return None
+        size = elf.sections[at][2]
+        if size > DEBUGDATA_PACKED_LIMIT:
+            raise ParseError(f"{opened}: .gnu_debugdata is {size} bytes, over bpfkit's limit of "
+                             f"{DEBUGDATA_PACKED_LIMIT // MiB} MiB")
+        packed = elf.section_data(at)
+    if not packed:
         return None
+    what = f"{opened}[.gnu_debugdata]"
+    data = bytearray()
+    try:
+        xz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=DEBUGDATA_MEMLIMIT)
+        while not xz.eof:
+            piece = xz.decompress(packed, max_length=min(_XZ_PIECE, DEBUGDATA_LIMIT + 1 - len(data)))
+            packed = b""  # (the decoder keeps what it has not used)
+            data += piece
+            if len(data) > DEBUGDATA_LIMIT:
+                raise ParseError(f"{what}: decompresses to over bpfkit's limit of {DEBUGDATA_LIMIT // MiB} MiB")
+            if not piece and xz.needs_input:
+                raise ParseError(f"{what}: the xz stream is truncated")
+    except lzma.LZMAError as exc:
+        limit = f" (bpfkit's limit: {DEBUGDATA_MEMLIMIT // MiB} MiB)" if "limit" in str(exc) else ""
+        raise ParseError(f"{what}: not valid xz data: {exc}{limit}") from None
+    del packed, xz
+    with Image.of_bytes(data, what) as inner:
+        return _Elf(inner, limits, segments=False).function_tables(), ".gnu_debugdata"
+
+
+def _symbols_of(path: str, bid: str | None, limits: Limits) -> list[_Table] | None:
+    """A separate debug file's functions if it exists and matches the build id (None if not
+    there, not ELF, or of another build); bpfkit errors if it cannot be used."""
+    try:
+        image = _open(path)  # NotFoundError when there is none
+    except (NotFoundError, KernelError):
+        return None
+    with image:
+        try:
+            elf = _Elf(image, limits, segments=False)
+        except NotElfError:
+            return None
+        if bid is not None and elf.build_id() not in (None, bid):
+            return None  # a stale debug file of another build
+        return elf.function_tables()

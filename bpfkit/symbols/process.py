@@ -5,15 +5,25 @@ A user address resolves through the mapping holding it: file offset = addr - sta
 then the file's PT_LOAD segments give the link-time address its symbols are at. Code with no
 file behind it (a JIT: Python 3.12+ with -X perf, V8, the JVM with perf-map-agent, LuaJIT)
 is described by ``/tmp/perf-PID.map``: one ``START SIZE name`` line per function, addresses
-and sizes in hex, the format perf reads (tools/perf/Documentation/jit-interface.txt).
+and sizes in hex, the format perf reads (tools/perf/Documentation/jit-interface.txt). Anyone
+can write that file for their own process (make it a FIFO, a link to /dev/zero, a sparse
+file of gigabytes), so it is opened as bpfkit opens files it is given (O_NONBLOCK, a regular
+file only), read line by line under a size limit, and kept as columns.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
+import operator
+from array import array
+from collections.abc import Iterable
 
-__all__ = ["Mapping", "parse_maps", "PerfMap", "PROT_EXEC"]
+from .._files import iter_lines
+from ..errors import NotFoundError, ParseError
+
+__all__ = ["Mapping", "parse_maps", "PerfMap", "PROT_EXEC", "PERF_MAP_LIMIT", "PERF_MAP_ENTRIES"]
 
 PROT_EXEC = 4
 
@@ -70,37 +80,74 @@ def find_mapping(maps: list[Mapping], addr: int) -> Mapping | None:
     return None
 
 
-class PerfMap:
-    """``/tmp/perf-PID.map``: JIT-compiled functions by address."""
+# A perf map has one line per JIT-compiled function: a big JVM's (perf-map-agent) is tens of
+# MiB, V8's and Python's (-X perf) less. Bounded in bytes and in entries; 24 bytes are kept per
+# entry (start, size, where its name is) and the names in one bytes object.
+PERF_MAP_LIMIT = 128 << 20
+PERF_MAP_ENTRIES = 1 << 21
 
-    def __init__(self, text: str) -> None:
-        rows: list[tuple[int, int, str]] = []
-        for line in text.splitlines():
+
+class PerfMap:
+    """``/tmp/perf-PID.map``: JIT-compiled functions by address, as sorted columns (a later
+    line for the same start wins, as perf's does)."""
+
+    def __init__(self, lines: Iterable[bytes], path: str = "perf map") -> None:
+        starts, sizes, begins = array("Q"), array("Q"), array("I")
+        names = bytearray()
+        for line in lines:
             parts = line.split(None, 2)
             if len(parts) < 3:
                 continue
             try:
-                rows.append((int(parts[0], 16), int(parts[1], 16), parts[2]))
+                start, size = int(parts[0], 16), int(parts[1], 16)
             except ValueError:
                 continue
-        rows.sort()
-        self._starts = [r[0] for r in rows]
-        self._rows = rows
+            if not (0 <= start < 1 << 64 and 0 <= size < 1 << 64):
+                continue
+            if len(starts) >= PERF_MAP_ENTRIES:
+                raise ParseError(f"{path}: over bpfkit's limit of {PERF_MAP_ENTRIES} entries")
+            starts.append(start)
+            sizes.append(size)
+            begins.append(len(names))
+            names += parts[2].rstrip(b"\r")
+        ends = begins[1:]
+        ends.append(len(names))
+        if any(map(operator.gt, starts, itertools.islice(starts, 1, None))):  # not in order: sorted (stably)
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            starts, sizes, begins, ends = (array(a.typecode, map(a.__getitem__, order))
+                                           for a in (starts, sizes, begins, ends))
+        self._starts, self._sizes, self._begins, self._ends = starts, sizes, begins, ends
+        self._names = names
+
+    @classmethod
+    def load(cls, path: str) -> PerfMap:
+        """The perf map at ``path``, read line by line as a regular file of at most
+        :data:`PERF_MAP_LIMIT` bytes (bpfkit errors: missing, not a regular file, too large)."""
+        try:
+            return cls(iter_lines(path, "perf map", PERF_MAP_LIMIT), f"perf map {path}")
+        except MemoryError:
+            raise ParseError(f"perf map {path}: out of memory reading it") from None
 
     @classmethod
     def read(cls, pid: int, tmp: str = "/tmp") -> PerfMap | None:
+        """Process ``pid``'s perf map in ``tmp``; None when it has none (other errors raised)."""
         try:
-            with open(f"{tmp}/perf-{pid}.map", "rb") as f:
-                return cls(f.read().decode(errors="replace"))
-        except OSError:
+            return cls.load(f"{tmp}/perf-{pid}.map")
+        except NotFoundError:
             return None
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._starts)
+
+    @property
+    def nbytes(self) -> int:
+        return 32 * len(self._starts) + len(self._names)
 
     def lookup(self, addr: int) -> tuple[str, int] | None:
         i = bisect.bisect_right(self._starts, addr) - 1
         if i < 0:
             return None
-        start, size, name = self._rows[i]
-        return (name, addr - start) if addr < start + max(size, 1) else None
+        start = self._starts[i]
+        if addr >= start + max(self._sizes[i], 1):
+            return None
+        return self._names[self._begins[i]:self._ends[i]].decode(errors="replace"), addr - start
