@@ -158,6 +158,7 @@ class MetricsServer(ClosesOnExit):
         self._waiting: list[_Conn] = []
         self.renders = 0  # how many times the answer was rendered (tests, and a figure for docs)
         self._closed = False
+        self._bug_said = False
         self._renderer = _Worker("bpfkit-metrics-render", self._finished)
         self._checker = _Worker("bpfkit-metrics-auth", self._finished) if self._auth is not None else None
         self._checking = 0  # password checks queued or running
@@ -205,12 +206,15 @@ class MetricsServer(ClosesOnExit):
                 if self._accept_at:
                     timeout = min(timeout, self._accept_at - now)
                 for key, mask in self._sel.select(max(timeout, 0.0)):
-                    if key.data is None:
-                        self._accept()
-                    elif key.data == "wake":
-                        self._drain_wake()
-                    else:
-                        self._step(key.data, mask)
+                    try:
+                        if key.data is None:
+                            self._accept()
+                        elif key.data == "wake":
+                            self._drain_wake()
+                        else:
+                            self._step(key.data, mask)
+                    except Exception as exc:  # a bug must not stop every later scrape: said once, served on
+                        self._bug(exc)
                 self._expire()
         finally:
             for conn in list(self._conns.values()):
@@ -219,6 +223,11 @@ class MetricsServer(ClosesOnExit):
             self._listener.close()
             self._wake_r.close()
             self._wake_w.close()
+
+    def _bug(self, exc: Exception) -> None:
+        if not self._bug_said:
+            self._bug_said = True
+            print(f"bpfkit: warning: metrics server: {type(exc).__name__}: {exc} (serving on)", file=sys.stderr)
 
     def _drain_wake(self) -> None:
         try:
@@ -231,7 +240,10 @@ class MetricsServer(ClosesOnExit):
                 then, result = self._done.get_nowait()
             except queue.Empty:
                 return
-            then(result)
+            try:
+                then(result)
+            except Exception as exc:
+                self._bug(exc)
 
     def _expire(self) -> None:
         now = time.monotonic()
