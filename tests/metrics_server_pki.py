@@ -33,12 +33,14 @@ def _leaf(d: Path, name: str, ca: str, ext: str) -> None:
 
 
 def make_pki(d: Path) -> Path:
-    """ca.pem, server.pem/.key, client.pem/.key (signed by ca) and stranger.pem/.key (by other-ca) in ``d``."""
+    """ca.pem, server.pem/.key, client.pem/.key (signed by ca), stranger.pem/.key (by other-ca) and
+    encrypted.key (server.key under a passphrase) in ``d``."""
     _ca(d, "ca")
     _ca(d, "other-ca")
     _leaf(d, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost")
     _leaf(d, "client", "ca", "extendedKeyUsage=clientAuth")
     _leaf(d, "stranger", "other-ca", "extendedKeyUsage=clientAuth")
+    _openssl("ec", "-in", d / "server.key", "-out", d / "encrypted.key", "-aes256", "-passout", "pass:secret")
     return d
 
 

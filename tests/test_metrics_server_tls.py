@@ -203,6 +203,8 @@ HASH = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG"
      "web.yml: tls_server_config: client_ca_file is set but client_auth_type is NoClientCert"),
     ("tls_server_config:\n  cert_file: server.key\n  key_file: server.key\n",
      "web.yml: tls_server_config: cert_file {pki}/server.key and key_file {pki}/server.key: not a certificate and its private key"),
+    ("tls_server_config:\n  cert_file: server.pem\n  key_file: encrypted.key\n",  # refused, not prompted for on the terminal
+     "not a certificate and its private key in PEM (the key is encrypted: bpfkit reads unencrypted keys only)"),
     ("tls_server_config:\n  cert_file: nope.pem\n  key_file: server.key\n", "cert_file {pki}/nope.pem: no such file"),
     ("tls_server_config:\n  cert_file: /dev/zero\n  key_file: server.key\n", "cert_file /dev/zero is a character device"),
 ])
