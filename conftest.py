@@ -51,6 +51,47 @@ def console_script(name: str = "bpfkit") -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
+def bpf_ids_held_by(pid: int) -> tuple[set[int], set[int]]:
+    """(program ids, link ids) of the bpf objects process ``pid`` holds fds of, from
+    /proc/PID/fdinfo (its ``prog_id:`` and ``link_id:`` lines): what a command the test started
+    made, known apart from every other BPF user's objects (another copy of the suite running
+    the same example, Cilium, systemd's cgroup programs) without looking at names."""
+    progs: set[int] = set()
+    links: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                text = f.read()
+        except OSError:  # closed meanwhile
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key == "prog_id":
+                progs.add(int(value))
+            elif key == "link_id":
+                links.add(int(value))
+    return progs, links
+
+
+def links_running(progs: set[int], links: set[int]) -> list[tuple[str, object]]:
+    """(program name, LinkInfo) of the system's links that are one of ``links`` or run one of
+    ``progs``: ids a test's own command held or reported, never names other users share."""
+    from bpfkit import link
+    from bpfkit.program import Program
+
+    found: list[tuple[str, object]] = []
+    for info in link.iter_links():
+        if info.id not in links and info.program_id not in progs:
+            continue
+        try:
+            with Program.from_id(info.program_id) as prog:
+                name = prog.name
+        except Exception:  # noqa: BLE001 - a program that went away meanwhile
+            name = "?"
+        found.append((name, info))
+    return found
+
+
 def compile_bytecode() -> None:
     """Write bpfkit's .pyc files: the tests start many `python -m bpfkit.cli` processes, and
     with PYTHONDONTWRITEBYTECODE set (as on the CI host) each would compile every module

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from conftest import bpf_ids_held_by, links_running
 
 from bpfkit import features, link
 from bpfkit._kernel import pmu, tracefs as _tracefs
-from bpfkit.program import Program
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -53,45 +53,8 @@ def trigger(path: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
 
 
-def held_ids(pid: int) -> tuple[set[int], set[int]]:
-    """(program ids, link ids) of the bpf objects process ``pid`` holds fds of, from
-    /proc/PID/fdinfo (prog_id: and link_id: lines): a run's own objects, whatever else runs
-    on the machine (another copy of this suite, Cilium, systemd's cgroup programs)."""
-    progs: set[int] = set()
-    links: set[int] = set()
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                text = f.read()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key == "prog_id":
-                progs.add(int(value))
-            elif key == "link_id":
-                links.add(int(value))
-    return progs, links
-
-
-def our_links(progs: set[int], links: set[int]) -> list[tuple[str, Any]]:
-    """(program name, LinkInfo) of the system's links that are one of ``links`` or run one of
-    ``progs`` (ids a run reported or held: never names, which other users share)."""
-    found = []
-    for info in link.iter_links():
-        if info.id not in links and info.program_id not in progs:
-            continue
-        try:
-            with Program.from_id(info.program_id) as prog:
-                name = prog.name
-        except Exception:
-            name = "?"
-        found.append((name, info))
-    return found
-
-
 def bpftool_link_ids() -> set[int]:
-    """Link ids `bpftool link list` shows (a second opinion on our_links)."""
+    """Link ids `bpftool link list` shows (a second opinion on links_running)."""
     tool = shutil.which("bpftool") or "/usr/sbin/bpftool"
     if not os.path.exists(tool):
         return set()
@@ -141,11 +104,11 @@ class Running:
             self.proc.wait()
             raise AssertionError(f"bpfkit attach did not get ready (rc {self.proc.returncode}): {self.err}")
         # What this run attached: the ids in its fdinfo, for checks that it leaves nothing.
-        self.prog_ids, self.link_ids = held_ids(self.proc.pid)
+        self.prog_ids, self.link_ids = bpf_ids_held_by(self.proc.pid)
 
     def links(self) -> list[tuple[str, Any]]:
         """(program name, LinkInfo) of the links this run made that still exist."""
-        return our_links(self.prog_ids, self.link_ids)
+        return links_running(self.prog_ids, self.link_ids)
 
     def _pump(self, stream: Any, ready_here: bool) -> None:
         for line in stream:
@@ -329,7 +292,7 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
         for name in ("handle_openat", "handle_fopen"):
             with link.load_pinned_link(f"{pin_dir}/{name}") as pinned:
                 pinned_ids.add(pinned.info().id)
-        assert sorted(n for n, _ in our_links(set(), pinned_ids)) == ["handle_fopen", "handle_openat"]  # outlived the command
+        assert sorted(n for n, _ in links_running(set(), pinned_ids)) == ["handle_fopen", "handle_openat"]  # outlived the command
         listed = subprocess.run(bpfkit_cmd("link", "list", "--json"), capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
         assert listed.returncode == 0, listed.stderr
         rows = [json.loads(line) for line in listed.stdout.splitlines()]
@@ -382,4 +345,4 @@ def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
             for name in os.listdir(pin_dir):
                 os.unlink(os.path.join(pin_dir, name))
             os.rmdir(pin_dir)
-    assert pinned_ids and our_links(set(), pinned_ids) == []
+    assert pinned_ids and links_running(set(), pinned_ids) == []

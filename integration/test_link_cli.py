@@ -10,11 +10,11 @@ import sys
 from typing import Any
 
 import pytest
+from conftest import bpf_ids_held_by, links_running
 
 from bpfkit import link
 from bpfkit._kernel import pmu
 from bpfkit._kernel import tracefs as _tracefs
-from bpfkit.program import Program
 
 from .test_link import REPO, SUBPROCESS_TIMEOUT, _child, _groups, _loader_works
 
@@ -25,22 +25,6 @@ ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHO
 
 def bpfkit_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "bpfkit.cli", *args]
-
-
-def perf_links_of(names: set[str]) -> list[tuple[str, Any]]:
-    """(program name, LinkInfo) of the system's perf_event links running one of ``names``."""
-    found = []
-    for info in link.iter_links():
-        if info.type_name != "perf_event":
-            continue
-        try:
-            with Program.from_id(info.program_id) as prog:
-                name = prog.name
-        except Exception:
-            continue
-        if name in names:
-            found.append((name, info))
-    return found
 
 
 class Attached:
@@ -58,6 +42,12 @@ class Attached:
         else:
             err = self.proc.stderr.read() if self.proc.stderr else ""
             raise AssertionError(f"bpfkit attach ended early ({self.proc.wait()}): {self.lines} {err}")
+        # What this run attached, by id (its /proc/PID/fdinfo): never the system's links by name.
+        self.prog_ids, self.link_ids = bpf_ids_held_by(self.proc.pid)
+
+    def perf_links(self) -> list[tuple[str, Any]]:
+        """(program name, LinkInfo) of this run's perf_event links that still exist."""
+        return [(n, i) for n, i in links_running(self.prog_ids, self.link_ids) if getattr(i, "type_name", "") == "perf_event"]
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
         self.proc.send_signal(sig)
@@ -74,13 +64,13 @@ def test_attach_auto_until_signal(sig: int) -> None:
     run = Attached(OBJ)
     try:
         assert {line.split()[1].rstrip(":") for line in run.lines if line.startswith("attached ")} == NAMES
-        assert sorted(n for n, _ in perf_links_of(NAMES)) == sorted(NAMES) or link.have_perf_link() is False
+        assert sorted(n for n, _ in run.perf_links()) == sorted(NAMES) or link.have_perf_link() is False
     finally:
         rc, out, err = run.stop(sig)
     assert rc == 0, err
     assert "detached" in out
     assert "skipped program kp_any" in err
-    assert perf_links_of(NAMES) == []
+    assert run.prog_ids and run.perf_links() == []
 
 
 @needs_loader
@@ -89,7 +79,7 @@ def test_attach_spec_with_program_in_ioctl_mode() -> None:
     try:
         (line,) = [x for x in run.lines if x.startswith("attached ")]
         assert "up_getppid" in line and "libc.so.6:getppid" in line and line.endswith("(ioctl)")
-        assert perf_links_of(NAMES) == []  # ioctl mode: no bpf_link
+        assert run.prog_ids and run.perf_links() == []  # ioctl mode: no bpf_link
     finally:
         rc, out, err = run.stop()
     assert rc == 0, err

@@ -174,6 +174,8 @@ def host_interfaces_state() -> dict[str, InterfaceState]:
     return {name: interface_state(name) for _, name in socket.if_nameindex()}
 
 
-def network_link_count() -> int:
-    """XDP, tcx and netkit bpf_links in the whole system."""
-    return sum(1 for info in link.iter_links() if info.type in (LinkType.XDP, LinkType.TCX, LinkType.NETKIT))
+def network_link_count(progs: set[int]) -> int:
+    """XDP, tcx and netkit bpf_links running one of ``progs`` (a test's own programs: other
+    BPF users, and another copy of the suite, attach theirs meanwhile)."""
+    return sum(1 for info in link.iter_links()
+               if info.type in (LinkType.XDP, LinkType.TCX, LinkType.NETKIT) and info.program_id in progs)
