@@ -33,21 +33,23 @@ def _leaf(d: Path, name: str, ca: str, ext: str) -> None:
 
 
 def make_pki(d: Path) -> Path:
-    """ca.pem, server.pem/.key, client.pem/.key (signed by ca), stranger.pem/.key (by other-ca) and
-    encrypted.key (server.key under a passphrase) in ``d``."""
+    """ca.pem, server.pem/.key, client.pem/.key (signed by ca), stranger.pem/.key and server2.pem/.key (by
+    other-ca), encrypted.key (server.key under a passphrase) in ``d``."""
     _ca(d, "ca")
     _ca(d, "other-ca")
     _leaf(d, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost")
     _leaf(d, "client", "ca", "extendedKeyUsage=clientAuth")
     _leaf(d, "stranger", "other-ca", "extendedKeyUsage=clientAuth")
+    _leaf(d, "server2", "other-ca", "subjectAltName=IP:127.0.0.1,DNS:localhost")
     _openssl("ec", "-in", d / "server.key", "-out", d / "encrypted.key", "-aes256", "-passout", "pass:secret")
     return d
 
 
-def client_context(pki: Path, cert: str | None = None, max_version: ssl.TLSVersion | None = None) -> ssl.SSLContext:
-    """A client trusting ca.pem, presenting ``cert`` (client, stranger) if given."""
+def client_context(pki: Path, cert: str | None = None, max_version: ssl.TLSVersion | None = None,
+                   ca: str = "ca") -> ssl.SSLContext:
+    """A client trusting ``ca``.pem, presenting ``cert`` (client, stranger) if given."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(pki / "ca.pem")
+    ctx.load_verify_locations(pki / f"{ca}.pem")
     if cert:
         ctx.load_cert_chain(pki / f"{cert}.pem", pki / f"{cert}.key")
     if max_version is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import socket
 import ssl
 import urllib.error
@@ -171,6 +172,48 @@ def test_a_flood_of_wrong_passwords_does_not_delay_a_known_one() -> None:
             codes.append(s.recv(4096).split(b" ")[1])
             s.close()
         assert codes.count(b"401") <= 12 and codes.count(b"503") >= 18, codes
+
+
+def test_web_config_reloaded_when_it_changes(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A new password takes effect without a restart (checked at most once a second, on a new
+    connection or request); a file that no longer loads is said once and the last good one stays."""
+    import time
+
+    def users(password: bytes) -> str:
+        return f"basic_auth_users:\n  u: {bcrypt.hashpw(password, bcrypt.gensalt(rounds=4)).decode()}\n"
+
+    path = tmp_path / "web.yml"
+    path.write_text(users(b"one"))
+    with MetricsServer("127.0.0.1:0", [One()], web_config=load_web_config(str(path))) as server:
+        assert _get(server.url, auth=("u", "one"))[0] == 200
+        path.write_text(users(b"two"))
+        time.sleep(1.1)
+        assert _get(server.url, auth=("u", "two"))[0] == 200
+        assert _get(server.url, auth=("u", "one"))[0] == 401
+        path.write_text("basic_auth_users:\n  u: plaintext\n")
+        time.sleep(1.1)
+        assert _get(server.url, auth=("u", "two"))[0] == 200
+        time.sleep(1.1)
+        assert _get(server.url, auth=("u", "two"))[0] == 200
+    err = capfd.readouterr().err
+    assert err.count("bpfkit: warning: metrics web config not reloaded: ") == 1, err
+    assert f"{path}:2: basic_auth_users.u: not a bcrypt hash" in err and "(serving with the previous one)" in err
+
+
+def test_certificate_rotated_without_a_restart(pki: Path, tmp_path: Path) -> None:
+    import time
+
+    for name in ("server.pem", "server.key"):
+        shutil.copy(pki / name, tmp_path / name)
+    web = _config(tmp_path, "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n")
+    with MetricsServer("127.0.0.1:0", [One()], web_config=web) as server:
+        assert _get(server.url, _client(pki))[0] == 200
+        for name in ("server.pem", "server.key"):  # replaced by rename, as cert-manager and kubelet do
+            shutil.copy(pki / name.replace("server", "server2"), tmp_path / f"{name}.new")
+            os.rename(tmp_path / f"{name}.new", tmp_path / name)
+        time.sleep(1.1)
+        assert _refused(server.url, _client(pki))  # the new certificate: the old CA does not vouch for it
+        assert _get(server.url, _client(pki, ca="other-ca"))[0] == 200
 
 
 HASH = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG"

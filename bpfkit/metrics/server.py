@@ -129,8 +129,11 @@ class MetricsServer(ClosesOnExit):
         self.max_connections = max_connections
         self.head_timeout, self.idle_timeout, self.write_timeout = head_timeout, idle_timeout, write_timeout
         self.min_interval = min_interval
+        self._web = web_config
         self._tls = web_config.tls if web_config is not None else None
         self._auth = web_config.auth if web_config is not None else None
+        self._web_checked = time.monotonic()
+        self._web_failed: str | None = None  # the last reload error said (said once)
         try:
             family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         except OSError as exc:
@@ -160,7 +163,9 @@ class MetricsServer(ClosesOnExit):
         self._closed = False
         self._bug_said = False
         self._renderer = _Worker("bpfkit-metrics-render", self._finished)
-        self._checker = _Worker("bpfkit-metrics-auth", self._finished) if self._auth is not None else None
+        self._checker: _Worker | None = None
+        if self._auth is not None:
+            self._checker = _Worker("bpfkit-metrics-auth", self._finished)
         self._checking = 0  # password checks queued or running
         self._thread = threading.Thread(target=self._serve, name="bpfkit-metrics", daemon=True)
         self._thread.start()
@@ -270,10 +275,37 @@ class MetricsServer(ClosesOnExit):
                 self._sel.unregister(self._listener)
                 return
             self._backoff = 0.0
+            self._reload()
             if len(self._conns) >= self.max_connections and not self._evict():
                 sock.close()  # every connection is being answered: no room
                 continue
             self._open(sock)
+
+    def _reload(self) -> None:
+        """The web config and its certificates again when a file changed (checked at most once
+        a second, on a new connection), as exporter-toolkit rereads them: certificates rotate
+        without a restart. A config that no longer loads is said once; the last good one stays."""
+        now = time.monotonic()
+        if self._web is None or now - self._web_checked < 1.0:
+            return
+        self._web_checked = now
+        if not self._web.stale():
+            return
+        from .webconfig import load_web_config
+
+        try:
+            web = load_web_config(self._web.path)
+        except BPFKitError as exc:
+            if str(exc) != self._web_failed:
+                self._web_failed = str(exc)
+                print(f"bpfkit: warning: metrics web config not reloaded: {exc} (serving with the previous one)", file=sys.stderr)
+            return
+        self._web_failed = None
+        if web.auth is not None and self._auth is not None and web.auth.users == self._auth.users:
+            web.auth = self._auth  # the same users: the verdicts cached stay right
+        self._web, self._tls, self._auth = web, web.tls, web.auth
+        if self._auth is not None and self._checker is None:
+            self._checker = _Worker("bpfkit-metrics-auth", self._finished)
 
     def _open(self, raw: socket.socket) -> None:
         raw.setblocking(False)
@@ -354,6 +386,7 @@ class MetricsServer(ClosesOnExit):
         self._request(conn, head)
 
     def _request(self, conn: _Conn, head: bytes) -> None:
+        self._reload()  # kept-alive connections see a changed password too
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ")
         headers: dict[bytes, bytes] = {}

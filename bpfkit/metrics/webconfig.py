@@ -20,6 +20,7 @@ import os
 import re
 import ssl
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -132,11 +133,23 @@ class WebConfig:
     tls: ssl.SSLContext | None = None
     auth: BasicAuth | None = None
     client_certs_required: bool = False
+    files: list[str] = field(default_factory=list)  # what was read: the file, certificates, keys
+    _seen: tuple[tuple[int, ...] | None, ...] = ()
+    _read_at = 0.0
 
     @property
     def authenticates(self) -> bool:
         """Whether every request must prove who sent it (a password or a verified client certificate)."""
         return self.auth is not None or self.client_certs_required
+
+    def stale(self) -> bool:
+        """Whether a file read changed since (stat: inode, size, mtime, ctime; a renamed or
+        re-linked certificate as Kubernetes and cert-manager swap them counts). A file changed
+        within 2 s of being read may have changed after the read: it is read once more."""
+        if not self.files:
+            return False
+        return _stats(self.files) != self._seen or any(
+            st is not None and st[3] / 1e9 > self._read_at - 2 for st in self._seen)
 
 
 def load_web_config(path: str) -> WebConfig:
@@ -146,7 +159,23 @@ def load_web_config(path: str) -> WebConfig:
         text = data.decode()
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return parse_web_config(text, path)
+    read_at = time.time()
+    config = parse_web_config(text, path)
+    config.files.insert(0, path)
+    config._seen, config._read_at = _stats(config.files), read_at
+    return config
+
+
+def _stats(paths: list[str]) -> tuple[tuple[int, ...] | None, ...]:
+    out: list[tuple[int, ...] | None] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_dev, st.st_ino, st.st_size, max(st.st_mtime_ns, st.st_ctime_ns)))
+    return tuple(out)
 
 
 def parse_web_config(text: str, path: str) -> WebConfig:
@@ -173,14 +202,14 @@ def parse_web_config(text: str, path: str) -> WebConfig:
         if not (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"):
             tls = _mapping(node, path, "tls_server_config", _TLS_KEYS, _TLS_UNSUPPORTED)
             if tls:
-                config.tls, config.client_certs_required = _tls_context(tls, path)
+                config.tls, config.client_certs_required = _tls_context(tls, path, config.files)
     return config
 
 
 Entries = dict[str, tuple["yaml.Node", "yaml.Node"]]
 
 
-def _tls_context(tls: Entries, path: str) -> tuple[ssl.SSLContext, bool]:
+def _tls_context(tls: Entries, path: str, files: list[str]) -> tuple[ssl.SSLContext, bool]:
     base = os.path.dirname(os.path.abspath(path))
     where = f"{path}: tls_server_config"
 
@@ -192,6 +221,7 @@ def _tls_context(tls: Entries, path: str) -> tuple[ssl.SSLContext, bool]:
         return name if not name else os.path.join(base, name)  # relative to the config, as exporter-toolkit
 
     cert, key = file("cert_file"), file("key_file")
+    files += [f for f in (cert, key, file("client_ca_file")) if f]
     if not cert or not key:
         raise UsageError(f"{where}: TLS needs both cert_file and key_file (missing: {'cert_file' if not cert else 'key_file'})")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
