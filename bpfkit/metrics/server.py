@@ -7,8 +7,8 @@ Any peer that reaches the port must not be able to exhaust the process, so the s
 thread running a selector loop (epoll) over non-blocking sockets, plus one thread that renders
 (and one that checks bcrypt passwords when basic auth is on):
 
-- at most ``max_connections`` connections; at the limit a new one evicts the oldest connection
-  that has not sent a whole request head (an idle or slow one), or is closed at once when every
+- at most ``max_connections`` connections; at the limit a new one evicts the connection without
+  a whole request head nearest its timeout (a slow or idle one), or is closed at once when every
   connection is being answered. Idle connections cost an fd and a few hundred bytes, no thread.
 - a request head (and the TLS handshake) must arrive within ``head_timeout`` seconds of the
   connection, or of the previous answer on a kept-alive one (``idle_timeout``); at most 8 KiB.
@@ -19,6 +19,10 @@ thread running a selector loop (epoll) over non-blocking sockets, plus one threa
   shared by every scrape that arrives meanwhile, and the answer is one bytes object written to
   every client through memoryviews. While a client is still being sent an answer older than the
   current one, no third is rendered (the current one is served): at most two answers in memory.
+- at most 8 password checks wait for bcrypt; more get 503 (cached verdicts are not delayed).
+
+A web config (bpfkit.metrics.webconfig) adds TLS and basic authentication; it is read again
+when one of its files changes.
 """
 
 from __future__ import annotations
