@@ -125,3 +125,51 @@ def build(dest: Path) -> Workload:
     mini = dest / "mini"
     subprocess.run(["objcopy", "--add-section", f".gnu_debugdata={xz}", str(stripped), str(mini)], check=True)
     return Workload(dest, exe, stripped, mini, bare, root, bid)
+
+
+def attach_stacks(obj: Path, out: Path, seconds: float) -> tuple[int, str]:
+    """``bpfkit attach OBJ profile:hz:99 --stacks counts --stack-map stacks --output OUT``
+    (the program samples every process), stopped by SIGINT ``seconds`` after it says it is
+    attached: (exit status, all it printed). Fails the test when it does not exit within
+    60 s of the SIGINT."""
+    import os
+    import signal
+    import sys
+    import time
+
+    import pytest
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    cli = subprocess.Popen([sys.executable, "-m", "bpfkit.cli", "attach", str(obj), "profile:hz:99",
+                            "--stacks", "counts", "--stack-map", "stacks", "--output", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert cli.stdout is not None
+        for line in cli.stdout:
+            if "attached; Ctrl-C" in line:
+                break
+        time.sleep(seconds)
+        cli.send_signal(signal.SIGINT)
+        try:
+            rest = cli.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"bpfkit attach --stacks did not exit within 60 s of SIGINT (writing {out})")
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    return cli.returncode, rest
+
+
+def chain_samples(folded: str) -> tuple[int, int]:
+    """(samples of the workload, those whose user frames end in the chain) in folded text. A
+    sample taken while an interrupt ran in the process has kernel frames on top
+    (asm_sysvec_apic_timer_interrupt_[k];...), more of them on a busy host: they are left out."""
+    total = good = 0
+    for line in folded.splitlines():
+        if line.startswith("workload;"):
+            stack, count = line.rsplit(" ", 1)
+            total += int(count)
+            if [f for f in stack.split(";") if not f.endswith("_[k]")][-5:] == CHAIN[::-1]:
+                good += int(count)
+    return total, good

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bpfkit.symbols import Symbolizer, decode_stack
-from integration.stack_workload import CHAIN, Workload, build
+from integration.stack_workload import CHAIN, Workload, attach_stacks, build, chain_samples
 
 SECONDS = 2
 
@@ -140,41 +140,19 @@ def test_cli_attach_stacks_output(bpf_obj: Any, workload: Workload, tmp_path: Pa
     """``bpfkit attach OBJ profile:hz:99 --stacks counts --stack-map stacks --output FILE``,
     stopped by SIGINT after SECONDS, writes the workload's stacks (the program samples every
     process here: target_tgid stays 0)."""
-    import os
-    import signal
-    import sys
-
     out = tmp_path / f"profile{suffix}"
     proc = subprocess.Popen([str(workload.workload), "spin", "30"])
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    cli = subprocess.Popen([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj("stacks")), "profile:hz:99",
-                            "--stacks", "counts", "--stack-map", "stacks", "--output", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        assert cli.stdout is not None
-        for line in cli.stdout:
-            if "attached; Ctrl-C" in line:
-                break
-        time.sleep(SECONDS)
-        cli.send_signal(signal.SIGINT)
-        rest = cli.communicate(timeout=60)[0]
+        status, rest = attach_stacks(bpf_obj("stacks"), out, SECONDS)
     finally:
         proc.kill()
         proc.wait()
-        if cli.poll() is None:
-            cli.kill()
-    assert cli.returncode == 0, rest
+    assert status == 0, rest
     assert f"wrote {out} ({'folded' if suffix == '.folded' else 'svg'}):" in rest
     text = out.read_text()
     if suffix == ".folded":
-        mine = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                if line.startswith("workload;")}
-        total = sum(mine.values())
-        # The user part: a sample taken while an interrupt ran in the process adds kernel
-        # frames on top (asm_sysvec_apic_timer_interrupt_[k];...), more of them on a busy host.
-        user = {s: [f for f in s.split(";") if not f.endswith("_[k]")] for s in mine}
-        good = sum(n for s, n in mine.items() if user[s][-5:] == CHAIN[::-1])
-        assert total >= 20 and good >= 0.9 * total, mine
+        total, good = chain_samples(text)
+        assert total >= 20 and good >= 0.9 * total, text
     else:
         assert 'data-n="spin"' in text and 'data-n="workload"' in text
 
