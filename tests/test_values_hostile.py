@@ -10,6 +10,7 @@ property test throws JSON-like values of every shape at every type of two real o
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bpfkit
-from bpfkit.btf import Datasec, Struct, Union
+from bpfkit.btf import BTF, Array, Datasec, Struct, Union, Var
 from bpfkit.btf.values import MAX_VALUE_DEPTH, Record, ValueCodec, describe_value, value_codec
 from bpfkit.cli.cmd_load import apply_sets
 from bpfkit.errors import BTFValueError, UsageError
@@ -252,9 +253,45 @@ def test_cli_set_takes_non_utf8_bytes_for_a_char_array(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------ the property test
 # Every type a value can be given for in both objects: variables, map keys and values, and
-# every struct and union (so nested members are hit head-on too).
-def _codecs() -> tuple[list[ValueCodec], list[str]]:
-    codecs: list[ValueCodec] = []
+# every struct and union (so nested members are hit head-on too), each with a strategy that
+# gives values of its shape with hostile leaves, or of any shape.
+_INTS = st.one_of(st.integers(-300, 300), st.integers(), st.sampled_from([1 << 64, -(1 << 63) - 1, 255, 256]),
+                  st.sampled_from([20000, -20000]).map(lambda b: (1 << abs(b)) * (1 if b > 0 else -1)))  # 6,000 digits
+_FLOATS = st.one_of(st.floats(), st.sampled_from([1e39, -1e39, 65505.0, 1e308, 1e-320]))
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)  # surrogates included
+_LEAVES = st.one_of(st.none(), st.booleans(), _INTS, _FLOATS, _TEXT, st.binary(max_size=20),
+                    st.sampled_from(["MT_BLUE", "VH_MANY", "PINK", "true"]))
+_KEYS = st.one_of(st.deferred(lambda: st.sampled_from(_types()[1])), _TEXT)
+VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=5), st.dictionaries(_KEYS, inner, max_size=5),
+    st.dictionaries(st.one_of(_KEYS, _INTS), inner, max_size=2)), max_leaves=25)
+
+
+def _shaped(btf: BTF, type_id: int, depth: int = 0) -> st.SearchStrategy[object]:
+    """Values shaped like BTF type ``type_id`` (dicts with its field names, lists as long as
+    its arrays, one longer), any of whose parts may be any value instead."""
+    t = btf.resolve(type_id)
+    while isinstance(t, Var):
+        t = btf.resolve(t.type)
+    if depth > 8:
+        return VALUES
+    if isinstance(t, Array):
+        return st.one_of(st.lists(_shaped(btf, t.type, depth + 1), max_size=t.nelems + 1), _LEAVES, VALUES)
+    if isinstance(t, (Struct, Union)):
+        fields: dict[object, st.SearchStrategy[object]] = {}
+        for m in t.members:
+            sub = btf.resolve(m.type)
+            if m.name:
+                fields[m.name] = _shaped(btf, m.type, depth + 1)
+            elif isinstance(sub, (Struct, Union)):  # anonymous: its fields are the parent's
+                fields.update({n.name: _shaped(btf, n.type, depth + 1) for n in sub.members if n.name})
+        return st.one_of(st.fixed_dictionaries({}, optional=fields), _LEAVES, VALUES)
+    return st.one_of(_LEAVES, VALUES)
+
+
+@functools.cache
+def _types() -> tuple[list[tuple[ValueCodec, st.SearchStrategy[object]]], list[str]]:
+    found: list[tuple[ValueCodec, st.SearchStrategy[object]]] = []
     fields: set[str] = set()
     for name in (OBJECT, "maps_typed"):
         spec = bpfkit.load_spec(bpf_object(name))
@@ -266,37 +303,29 @@ def _codecs() -> tuple[list[ValueCodec], list[str]]:
         ids |= {i for m in spec.maps.values() for i in (m.btf_key_type_id, m.btf_value_type_id) if i}
         for type_id in sorted(ids):
             if not isinstance(btf.resolve(type_id), Datasec):
-                codecs.append(value_codec(btf, type_id, name=f"{name}:{btf.type_name(type_id)}"))
-    return codecs, sorted(fields)
+                codec = value_codec(btf, type_id, name=f"{name}:{btf.type_name(type_id)}")
+                found.append((codec, _shaped(btf, type_id)))
+    return found, sorted(fields)
 
 
-CODECS, FIELDS = _codecs()
-_INTS = st.one_of(st.integers(-300, 300), st.integers(), st.sampled_from([1 << 64, -(1 << 63) - 1, 255, 256]),
-                 st.sampled_from([20000, -20000]).map(lambda b: (1 << abs(b)) * (1 if b > 0 else -1)))  # 6,000 digits
-_FLOATS = st.one_of(st.floats(), st.sampled_from([1e39, -1e39, 65505.0, 1e308, 1e-320]))
-_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)  # surrogates included
-_LEAVES = st.one_of(st.none(), st.booleans(), _INTS, _FLOATS, _TEXT, st.binary(max_size=20),
-                    st.sampled_from(["MT_BLUE", "VH_MANY", "PINK", "true"]))
-_KEYS = st.one_of(st.sampled_from(FIELDS), _TEXT)
-VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(_KEYS, inner, max_size=5),
-    st.dictionaries(st.one_of(_KEYS, _INTS), inner, max_size=2)), max_leaves=25)
+EXAMPLES = int(os.environ.get("BPFKIT_VALUES_EXAMPLES", "100"))  # each tried on every type
 
 
-EXAMPLES = int(os.environ.get("BPFKIT_VALUES_EXAMPLES", "200"))  # each tried on every type
+def _encodes_or_refuses(codec: ValueCodec, value: object) -> None:
+    try:
+        raw = codec.encode(value)
+    except BTFValueError as exc:
+        assert str(exc).startswith(codec.name) and len(str(exc)) < 1000
+        return
+    assert len(raw) == codec.size
+    codec.decode(raw)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=VALUES)
-def test_any_value_encodes_or_is_a_btf_value_error(value: object) -> None:
-    for codec in CODECS:
-        try:
-            raw = codec.encode(value)
-        except BTFValueError as exc:
-            assert str(exc).startswith(codec.name) and len(str(exc)) < 1000
-            continue
-        assert len(raw) == codec.size
-        codec.decode(raw)
+@given(data=st.data())
+def test_any_value_encodes_or_is_a_btf_value_error(data: st.DataObject) -> None:
+    for codec, shaped in _types()[0]:
+        _encodes_or_refuses(codec, data.draw(shaped, label=codec.name))
 
 
 def _as_json(value: object) -> str:
@@ -314,10 +343,11 @@ WORDS = st.one_of(
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(word=WORDS)
-def test_any_word_parses_or_is_a_btf_value_error(word: str) -> None:
-    for codec in CODECS:
-        try:
-            codec.from_text(word)
-        except BTFValueError as exc:
-            assert str(exc).startswith(codec.name) and len(str(exc)) < 1000
+@given(data=st.data(), word=WORDS)
+def test_any_word_parses_or_is_a_btf_value_error(data: st.DataObject, word: str) -> None:
+    for codec, shaped in _types()[0]:
+        for text in (word, _as_json(data.draw(shaped, label=codec.name))):
+            try:
+                codec.from_text(text)
+            except BTFValueError as exc:
+                assert str(exc).startswith(codec.name) and len(str(exc)) < 1000
