@@ -251,6 +251,7 @@ class _Table:
         n = size // ent
         what = f"symbol table (section {i})"
         elf.limits.take_symbols(n, elf.path, what)
+        elf.image.check(off, n * ent, what)  # all of it, before the first chunk is read
         code = "Q" if elf.is64 else "I"
         values, sizes, names = array(code), array(code), array("I")
         for lo in range(0, n, _CHUNK):

@@ -40,10 +40,14 @@ class Image:
     def of_bytes(cls, data: bytes | bytearray, path: str) -> Image:
         return cls(path, len(data), data=data)
 
-    def read(self, offset: int, size: int, what: str) -> bytes | memoryview:
+    def check(self, offset: int, size: int, what: str) -> None:
+        """Refuse ``size`` bytes at ``offset`` unless the image holds them."""
         if offset < 0 or size < 0 or offset + size > self.size:
             raise ParseError(f"{self.path}: truncated ELF: {what} ({size} bytes at offset {offset}) run past "
                              f"the end ({self.size} bytes)")
+
+    def read(self, offset: int, size: int, what: str) -> bytes | memoryview:
+        self.check(offset, size, what)
         if self._data is not None:
             return memoryview(self._data)[offset:offset + size]
         try:
