@@ -160,11 +160,12 @@ def test_json_nested_past_the_limit_is_refused_before_parsing(spec: bpfkit.Colle
     with pytest.raises(BTFValueError) as err:  # was RecursionError inside json.loads
         arr.from_text("[" * 50_000)
     assert str(err.value) == ("knob_arr: expected const volatile __u32[4] (a list of up to 4), got '"
-                              + "[" * 50 + "'... (nested 50,000 levels deep, more than the 64 of any type)")
+                              + "[" * 50 + "'... (nested more than 64 levels deep: bpfkit's limit for a value, "
+                              "as no type nests deeper)")
     deepest = "[" * MAX_VALUE_DEPTH + "]" * MAX_VALUE_DEPTH  # parsed, then refused by the type
     with pytest.raises(BTFValueError, match=r"knob_arr\[0\]: expected const volatile __u32 .*got \[\[\[\.\.\.\]\]\]$"):
         arr.from_text(deepest)
-    with pytest.raises(BTFValueError, match="nested 65 levels deep"):
+    with pytest.raises(BTFValueError, match="nested more than 64 levels deep"):
         arr.from_text("[" + deepest + "]")
     assert arr.from_text("[1, 2, 3]") == [1, 2, 3]
     with pytest.raises(BTFValueError, match=r"knob_st.label: .* \(100 bytes, too long\)$"):  # brackets in strings
@@ -222,8 +223,8 @@ def _load(tmp_path: Path, *sets: bytes) -> subprocess.CompletedProcess[bytes]:
     (b"knob_f=1e39", "--set 'knob_f=1e39': knob_f: expected const volatile float (a number), got 1e+39 "
                      "(out of range: a float of 4 bytes holds at most ±3.4028235e+38)"),
     (b"knob_arr=" + b"[" * 50_000, "--set 'knob_arr=" + "[" * 41 + "'...: knob_arr: expected const volatile __u32[4] "
-                                   "(a list of up to 4), got '" + "[" * 50 + "'... (nested 50,000 levels deep, "
-                                   "more than the 64 of any type)"),
+                                   "(a list of up to 4), got '" + "[" * 50 + "'... (nested more than 64 levels "
+                                   "deep: bpfkit's limit for a value, as no type nests deeper)"),
     (b'knob_st={"label": "\\udcff"}', "--set 'knob_st={\"label\": \"\\\\udcff\"}': knob_st.label: expected char[8] "
                                       "(a string of up to 7 bytes, or bytes of up to 8), got '\\udcff' "
                                       "(not UTF-8 text: a lone surrogate U+DCFF at index 0)"),

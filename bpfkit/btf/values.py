@@ -833,10 +833,9 @@ def _command_line_text(text: str, size: int, name: str, expected: str) -> str | 
 def _parse_json(text: str, name: str, expected: str) -> object:
     """JSON nested at most MAX_VALUE_DEPTH levels: deeper is refused before json.loads, which
     recurses once per level."""
-    depth = _json_depth(text)
-    if depth > MAX_VALUE_DEPTH:
-        raise _fail(name, expected, text, f"nested {depth:,} levels deep, more than the {MAX_VALUE_DEPTH} "
-                    "of any type")
+    if _nests_deeper(text, MAX_VALUE_DEPTH):
+        raise _fail(name, expected, text, f"nested more than {MAX_VALUE_DEPTH} levels deep: bpfkit's limit "
+                    "for a value, as no type nests deeper")
     import json  # here: json costs start-up time, and only this path parses JSON
 
     try:
@@ -850,10 +849,10 @@ def _parse_json(text: str, name: str, expected: str) -> object:
     raise _fail(name, expected, text, why)
 
 
-def _json_depth(text: str) -> int:
-    """How deep the arrays and objects of JSON ``text`` nest (brackets inside strings do not
-    count), in one pass without recursion."""
-    depth = deepest = 0
+def _nests_deeper(text: str, limit: int) -> bool:
+    """Whether the arrays and objects of JSON ``text`` nest more than ``limit`` levels
+    (brackets inside strings do not count): one pass, no recursion, stopping at the limit."""
+    depth = 0
     in_string = escaped = False
     for ch in text:
         if in_string:
@@ -867,10 +866,11 @@ def _json_depth(text: str) -> int:
             in_string = True
         elif ch in "[{":
             depth += 1
-            deepest = max(deepest, depth)
+            if depth > limit:
+                return True
         elif ch in "]}":
             depth -= 1
-    return deepest
+    return False
 
 
 _COMPILERS: dict[tuple[int, int], _Compiler] = {}
