@@ -159,7 +159,7 @@ def test_too_many_section_headers(tmp_path: Path) -> None:
         assert sym.file(str(path)) is None
         assert sym.file(str(path)) is None  # cached: no second warning
     assert [str(w.message) for w in caught] == [
-        f"bpfkit: symbols of {path}: {path}: 20003 section headers, over bpfkit's limit of 16384; its frames "
+        f"bpfkit: {path}: 20003 section headers, over bpfkit's limit of 16384; no symbols read from it: its frames "
         "show as [headers.so]"]
 
 
@@ -244,8 +244,8 @@ def test_mini_debug_info_bomb(tmp_path: Path) -> None:
     assert got["result"] == [["exported_func", 0x10], None, None], got
     assert got["peak"] < 150 * MiB, got  # 64 MiB, and the decoder's 65 MiB for xz -9
     assert got["warnings"] == [
-        f"bpfkit: MiniDebugInfo of {path}: {path}[.gnu_debugdata]: decompresses to over bpfkit's limit of 64 MiB; "
-        "its frames are named by its own symbols only"], got
+        f"bpfkit: {path}[.gnu_debugdata]: decompresses to over bpfkit's limit of 64 MiB; MiniDebugInfo not used: "
+        f"{path} is named by its own symbols only"], got
 
 
 def test_mini_debug_info_within_limits_is_read(tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ def test_memory_error_is_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyP
         sym = Symbolizer()
         assert sym.file(str(path)) is None and sym.file(str(path)) is None
     assert [str(w.message) for w in caught] == [
-        f"bpfkit: symbols of {path}: out of memory; its frames show as [good.so]"]
+        f"bpfkit: {path}: out of memory reading its symbols; no symbols read from it: its frames show as [good.so]"]
 
 
 def test_symbol_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
@@ -376,7 +376,8 @@ def test_hostile_files_leave_the_others_named(tmp_path: Path, mapper: Any) -> No
         assert time.monotonic() - t0 < 30
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 3, messages
-    assert "MiniDebugInfo of " in messages[0] and "headers.so" in messages[1] and "huge.so" in messages[2]
+    assert "bomb.so[.gnu_debugdata]: decompresses to over" in messages[0], messages
+    assert "headers.so: 20003 section headers" in messages[1] and "huge.so: symbol table" in messages[2], messages
 
 
 # ------------------------------------------------------------------ perf maps
@@ -424,8 +425,8 @@ def test_hostile_perf_map_is_skipped_with_one_warning(perf_map: tuple[int, Path]
     got = run_measured(PERF_CODE.format(pid=pid), timeout=30)
     assert got["result"] == ["[unknown]"]
     assert got["peak"] < 4 * MiB and got["seconds"] < 10, got
-    assert got["warnings"] == [f"bpfkit: perf map {path}: perf map {path} {why}; process {pid}'s frames outside "
-                               "its files show as [unknown]"], got
+    assert got["warnings"] == [f"bpfkit: perf map {path} {why}; skipped: process {pid}'s frames outside its files "
+                               "show as [unknown]"], got
 
 
 def test_large_perf_map_is_compact(perf_map: tuple[int, Path]) -> None:

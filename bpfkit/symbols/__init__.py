@@ -185,12 +185,12 @@ class Symbolizer:
         except (NotFoundError, KernelError, NotElfError):  # gone, unreadable, not an ELF file: no symbols
             pass
         except (BPFKitError, MemoryError) as exc:  # malformed, over a limit: no symbols, said once
-            why = "out of memory" if isinstance(exc, MemoryError) else exc
+            why = f"{path}: out of memory reading its symbols" if isinstance(exc, MemoryError) else exc
         if syms is not None and syms.nbytes > self.max_bytes:
-            why, syms = f"its symbols take {syms.nbytes} bytes, over the symbol cache's {self.max_bytes}", None
+            why = f"{path}: its symbols take {syms.nbytes} bytes, over the symbol cache's {self.max_bytes}"
+            syms = None
         if why is not None:
-            self._warn(key, f"symbols of {name or path}", why,
-                       f"its frames show as [{os.path.basename(name or path)}]")
+            self._warn(key, why, f"no symbols read from it: its frames show as [{os.path.basename(name or path)}]")
         entry = _Entry(syms)
         # Evicted oldest used first, past max_files or max_bytes (counted here, as files are
         # added: a file's debug symbols, read at its first miss, are bounded by elf.Limits).
@@ -202,15 +202,15 @@ class Symbolizer:
         files[key] = entry
         return entry
 
-    def _warn(self, key: tuple[object, ...], what: str, why: object, instead: str) -> None:
-        """One warning per file (by its stat, as ``key``): about ``what``, why, and what its
-        frames show instead."""
+    def _warn(self, key: tuple[object, ...], why: object, instead: str) -> None:
+        """One warning per file (by its stat, as ``key``): ``why`` (naming the file), and
+        what its frames show instead."""
         if key in self._warned:
             return
         if len(self._warned) >= _WARNED_MAX:
             self._warned.clear()
         self._warned.add(key)
-        warn_refused(what, why, instead)
+        warn_refused(why, instead)
 
     def lookup(self, path: str, offset: int, key: object = None) -> tuple[str, int] | None:
         """File offset in the binary at ``path`` -> (function, offset into it), or None.
@@ -251,8 +251,7 @@ class Symbolizer:
         except NotFoundError:
             return None, None
         except BPFKitError as exc:  # a FIFO, a device, too large, unreadable: skipped, said once
-            self._warn(("perf map", *key), f"perf map {path}", exc,
-                       f"process {pid}'s frames outside its files show as [unknown]")
+            self._warn(("perf map", *key), exc, f"skipped: process {pid}'s frames outside its files show as [unknown]")
             return None, key
         # Other processes' perf maps are dropped (read again at their next miss) past max_bytes.
         total = perf_map.nbytes

@@ -108,10 +108,10 @@ def debug_file_candidates(path: str, bid: str | None, root: str = DEFAULT_DEBUG_
     return out
 
 
-def warn_refused(what: str, why: object, instead: str) -> None:
-    """The one warning about a file whose symbols are not used: ``what``, ``why`` (an error),
-    what its frames show ``instead``; names of files are other users' and are made visible."""
-    warnings.warn(visible(f"bpfkit: {what}: {why}; {instead}"), RuntimeWarning, stacklevel=3)
+def warn_refused(why: object, instead: str) -> None:
+    """The one warning about a file not used: ``why`` (an error that names it), and what is
+    done ``instead``; names of files are other users' choice, and made visible."""
+    warnings.warn(visible(f"bpfkit: {why}; {instead}"), RuntimeWarning, stacklevel=3)
 
 
 class NotElfError(ParseError):
@@ -476,21 +476,21 @@ def _extra_symbols(path: str, bid: str | None, root: str, opened: str, st: os.st
             try:
                 tables = _symbols_of(candidate, bid, limits)
             except (BPFKitError, MemoryError) as exc:
-                warn_refused(f"debug file {candidate}", _why(exc), f"{path} has only its own symbols")
+                warn_refused(_why(exc, candidate), f"debug file not used: {path} is named by its own symbols only")
                 return None
             if tables is not None:
                 return tables, candidate
         try:
             return _mini_debug_info(opened, st, limits)
         except (BPFKitError, MemoryError) as exc:
-            warn_refused(f"MiniDebugInfo of {path}", _why(exc), "its frames are named by its own symbols "
-                         "only")
+            warn_refused(_why(exc, f"{opened}[.gnu_debugdata]"),
+                         f"MiniDebugInfo not used: {path} is named by its own symbols only")
             return None
     return load
 
 
-def _why(exc: BaseException) -> str:
-    return "out of memory" if isinstance(exc, MemoryError) else str(exc)
+def _why(exc: BaseException, path: str) -> str:
+    return f"{path}: out of memory reading its symbols" if isinstance(exc, MemoryError) else str(exc)
 
 
 def _mini_debug_info(opened: str, st: os.stat_result, limits: Limits) -> tuple[list[_Table], str] | None:
