@@ -30,7 +30,7 @@ Pure data: no kernel access (the spec layer).
 from __future__ import annotations
 
 import enum
-import math
+import itertools
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -143,11 +143,11 @@ def _fail(path: str, expected: str, value: object, why: str = "") -> BTFValueErr
 
 
 def describe_value(value: object, depth: int = 0) -> str:
-    """``repr(value)`` for a message, about 60 characters at most and safe on any input: an
-    integer of more than 256 bits is "an integer of 20,000 bits" (repr() of one past 4,300
-    digits is a ValueError, and quadratic below), strings and bytes are cut before repr(),
-    lists, tuples, dicts and Records show their first items two levels deep (repr() of 50,000
-    nested lists is a RecursionError), enum members their name, other objects their type."""
+    """``repr(value)`` for a message, short and safe on any input: an integer of more than
+    256 bits is "an integer of 20,000 bits" (repr() of one past 4,300 digits is a ValueError,
+    and quadratic below), strings and bytes are cut before repr(), lists, tuples, dicts and
+    Records show their first items two levels deep (repr() of 50,000 nested lists is a
+    RecursionError), enum members their name, other objects their type."""
     if isinstance(value, _Shown):
         return value.text
     if isinstance(value, enum.Enum):
@@ -165,29 +165,27 @@ def describe_value(value: object, depth: int = 0) -> str:
     if isinstance(value, memoryview):
         return f"<memoryview of {value.nbytes:,} bytes>"
     if isinstance(value, Record):
-        pairs: list[tuple[str, object]] = list(value.__dict__.items())
-        return _describe_items(f"{type(value).__name__}(", ")", [f"{k}=" for k, _ in pairs[:5]],
-                               [v for _, v in pairs[:5]], depth, len(pairs))
+        first = list(itertools.islice(value.__dict__.items(), 5))
+        return _describe_items(f"{type(value).__name__}(", ")", [(f"{k}=", v) for k, v in first], len(value.__dict__),
+                               depth)
     if isinstance(value, dict):
-        keys = list(value)[:5]
-        return _describe_items("{", "}", [describe_value(k, depth + 1) + ": " for k in keys], [value[k] for k in keys],
-                               depth, len(value))
+        first = list(itertools.islice(value.items(), 5))
+        return _describe_items("{", "}", [(describe_value(k, depth + 1) + ": ", v) for k, v in first], len(value), depth)
     if isinstance(value, (list, tuple)):
         ends = "[]" if isinstance(value, list) else "()"
-        return _describe_items(ends[0], ends[1], [""] * min(len(value), 5), list(value[:5]), depth, len(value))
-    return f"a {type(value).__name__}"
+        return _describe_items(ends[0], ends[1], [("", v) for v in value[:5]], len(value), depth)
+    return f"<{type(value).__name__} object>"
 
 
-def _describe_items(open_: str, close: str, labels: list[str], items: list[object], depth: int,
-                    total: int = -1) -> str:
-    total = len(items) if total < 0 else total
+def _describe_items(open_: str, close: str, first: list[tuple[str, object]], total: int, depth: int) -> str:
+    """A container's first items (label, value), as many as fit about 50 characters."""
     if not total:
         return open_ + close
     if depth >= 2:
         return open_ + "..." + close
     shown: list[str] = []
     width = 0
-    for label, item in zip(labels, items):
+    for label, item in first:
         if width > _SHOWN:
             break
         shown.append(label + describe_value(item, depth + 1))
@@ -809,7 +807,7 @@ def _parse_float(text: str, name: str, expected: str) -> float:
         value = float(text)
     except ValueError:
         raise _fail(name, expected, text, "not a number") from None
-    if math.isinf(value) and "inf" not in text.lower():  # "1e400": too large even for a double
+    if abs(value) == float("inf") and "inf" not in text.lower():  # "1e400": too large even for a double
         raise _fail(name, expected, text, "out of range: larger than any float")
     return value
 
