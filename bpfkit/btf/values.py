@@ -823,8 +823,8 @@ def _command_line_text(text: str, size: int, name: str, expected: str) -> str | 
         raw = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return text  # a surrogate no decoder made: refused by the encoder, with its place
-    if len(raw) >= max(size, 1):  # as for text: room for the terminating NUL
-        raise _fail(name, expected, raw, f"{len(raw)} bytes, too long")
+    if len(raw) >= max(size, 1):  # a word, as text: room for the terminating NUL
+        raise _fail(name, expected, raw, f"{len(raw)} bytes, too long: a word leaves room for the NUL")
     return raw
 
 
