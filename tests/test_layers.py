@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit), the
     # records that stand in for generated dataclass methods, typing's run-time no-ops.
     ("base", ("bpfkit.errors", "bpfkit._files", "bpfkit._lazy", "bpfkit._version", "bpfkit._closing", "bpfkit._record",
-              "bpfkit._no_typing")),
+              "bpfkit._no_typing", "bpfkit._visible")),
     # The spec layer: object files, BTF, section names, instructions, CO-RE against a given
     # BTF, and the spec dataclasses. No syscalls; aya-obj's role.
     ("spec", ("bpfkit.spec", "bpfkit.elf", "bpfkit.btf", "bpfkit.sections", "bpfkit.asm", "bpfkit.skelgen")),
