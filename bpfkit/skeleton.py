@@ -40,7 +40,7 @@ from .spec.load import load_spec
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["Skeleton", "DynamicSkeleton", "ProgramAttr", "MapAttr", "Variable", "open"]
+__all__ = ["Skeleton", "DynamicSkeleton", "ProgramAttr", "MapAttr", "Variable", "open", "dynamic_class"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -342,9 +342,14 @@ def open(path: str | os.PathLike[str]) -> DynamicSkeleton:  # bpfkit.open, as li
     module with ``bpfkit gen skeleton`` for that."""
     where = os.fspath(path)
     spec = load_spec(where)
+    return dynamic_class(spec, where)(spec, where)
+
+
+def dynamic_class(spec: CollectionSpec, where: str) -> type[DynamicSkeleton]:
+    """The class :func:`open` makes for ``spec`` (the object at ``where``): the generated
+    module's names (bpfkit.skelgen's plan: NFKC-normalised, none of Skeleton's own)."""
     plan = skeleton_plan(spec)
     records: dict[str, type[Record]] = {r.name: type(r.cls, (Record,), {"__module__": __name__}) for r in plan.records}
     namespace: dict[str, object] = {a.attr: _descriptor(a) for a in plan.attrs}
     namespace.update(OBJECT=where, RECORDS=records, __module__=__name__)
-    cls = type(class_name_for(spec.name), (DynamicSkeleton,), namespace)
-    return cast(DynamicSkeleton, cls(spec, where))
+    return type(class_name_for(spec.name), (DynamicSkeleton,), namespace)
