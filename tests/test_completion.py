@@ -113,7 +113,7 @@ def test_pinned_paths_under_bpffs(script: Path) -> None:
 
 def test_probe_specs_from_tracefs(script: Path, bpf_obj) -> None:
     if TRACEFS is None or not (TRACEFS / "events/syscalls/sys_enter_openat").is_dir():
-        pytest.skip("no tracefs with the syscalls tracepoints (CONFIG_FTRACE_SYSCALLS) mounted")
+        pytest.skip("no tracefs this user can read with the syscalls tracepoints (CONFIG_FTRACE_SYSCALLS; tracefs is root's)")
     obj = bpf_obj("minimal")
     line = f"bpfkit attach {obj} "
     kinds, group, names, raw, funcs = complete(
