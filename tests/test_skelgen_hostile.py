@@ -39,10 +39,10 @@ from bpfkit.spec.collection import CollectionSpec, VariableSpec
 from bpfkit.spec.consts import MapType, ProgType
 from bpfkit.spec.maps import MapSpec
 from bpfkit.spec.programs import ProgramSpec
+from tests.test_skeleton import mypy  # mypy --strict, bpfkit's own types cached across runs
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("BPFKIT_SKELGEN_EXAMPLES", "300"))  # the property test's; raise it to hunt longer
-MYPY = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
 EXIT = bytes([0x95]) + bytes(7)  # BPF_EXIT: a program's instructions are not looked at here
 # Look-alikes Python reads as ASCII (NFKC), spelt as escapes: fullwidth "open", "m" and "H", a
 # black-letter H, fullwidth low lines around "init".
@@ -252,12 +252,9 @@ def test_names_that_broke_the_module(bpf_obj, tmp_path: Path) -> None:
 def test_names_module_passes_mypy_strict(bpf_obj, tmp_path: Path) -> None:
     """Also for mypy: an enum member `value` (incompatible with Enum.value), fields that hide
     `str` and `list` from later annotations."""
-    if MYPY is None:
-        pytest.skip("needs mypy (pip install -e '.[test]')")
     module = tmp_path / "names_skel.py"
     gen_cli(bpf_obj("skel_hostile_names"), module)
-    proc = subprocess.run([MYPY, "--strict", f"--cache-dir={tmp_path / 'mypy'}", str(module)],
-                          check=False, capture_output=True, text=True, cwd=REPO)
+    proc = mypy(module)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
