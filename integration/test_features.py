@@ -155,7 +155,8 @@ def test_probe_all_is_fast_leaves_nothing_and_caches() -> None:
     assert not [e for e in (os.listdir(group) if os.path.isdir(group) else []) if e.startswith(mine)]
     t0 = time.perf_counter()
     assert features.probe_all() == results
-    assert time.perf_counter() - t0 < 0.01, "cached answers should be instant"
+    # cached: ~1 ms; 0.1 s leaves room for a loaded machine (another copy of the suite beside it)
+    assert time.perf_counter() - t0 < 0.1, "cached answers should be instant"
 
 
 def test_require_raises_with_min_version() -> None:

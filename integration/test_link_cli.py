@@ -100,10 +100,14 @@ def test_gc_removes_probes_of_dead_processes() -> None:
     (group,) = _child("kill")
     try:
         dry = subprocess.run(bpfkit_cmd("gc", "--dry-run"), capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
-        assert dry.returncode == 0 and group in dry.stdout and group in _groups()
+        # gc is machine-wide: another bpfkit gc (a second copy of this suite, running this test
+        # at the same moment) may remove this run's stale probe first; then ours finds none.
+        removed_elsewhere = group not in _groups()
+        assert dry.returncode == 0 and (group in dry.stdout or removed_elsewhere), dry.stdout
         done = subprocess.run(bpfkit_cmd("gc"), capture_output=True, text=True, env=ENV, timeout=SUBPROCESS_TIMEOUT)
         assert done.returncode == 0, done.stderr
-        assert any(line.startswith("removed") and group in line for line in done.stdout.splitlines()), done.stdout
+        removed = any(line.startswith("removed") and group in line for line in done.stdout.splitlines())
+        assert removed or group not in dry.stdout or "no stale bpfkit probes" in done.stdout, done.stdout
         assert group not in _groups()
     finally:
         link.remove_stale_probes()

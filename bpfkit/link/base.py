@@ -486,13 +486,15 @@ def link_from_id(link_id: int) -> RawLink:
 def iter_links() -> Iterator[LinkInfo]:
     """Every bpf_link in the system (BPF_LINK_GET_NEXT_ID, 5.8), as typed info, by id.
 
-    Links that vanish between listing and opening are skipped.
+    Links that vanish between listing and opening are skipped, and so are links another process
+    is making: the kernel gives a link its id before it is settled and answers EAGAIN for it
+    until then (bpf_link_by_id, kernel/bpf/syscall.c).
     """
     for link_id in _bpf.iter_ids("link"):
         try:
             fd = _bpf.fd_by_id("link", link_id)
         except KernelError as exc:
-            if exc.errno == errno.ENOENT:
+            if exc.errno in (errno.ENOENT, errno.EAGAIN):
                 continue
             raise
         with fd:
