@@ -21,7 +21,7 @@ import pytest
 
 from bpfkit._kernel import tracefs as _tracefs
 
-from .test_cli import Running, our_links, trigger
+from .test_cli import Running, trigger
 
 pytestmark = pytest.mark.vm("6.1", "6.12")
 
@@ -51,7 +51,7 @@ def test_kprobe_spec_prints_events(bpf_obj: Any, mode: str) -> None:
         rc = run.stop(signal.SIGINT)
     assert rc == 0, run.err
     assert got[0]["fields"]["comm"].startswith("python")
-    assert our_links() == []
+    assert run.prog_ids and run.links() == []  # this run's own, by id
     assert kprobe_groups_of(run.proc.pid) == set()
 
 

@@ -43,13 +43,13 @@ for path in "${need[@]}"; do
   done
 done
 
+drop=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
+if [ ${#covered[@]} = 0 ]; then
+  HOME="$dir" TMPDIR="$dir" PYTHONDONTWRITEBYTECODE=1 exec "${drop[@]}" "$@"
+fi
 hold=$(mktemp -d)  # the covered directories' real contents, seen by root alone (before TMPDIR changes)
 trap 'rm -rf "$hold"' EXIT
-drop=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
 export HOME="$dir" TMPDIR="$dir" PYTHONDONTWRITEBYTECODE=1
-if [ ${#covered[@]} = 0 ]; then
-  exec "${drop[@]}" "$@"
-fi
 # Outer directories first (a covered directory may lie inside another).
 order=$(for d in "${!covered[@]}"; do printf '%s\t%s\n' "$(tr -cd / <<<"$d" | wc -c)" "$d"; done | sort -n | cut -f2)
 echo "as-nobody: $(tr '\n' ' ' <<<"$order")cannot be searched by others: covering them in a private mount namespace" >&2
