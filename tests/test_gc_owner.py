@@ -57,6 +57,14 @@ def _gc(*prefix: str) -> str:
     return out.stdout
 
 
+def _removed(out: str, group: str, pid: int) -> bool:
+    """Whether ``group`` is gone and `bpfkit gc` (which printed ``out``) removed it, or another gc
+    on the machine did first: gc is machine-wide, and a second copy of this suite runs the same
+    test at the same moment (both judge the owner with the same code)."""
+    said = f"removed  uprobe {group}/gc_owner_test (pid {pid} started" in out
+    return group not in _groups() and (said or group not in out)
+
+
 def _cleanup(group: str) -> None:
     try:
         _tracefs.remove_probe_event("uprobe", group, "gc_owner_test")
@@ -77,8 +85,8 @@ def test_dead_owner_removed_live_owner_kept() -> None:
     dead.wait()
     try:
         out = _gc()
-        assert f"removed  uprobe {dead_group}/gc_owner_test (pid {dead.pid} started" in out
-        assert dead_group not in _groups() and live_group in _groups()
+        assert _removed(out, dead_group, dead.pid), out
+        assert live_group in _groups()
     finally:
         live.communicate("")
         _cleanup(dead_group)
@@ -110,8 +118,7 @@ def test_reused_pid_is_not_the_owner() -> None:
     try:
         assert _owner.start_time(dead.pid) is not None  # a process with the owner's pid runs
         out = _gc()
-        assert f"removed  uprobe {group}/gc_owner_test (pid {dead.pid} started" in out, out
-        assert group not in _groups()
+        assert _removed(out, group, dead.pid), out
     finally:
         squatter.kill()
         squatter.wait()
@@ -163,6 +170,6 @@ def test_probe_left_by_a_killed_container_process_is_collected() -> None:
         os.kill(inner, signal.SIGKILL)
         container.wait(10)
         out = _gc()
-        assert f"removed  uprobe {group}/gc_owner_test (pid {inner} started" in out, out
+        assert _removed(out, group, inner), out
     finally:
         _cleanup(group)
