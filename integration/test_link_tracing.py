@@ -441,7 +441,8 @@ def test_cli_features_reports_iterator_targets() -> None:
     table = json.loads(proc.stdout)
     for name in ("iter_task", "iter_bpf_map_elem"):
         assert table[name]["supported"] is False
-        assert "refused with EPERM" in table[name]["reason"] and "empty verifier log" in table[name]["reason"]
+        assert f"iter/{name.removeprefix('iter_')} program: EPERM" in table[name]["reason"]
+        assert "empty verifier log: the kernel refuses it before verification" in table[name]["reason"]
     unknown = subprocess.run([sys.executable, "-m", "bpfkit.cli", "features", "iter_nope"], capture_output=True,
                              text=True, timeout=60 * SLOW)
     assert unknown.returncode == 2 and "unknown kernel feature 'iter_nope'" in unknown.stderr
@@ -453,7 +454,7 @@ REFUSE_MAP_ELEM = """
 from bpfkit.features import probes
 p = probes.ITERATORS["iter_bpf_map_elem"]
 probes.ITERATORS[p.name] = probes.Probe(p.name, p.group, p.min_version, p.what, p.how,
-                                        lambda: (False, "FAKED: refused with EPERM and an empty verifier log"))
+                                        lambda: (False, "FAKED: EPERM with an empty verifier log"))
 """
 
 
@@ -475,7 +476,7 @@ def test_suite_skips_what_a_refused_iterator_target_needs(tmp_path: Path) -> Non
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:]
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
-    why = "kernel lacks iter_bpf_map_elem: FAKED: refused with EPERM and an empty verifier log"
+    why = "kernel lacks iter_bpf_map_elem: FAKED: EPERM with an empty verifier log"
     assert sum(why in line for line in skipped) >= 2, skipped  # test_iter_map_elements, test_iter_auto_attach
     assert any("this kernel lacks iter_bpf_map_elem: FAKED" in line for line in skipped), skipped  # the doc block
     assert " error" not in out.splitlines()[-1], out[-3000:]

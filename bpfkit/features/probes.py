@@ -343,6 +343,18 @@ def _vmlinux_func_id(names: tuple[str, ...]) -> tuple[str, int]:
     raise NotFoundError(f"none of {', '.join(names)} is a function in vmlinux BTF")
 
 
+def _refused_before_verification(exc: VerifierError, what: str, refused: str) -> Outcome | None:
+    """The outcome of a load of ``what`` that the kernel refused before verifying it (EPERM
+    with an empty verifier log: no privilege, or a policy refusing ``refused``) or that failed
+    for a passing reason; None for a verifier rejection the caller reads."""
+    if exc.errno == errno.EPERM and not exc.log.strip():
+        return False, (f"BPF_PROG_LOAD of {what}: {describe_errno(exc.errno)} with an empty verifier log: "
+                       f"the kernel refuses {refused} before verification")
+    if exc.errno in TRANSIENT_ERRNOS:
+        return _failure(exc)
+    return None
+
+
 # bpf_fentry_test1 exists for exactly this (net/bpf/test_run.c); the others are fallbacks.
 FENTRY_TARGETS = ("bpf_fentry_test1", "do_nanosleep", "vfs_read")
 
@@ -356,11 +368,9 @@ def probe_tracing_programs() -> Outcome:
     try:
         _load_logged(ProgType.TRACING, attach_btf_id=1, **kind).close()
     except VerifierError as exc:
-        if exc.errno == errno.EPERM and not exc.log.strip():
-            return False, (f"BPF_PROG_LOAD of an fentry program: {describe_errno(exc.errno)} with an empty verifier "
-                           "log: the kernel refuses BPF trampolines before verification")
-        if exc.errno in TRANSIENT_ERRNOS:
-            return _failure(exc)
+        refused = _refused_before_verification(exc, "an fentry program", "BPF trampolines")
+        if refused is not None:
+            return refused
         if exc.errno != errno.EINVAL or "is not a function" not in exc.log:
             return False, f"BPF_PROG_LOAD of a tracing program: {describe_errno(exc.errno)}: {exc.tail(1).strip()}"
     except KernelError as exc:
@@ -423,12 +433,10 @@ def _iter_probe(target: str) -> Callable[[], Outcome]:
         try:
             _load_logged(ProgType.TRACING, attach_btf_id=btf_id, expected_attach_type=int(AttachType.TRACE_ITER)).close()
         except VerifierError as exc:
-            if exc.errno == errno.EPERM and not exc.log.strip():
-                # Seen on a 6.18 host that loads iter/task: refused before verification.
-                return False, (f"{what} was refused with {describe_errno(exc.errno)} and an empty verifier log: "
-                               "the kernel refuses it before verification")
-            if exc.errno in TRANSIENT_ERRNOS:
-                return _failure(exc)
+            # Seen on a 6.18 host that loads iter/task: iter/bpf_map_elem refused before verification.
+            refused = _refused_before_verification(exc, what, "it")
+            if refused is not None:
+                return refused
             return False, f"{what} was rejected: {describe_errno(exc.errno)}: {exc.tail(1).strip() or 'empty verifier log'}"
         except KernelError as exc:
             return _failure(exc)
