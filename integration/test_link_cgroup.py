@@ -26,7 +26,9 @@ from bpfkit.errors import KernelError, NotSupportedError, UsageError
 
 from .cgroup_support import Cgroup, bpffs_dir, count
 
-FROM_PORT, TO_PORT = 4811, 4812
+# This run's own block of four ports, from its pid: a second copy of the suite binds its own.
+_PORTS = 10000 + os.getpid() % 10000 * 4
+FROM_PORT, TO_PORT, OTHER_PORT = _PORTS, _PORTS + 1, _PORTS + 2
 SLOT_CONNECT, SLOT_REWRITTEN, SLOT_EGRESS, SLOT_SYSCTL, SLOT_DEV, SLOT_SOCKOPT, SLOT_CREATE, SLOT_SOCKOPS, \
     SLOT_BIND, SLOT_OTHER = range(10)
 PRIORITY = 42
@@ -104,7 +106,7 @@ def test_connect4_counts_and_rewrites(cg: Cgroup, coll, listener, mode: str) -> 
         assert isinstance(lk, expected_class(mode)) and isinstance(lk, link.Link)
         assert child(f"connect({FROM_PORT})") == TO_PORT  # rewritten to where the test listens
         assert child(f"connect({TO_PORT})") == TO_PORT
-        assert child(f"connect({TO_PORT + 100})") == "ECONNREFUSED"  # not rewritten
+        assert child(f"connect({OTHER_PORT})") == "ECONNREFUSED"  # not rewritten
         assert (count(coll, SLOT_CONNECT), count(coll, SLOT_REWRITTEN)) == (3, 1)
         # A connect from this process (outside the cgroup) is not seen.
         with socket.create_connection(("127.0.0.1", TO_PORT)):
