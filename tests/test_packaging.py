@@ -10,6 +10,7 @@ the installed files are checked instead."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -62,7 +63,16 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path
     if not os.access(egg_info if egg_info.exists() else REPO, os.W_OK):
         pytest.skip(f"python -m build writes {egg_info}, which this user cannot write (run as the checkout's owner)")
     tmp = tmp_path_factory.mktemp("dists")
-    yield _build(tmp / "dist"), _build(tmp / "direct", "--wheel")
+    # setuptools stages the sdist and egg-info inside the checkout: a second copy of the suite
+    # building at the same moment (scripts/test-twice.sh) broke this one's ("No such file or
+    # directory: 'bpfkit-0.1.0/bpfkit/usdt'"). One build at a time per checkout: a lock on it.
+    checkout = os.open(REPO, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(checkout, fcntl.LOCK_EX)
+        built = _build(tmp / "dist"), _build(tmp / "direct", "--wheel")
+    finally:
+        os.close(checkout)  # releases the lock
+    yield built
 
 
 @needs_checkout
