@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import lzma
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -161,13 +162,22 @@ def attach_stacks(obj: Path, out: Path, seconds: float) -> tuple[int, str]:
     return cli.returncode, rest
 
 
-def chain_samples(folded: str) -> tuple[int, int]:
-    """(samples of the workload, those whose user frames end in the chain) in folded text. A
+def own_name(workload: Workload, dest: Path) -> Path:
+    """A link to the workload under a name of this run's, which becomes its comm (the kernel
+    takes it from the path exec'd): the CLI's profiles are system-wide and group stacks by comm,
+    and a second copy of the suite runs a ``workload`` of its own meanwhile."""
+    link = dest / f"wl{os.getpid()}"
+    link.symlink_to(workload.workload)
+    return link
+
+
+def chain_samples(folded: str, comm: str = "workload") -> tuple[int, int]:
+    """(samples of the process named ``comm``, those whose user frames end in the chain) in folded text. A
     sample taken while an interrupt ran in the process has kernel frames on top
     (asm_sysvec_apic_timer_interrupt_[k];...), more of them on a busy host: they are left out."""
     total = good = 0
     for line in folded.splitlines():
-        if line.startswith("workload;"):
+        if line.startswith(f"{comm};"):
             stack, count = line.rsplit(" ", 1)
             total += int(count)
             if [f for f in stack.split(";") if not f.endswith("_[k]")][-5:] == CHAIN[::-1]:

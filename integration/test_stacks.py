@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bpfkit.symbols import Symbolizer, decode_stack
-from integration.stack_workload import CHAIN, Workload, attach_stacks, build, chain_samples
+from integration.stack_workload import CHAIN, Workload, attach_stacks, build, chain_samples, own_name
 
 SECONDS = 2
 
@@ -141,7 +141,8 @@ def test_cli_attach_stacks_output(bpf_obj: Any, workload: Workload, tmp_path: Pa
     stopped by SIGINT after SECONDS, writes the workload's stacks (the program samples every
     process here: target_tgid stays 0)."""
     out = tmp_path / f"profile{suffix}"
-    proc = subprocess.Popen([str(workload.workload), "spin", "30"])
+    exe = own_name(workload, tmp_path)
+    proc = subprocess.Popen([str(exe), "spin", "30"])
     try:
         status, rest = attach_stacks(bpf_obj("stacks"), out, SECONDS)
     finally:
@@ -151,10 +152,10 @@ def test_cli_attach_stacks_output(bpf_obj: Any, workload: Workload, tmp_path: Pa
     assert f"wrote {out} ({'folded' if suffix == '.folded' else 'svg'}):" in rest
     text = out.read_text()
     if suffix == ".folded":
-        total, good = chain_samples(text)
+        total, good = chain_samples(text, exe.name)
         assert total >= 20 and good >= 0.9 * total, text
     else:
-        assert 'data-n="spin"' in text and 'data-n="workload"' in text
+        assert 'data-n="spin"' in text and f'data-n="{exe.name}"' in text
 
 
 def test_cli_stacks_errors(bpf_obj: Any, tmp_path: Path) -> None:
