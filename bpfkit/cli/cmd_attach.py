@@ -492,11 +492,16 @@ def run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:  # names in msg are the object's: printed visibly (bpfkit._visible)
         print(shown(msg), file=status, flush=True)
 
-    # SIGTERM before the links exist must also unwind through the finally blocks below.
+    # SIGTERM before the links exist must also unwind through the finally blocks below. The
+    # console script's handler does (bpfkit.cli._exit_quietly), and holds a signal back while
+    # a module is imported lazily: a KeyboardInterrupt inside a class's creation would come out
+    # as RuntimeError. A library caller's main() gets a plain raise.
+    from . import _exit_quietly, signals_are_quiet
+
     def early_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, early_term)
+    previous = signal.signal(signal.SIGTERM, _exit_quietly if signals_are_quiet() else early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
         from .cmd_load import apply_map_sizes, apply_sets

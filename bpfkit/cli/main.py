@@ -439,6 +439,13 @@ def _main(argv: Sequence[str] | None, command_line: bool) -> int:
         return exit_code_for(exc)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except RuntimeError as exc:
+        # Python 3.11 wraps what a descriptor's __set_name__ raises in RuntimeError: a signal
+        # that lands while a lazily imported module creates a class (a dataclass's fields) is
+        # still an interrupt (seen: SIGTERM 77 ms into `attach`, in CollectionSpec's creation).
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            return EXIT_INTERRUPTED
+        raise
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:
