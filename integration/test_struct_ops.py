@@ -34,6 +34,21 @@ CALL_INIT, CALL_CONG_AVOID, CALL_SSTHRESH, CALL_UNDO_CWND, CALL_RELEASE, CALL_ST
 SCX_STATE = "/sys/kernel/sched_ext/state"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _congestion_control_names() -> Any:
+    """The module's objects register TCP congestion controls named bpfkit_reno and bpfkit_reno2:
+    names the kernel keeps machine-wide (one tcp_congestion_ops list), so a second copy of the
+    suite running these tests at the same moment would see them or be refused them. The copies
+    take turns (an flock on a file of the machine's temporary directory)."""
+    import fcntl
+    import tempfile
+
+    with open(os.path.join(tempfile.gettempdir(), "bpfkit-tests-tcp-congestion.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _kernel_at_least(major: int, minor: int) -> bool:
     release = os.uname().release.split("-")[0].split(".")
     return (int(release[0]), int(release[1])) >= (major, minor)
