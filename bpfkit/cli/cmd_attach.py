@@ -372,32 +372,31 @@ def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tu
     return stream, otlp
 
 
-def _metrics_config(args: argparse.Namespace) -> Any:
+def _metrics_file(args: argparse.Namespace, option: str, path: str | None, needs: str, module: str, loader: str) -> Any:
+    """The file ``option`` names, read by ``bpfkit.metrics.MODULE.LOADER`` (None without it);
+    it goes with --metrics, and needs the metrics extra's packages (``needs`` names them)."""
+    import importlib
+
     from ..errors import UsageError
 
-    if not args.metrics_config:
+    if not path:
         return None
     if not args.metrics:
-        raise UsageError("--metrics-config needs --metrics ADDR (where to serve the metrics)")
+        raise UsageError(f"{option} needs --metrics ADDR (where to serve the metrics)")
     try:
-        from ..metrics.config import load_config
+        load = getattr(importlib.import_module(f"bpfkit.metrics.{module}"), loader)
     except ImportError as exc:
-        raise UsageError(f"--metrics-config needs PyYAML ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
-    return load_config(args.metrics_config)
+        raise UsageError(f"{option} needs {needs} ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
+    return load(path)
+
+
+def _metrics_config(args: argparse.Namespace) -> Any:
+    return _metrics_file(args, "--metrics-config", args.metrics_config, "PyYAML", "config", "load_config")
 
 
 def _metrics_web_config(args: argparse.Namespace) -> Any:
-    from ..errors import UsageError
-
-    if not args.metrics_web_config:
-        return None
-    if not args.metrics:
-        raise UsageError("--metrics-web-config needs --metrics ADDR (where to serve the metrics)")
-    try:
-        from ..metrics.webconfig import load_web_config
-    except ImportError as exc:
-        raise UsageError(f"--metrics-web-config needs PyYAML and bcrypt ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
-    return load_web_config(args.metrics_web_config)
+    return _metrics_file(args, "--metrics-web-config", args.metrics_web_config, "PyYAML and bcrypt", "webconfig",
+                         "load_web_config")
 
 
 def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
