@@ -130,6 +130,26 @@ def test_keep_alive_head_and_errors() -> None:
         assert server.renders == 1  # four scrapes within min_interval: one render
 
 
+def test_an_unread_body_does_not_reset_the_answer() -> None:
+    """The server ends a connection whose request body it does not read: close(2) with those bytes
+    unread would send a reset, and the client would lose the answer (RFC 9112 9.6; the CI saw
+    ECONNRESET reading a 405). The body here is larger than one read of the request head."""
+    with MetricsServer("127.0.0.1:0", [Counting()]) as server:
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", server.port)) as client:
+                client.sendall(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\n\r\n" + b"b" * 65536)
+                time.sleep(0.1)  # answered and ended by now
+                client.settimeout(5)
+                answer = b""
+                while chunk := client.recv(4096):
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 405 ") and answer.endswith(b"GET or HEAD\n")
+        deadline = time.monotonic() + 5
+        while server._conns and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server._conns  # each lingered until the client closed
+
+
 CHILD = textwrap.dedent("""
     import os, resource, signal, sys, time
     from prometheus_client.core import GaugeMetricFamily

@@ -29,6 +29,7 @@ from .stop_signals import StopSignals
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~1.5 ms of start-up, for annotations only
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 HELP = "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"
@@ -372,11 +373,10 @@ def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tu
     return stream, otlp
 
 
-def _metrics_file(args: argparse.Namespace, option: str, path: str | None, needs: str, module: str, loader: str) -> Any:
-    """The file ``option`` names, read by ``bpfkit.metrics.MODULE.LOADER`` (None without it);
+def _metrics_file(args: argparse.Namespace, option: str, path: str | None, needs: str,
+                  import_loader: Callable[[], Callable[[str], Any]]) -> Any:
+    """The file ``option`` names, read by the loader ``import_loader`` imports (None without it);
     it goes with --metrics, and needs the metrics extra's packages (``needs`` names them)."""
-    import importlib
-
     from ..errors import UsageError
 
     if not path:
@@ -384,19 +384,31 @@ def _metrics_file(args: argparse.Namespace, option: str, path: str | None, needs
     if not args.metrics:
         raise UsageError(f"{option} needs --metrics ADDR (where to serve the metrics)")
     try:
-        load = getattr(importlib.import_module(f"bpfkit.metrics.{module}"), loader)
+        load = import_loader()
     except ImportError as exc:
         raise UsageError(f"{option} needs {needs} ({exc.name} is missing): pip install 'bpfkit[metrics]'") from None
     return load(path)
 
 
+def _import_load_config() -> Callable[[str], Any]:
+    from ..metrics.config import load_config
+
+    return load_config
+
+
+def _import_load_web_config() -> Callable[[str], Any]:
+    from ..metrics.webconfig import load_web_config
+
+    return load_web_config
+
+
 def _metrics_config(args: argparse.Namespace) -> Any:
-    return _metrics_file(args, "--metrics-config", args.metrics_config, "PyYAML", "config", "load_config")
+    return _metrics_file(args, "--metrics-config", args.metrics_config, "PyYAML", _import_load_config)
 
 
 def _metrics_web_config(args: argparse.Namespace) -> Any:
-    return _metrics_file(args, "--metrics-web-config", args.metrics_web_config, "PyYAML and bcrypt", "webconfig",
-                         "load_web_config")
+    return _metrics_file(args, "--metrics-web-config", args.metrics_web_config, "PyYAML and bcrypt",
+                         _import_load_web_config)
 
 
 def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:

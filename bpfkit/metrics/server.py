@@ -54,7 +54,13 @@ __all__ = ["parse_address", "every_interface", "MetricsServer"]
 MAX_HEAD = 8 << 10
 _TLS_CHUNK = 16 << 10  # one TLS record: a retried SSL_write must be given the same bytes
 _MAX_CHECKS = 8  # password checks queued for bcrypt; more get 503 (the verdicts already cached are not delayed)
-_HANDSHAKE, _HEAD, _WAIT, _WRITE = range(4)
+_HANDSHAKE, _HEAD, _WAIT, _WRITE, _LINGER = range(5)
+# A connection that ends with request bytes still unread (a POST's body) would be reset by
+# close(2) (RFC 9112 9.6: the client may lose the answer): the answer's end is sent with
+# shutdown(SHUT_WR) and what the client still sends is read and dropped until it closes,
+# for at most these seconds and bytes.
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 1 << 20
 
 
 def parse_address(text: str, option: str = "--metrics") -> tuple[str, int]:
@@ -73,7 +79,7 @@ def every_interface(host: str) -> bool:
 
 
 class _Conn:
-    __slots__ = ("sock", "state", "buf", "deadline", "out", "body", "keep_alive", "head_only", "want")
+    __slots__ = ("sock", "state", "buf", "deadline", "out", "body", "keep_alive", "head_only", "want", "lingered")
 
     def __init__(self, sock: socket.socket, state: int, deadline: float) -> None:
         self.sock = sock
@@ -85,6 +91,7 @@ class _Conn:
         self.keep_alive = False
         self.head_only = False  # a HEAD request: the answer without its body
         self.want = selectors.EVENT_READ
+        self.lingered = 0  # bytes read and dropped after the last answer
 
 
 class _Worker:
@@ -326,7 +333,7 @@ class MetricsServer(ClosesOnExit):
     def _evict(self) -> bool:
         """Close the connection without a request head nearest its timeout, if any: a slow or
         idle one (a kept-alive connection, whose timeout is longer, goes after new ones)."""
-        idle = [c for c in self._conns.values() if c.state in (_HANDSHAKE, _HEAD)]
+        idle = [c for c in self._conns.values() if c.state in (_HANDSHAKE, _HEAD, _LINGER)]
         if not idle:
             return False
         self._close(min(idle, key=lambda c: c.deadline))
@@ -356,6 +363,8 @@ class MetricsServer(ClosesOnExit):
                 self._read(conn)
             elif conn.state == _WRITE:
                 self._write(conn)
+            elif conn.state == _LINGER:
+                self._linger(conn)
         except Exception:  # a TLS alert, a bug: that connection ends, the server goes on
             self._close(conn)
 
@@ -524,12 +533,39 @@ class MetricsServer(ClosesOnExit):
                 conn.out[0] = view[sent:]
         conn.body = None
         if not conn.keep_alive:
-            return self._close(conn)
+            return self._end(conn)
         conn.state = _HEAD
         conn.deadline = time.monotonic() + self.idle_timeout
         self._watch(conn, selectors.EVENT_READ)
         if b"\r\n\r\n" in conn.buf:  # a pipelined request
             self._read(conn)
+
+
+    def _end(self, conn: _Conn) -> None:
+        """The answer is out and the connection ends: a lingering close (see _LINGER_SECONDS)."""
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the client left already
+            return self._close(conn)
+        conn.buf = b""
+        conn.lingered = 0
+        conn.state = _LINGER
+        conn.deadline = time.monotonic() + _LINGER_SECONDS
+        self._watch(conn, selectors.EVENT_READ)
+        self._linger(conn)
+
+    def _linger(self, conn: _Conn) -> None:
+        while conn.lingered < _LINGER_BYTES:
+            try:
+                data = conn.sock.recv(64 << 10)
+            except BlockingIOError:
+                return
+            except OSError:
+                break
+            if not data:
+                break
+            conn.lingered += len(data)
+        self._close(conn)
 
 
 def warn_every_interface(address: str, option: str = "--metrics") -> None:
