@@ -40,6 +40,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from .layout import FLOAT_FORMATS, INT_FORMATS, members
 from .spec import BTF
 from .types import (
     Array,
@@ -62,10 +63,6 @@ Render = Callable[[Any, int], str]
 
 _MODS = frozenset({Kind.VOLATILE, Kind.CONST, Kind.RESTRICT, Kind.TYPE_TAG})  # libbpf's btf_is_mod
 _RESOLVE = _MODS | {Kind.TYPEDEF, Kind.VAR}  # what btf__resolve_type skips
-_UINT = {8: "B", 16: "H", 32: "I", 64: "Q"}
-_SINT = {8: "b", 16: "h", 32: "i", 64: "q"}
-_ENUM_FMT = {1: "b", 2: "h", 4: "i", 8: "q"}
-_FLOAT_FMT = {2: "e", 4: "f", 8: "d"}
 _PTR_FMT = "Q" if struct.calcsize("P") == 8 else "I"  # bpftool reads an unsigned long
 _BOOL = {True: "true", False: "false"}.__getitem__
 _TEXT = re.compile(rb"([\x20-\x7e]*)\x00").match
@@ -219,15 +216,15 @@ class TypeFormatter:
             return out
         if isinstance(t, Datasec):
             out = _literal("{" + self._name(t.name) + "[")
-            for i, vsi in enumerate(t.vars):
+            for i, m in enumerate(members(self.btf, t)):
                 if i:
                     out.text(self._sep)
-                out.add(self.layout(vsi.type), vsi.offset)
+                out.add(self.layout(m.type), m.bit_offset // 8)
             out.text("]}")
             return out
         if isinstance(t, Float):
             # bpftool: "(unsupported-kind)", not JSON; a number here (docs/cli.md)
-            f = _FLOAT_FMT.get(t.size)
+            f = FLOAT_FORMATS.get(t.size)
             return _leaf(f, _float) if f else _literal("null")
         return _literal("null")  # void, FWD, FUNC...: nothing a map value can hold
 
@@ -247,12 +244,9 @@ class TypeFormatter:
             return self._bitfield(bit_offset + t.bit_offset, bits)
         if bits == 128:
             return _leaf("16s", lambda b: _hex_str(int.from_bytes(b, "little")))
-        if enc == 0 and bits in _UINT:
-            return _leaf(_UINT[bits])
-        if enc == IntEncoding.SIGNED and bits in _SINT:
-            return _leaf(_SINT[bits])
-        if enc == 0 or enc == IntEncoding.SIGNED:
-            return self._bitfield(0, bits)
+        if enc == 0 or enc == IntEncoding.SIGNED:  # by its bits, not its size (bitfields above)
+            fmt = INT_FORMATS.get((bits // 8, enc == IntEncoding.SIGNED))
+            return _leaf(fmt) if fmt else self._bitfield(0, bits)
         if enc == IntEncoding.CHAR:
             # isprint() on a (signed) char: printable ASCII as itself, else "\u00XX"
             return _leaf("B", lambda c: json.dumps(chr(c)))
@@ -273,7 +267,7 @@ class TypeFormatter:
 
     def _struct(self, t: Struct) -> _Layout:
         out = _literal("{")
-        for i, m in enumerate(t.members):
+        for i, m in enumerate(members(self.btf, t)):
             out.text((self._sep if i else "") + self._name(m.name))
             if m.bitfield_size:
                 out.add(self._bitfield(m.bit_offset % 8, m.bitfield_size), m.bit_offset // 8)
@@ -323,7 +317,7 @@ class TypeFormatter:
         return _leaf(f"{n}s", text_or_list)
 
     def _enum(self, t: Enum) -> _Layout:
-        fmt = _ENUM_FMT.get(t.size)
+        fmt = INT_FORMATS.get((t.size, True))  # read signed at its size, whatever the BTF says
         if fmt is None:
             return _literal("null")  # bpftool: -EINVAL
         names: dict[int, str] = {}

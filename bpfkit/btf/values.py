@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import BTFValueError, ParseError
+from .layout import FLOAT_FORMATS, INT_FORMATS, members
 from .spec import BTF
 from .types import Array, Datasec, Enum, Float, Int, IntEncoding, Member, Pointer, Struct, Union, Var
 
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_VALUE_DEPTH", "Record", "ValueCodec", "describe_value", "value_codec"]
 
 _LITTLE = sys.byteorder == "little"
-_INT_FMT = {(1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q",
-            (1, True): "b", (2, True): "h", (4, True): "i", (8, True): "q"}
 _MAX_DEPTH = 64  # nesting depth guard (BTF from a file could loop through arrays/structs)
 # The deepest a value given as text (JSON) may nest: no type bpfkit lays out nests deeper, and
 # json.loads recurses once per level (50,000 '[' were a RecursionError).
@@ -251,7 +250,7 @@ class _Compiler:
     # ---------------------------------------------------------------------- scalars
     def _plain_int(self, size: int, signed: bool, expected: str, is_bool: bool = False) -> _Node:
         lo, hi = (-(1 << (size * 8 - 1)), (1 << (size * 8 - 1)) - 1) if signed else (0, (1 << (size * 8)) - 1)
-        fmt = "?" if is_bool and size == 1 else _INT_FMT.get((size, signed))
+        fmt = "?" if is_bool and size == 1 else INT_FORMATS.get((size, signed))
         packer = struct.Struct("=" + fmt) if fmt else None
         expected = f"{expected} (an integer in [{lo}, {hi}])" if not is_bool else f"{expected} (true or false)"
 
@@ -319,7 +318,7 @@ class _Compiler:
         return _Node(base.fmt, 1, build if cls is not None else base.build, encode, expected)
 
     def _float(self, t: Float, label: str) -> _Node:
-        fmt = {4: "f", 8: "d", 2: "e"}.get(t.size)
+        fmt = FLOAT_FORMATS.get(t.size)
         expected = f"{label or t.name or 'float'} (a number)"
         if fmt is None:
             return self._bytes_node(t.size, expected)
@@ -661,11 +660,10 @@ class _Compiler:
 
     def _datasec(self, t: Datasec, depth: int) -> _Node:
         """A data section (.rodata, .bss, ...) decodes as a Record of its variables."""
-        as_struct = Struct(t.id, t.name, t.size, [
-            Member(self.btf.type_by_id(v.type).name, self.btf.type_by_id(v.type).type  # type: ignore[attr-defined]
-                   if isinstance(self.btf.type_by_id(v.type), Var) else v.type, v.offset * 8)
-            for v in sorted(t.vars, key=lambda v: v.offset)
-        ])
+        by_id = self.btf.type_by_id
+        as_struct = Struct(t.id, t.name, t.size, [  # each VAR's type in its place, in offset order
+            Member(m.name, v.type if isinstance(v := by_id(m.type), Var) else m.type, m.bit_offset)
+            for m in sorted(members(self.btf, t), key=lambda m: m.bit_offset)])
         return self._struct(as_struct, depth)
 
 

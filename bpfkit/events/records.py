@@ -167,51 +167,43 @@ class RecordFormat:
         members in order with explicit padding, little-endian; nested structs are flattened
         into ``outer.inner`` names, arrays of integers into ``name[i]`` fields, byte/char
         arrays and unions become ``bytes``. Bitfields are refused."""
+        from ..btf.layout import FLOAT_FORMATS, INT_FORMATS, POINTER_FORMAT, leaves
         from ..btf.types import Array, Enum, Float, Int, Pointer, Struct, Union
-
-        def resolve(tid: int) -> Any:
-            return btf.resolve(tid)
 
         if isinstance(struct_type, str):
             struct_type = btf.lookup(struct_type)
         elif isinstance(struct_type, int):
-            struct_type = resolve(struct_type)
+            struct_type = btf.resolve(struct_type)
         if not isinstance(struct_type, Struct) or isinstance(struct_type, Union):
             raise UsageError(f"{struct_type!r} is not a BTF struct")
         codes: list[tuple[int, str, int, str]] = []  # (offset, code, size, name)
 
         def scalar(t: Any) -> str | None:
-            if isinstance(t, Int):
-                code = {1: "b", 2: "h", 4: "i", 8: "q"}.get(t.size)
-                return None if code is None else (code if t.signed else code.upper())
-            if isinstance(t, Enum):
-                code = {1: "b", 2: "h", 4: "i", 8: "q"}.get(t.size)
-                return None if code is None else (code if getattr(t, "signed", False) else code.upper())
+            """Integers and enums by size and sign (a bool as an integer), pointers, floats."""
+            if isinstance(t, (Int, Enum)):
+                return INT_FORMATS.get((t.size, t.signed))
             if isinstance(t, Pointer):
-                return "Q"
+                return POINTER_FORMAT
             if isinstance(t, Float):
-                return {4: "f", 8: "d"}.get(t.size)
+                return FLOAT_FORMATS.get(t.size)
             return None
 
-        def walk(t: Any, base: int, prefix: str) -> None:
-            for m in t.members:
-                if m.bitfield_size or m.bit_offset % 8:
-                    raise UsageError(f"BTF struct member {prefix}{m.name} is a bitfield: no struct format for it")
-                mt = resolve(m.type)
-                off = base + m.bit_offset // 8
-                name = prefix + (m.name or f"_anon{off}")
-                add(mt, off, name)
-
-        def add(mt: Any, off: int, name: str) -> None:
+        for leaf in leaves(btf, struct_type.id):
+            parts, at = [], 0
+            for m in leaf.path:  # ``outer.inner``; an anonymous member is _anon<its offset>
+                at += m.bit_offset // 8
+                parts.append(m.name or f"_anon{at}")
+            mt, off, name = leaf.type, leaf.offset, ".".join(parts)
+            if leaf.bitfield:
+                prefix = "".join(p + "." for p in parts[:-1])
+                raise UsageError(f"BTF struct member {prefix}{leaf.path[-1].name} is a bitfield: no struct format for it")
             code = scalar(mt)
             if code is not None:
                 codes.append((off, code, struct.calcsize("<" + code), name))
             elif isinstance(mt, Union):
                 codes.append((off, "s", mt.size, name))
-            elif isinstance(mt, Struct):
-                walk(mt, off, name + ".")
             elif isinstance(mt, Array):
-                elem = resolve(mt.type)
+                elem = btf.resolve(mt.type)
                 esize = btf.size_of(mt.type)
                 ecode = scalar(elem)
                 if ecode is None or esize == 1:
@@ -222,7 +214,6 @@ class RecordFormat:
             else:
                 raise UsageError(f"BTF struct member {name}: no struct format for {mt!r}")
 
-        walk(struct_type, 0, "")
         fmt, names, pos = "<", [], 0
         for off, code, size, name in codes:
             if off > pos:

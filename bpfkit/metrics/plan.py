@@ -29,8 +29,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Literal
 
+from ..btf import layout
 from ..btf.spec import BTF
-from ..btf.types import Array, Enum, Float, Int, IntEncoding, Struct, Union
+from ..btf.types import Array, Enum, Float, Int, IntEncoding, Struct, Type, Union
 from ..errors import UsageError
 from ..hist import _HIST_NAME  # the map names bpfkit.hist takes for slot-keyed histograms
 from ..maps import PERCPU_TYPES, Map
@@ -162,10 +163,6 @@ class MapMetrics:
     summed: bool = False  # labels from some key fields only: entries with the same labels are added up
 
 
-_INT_FMT = {(1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q",
-            (1, True): "b", (2, True): "h", (4, True): "i", (8, True): "q"}
-
-
 @dataclasses.dataclass
 class _Leaf:
     path: str        # dotted, as attrgetter takes it
@@ -175,37 +172,43 @@ class _Leaf:
     fmt: str = ""     # its struct format ("" where it has none: bitfields, unions, odd sizes)
 
 
-def _leaves(btf: BTF, type_id: int, path: str = "", depth: int = 0, offset: int = 0) -> list[_Leaf]:
+def _leaves(btf: BTF, type_id: int) -> list[_Leaf]:
     """The named leaves of a key or value type, nested structs flattened (anonymous members
-    under their parent, as bpfkit.btf.values decodes them)."""
-    t = btf.resolve(type_id)
-    if isinstance(t, Struct) and not isinstance(t, Union) and depth < 8:
-        out: list[_Leaf] = []
-        for m in t.members:
-            sub = path if not m.name else (f"{path}.{m.name}" if path else m.name)
-            if not m.name and not isinstance(btf.resolve(m.type), Struct):
-                continue
-            if m.bitfield_size or m.bit_offset % 8:
-                bt = btf.resolve(m.type)
-                out.append(_Leaf(sub, "enum" if isinstance(bt, Enum) else "int", m.type))
-                continue
-            out.extend(_leaves(btf, m.type, sub, depth + 1, offset + m.bit_offset // 8))
-        return out
-    if isinstance(t, Int):
-        bits = t.bit_offset or (t.bits and t.bits != t.size * 8)
-        fmt = "" if bits else ("?" if t.encoding & IntEncoding.BOOL and t.size == 1 else _INT_FMT.get((t.size, t.signed), ""))
-        return [_Leaf(path, "bool" if t.encoding & IntEncoding.BOOL else "int", type_id, offset, fmt)]
-    if isinstance(t, Enum):
-        return [_Leaf(path, "enum", type_id, offset, _INT_FMT.get((t.size, t.signed), ""))]
-    if isinstance(t, Float):
-        return [_Leaf(path, "float", type_id, offset, {4: "f", 8: "d"}.get(t.size, ""))]
+    under their parent, as bpfkit.btf.values decodes them), as bpfkit.btf.layout lays them out."""
+    out: list[_Leaf] = []
+    for leaf in layout.leaves(btf, type_id, _opens):
+        m, t = leaf.member, leaf.type
+        if m is not None and not m.name and not isinstance(t, Struct):
+            continue  # an anonymous bitfield (padding) or scalar: nothing C can name
+        path = ".".join(m.name for m in leaf.path if m.name)
+        if leaf.bitfield:
+            out.append(_Leaf(path, "enum" if isinstance(t, Enum) else "int", leaf.type_id))
+        elif isinstance(t, Int):
+            kind = "bool" if t.encoding & IntEncoding.BOOL else "int"
+            out.append(_Leaf(path, kind, leaf.type_id, leaf.offset, layout.scalar_format(t)))
+        elif isinstance(t, (Enum, Float)):
+            out.append(_Leaf(path, "enum" if isinstance(t, Enum) else "float", leaf.type_id, leaf.offset,
+                             layout.scalar_format(t)))
+        else:
+            out.append(_array_leaf(btf, t, path, leaf.type_id, leaf.offset))
+    return out
+
+
+def _opens(t: Type, depth: int) -> bool:
+    """Structs (not unions) are flattened, eight levels deep at most."""
+    return isinstance(t, Struct) and not isinstance(t, Union) and depth < 8
+
+
+def _array_leaf(btf: BTF, t: Type, path: str, type_id: int, offset: int) -> _Leaf:
+    """A char array is text, an array of integers or enums slots (named ``slots``) or an
+    array; anything else (unions, structs past the depth, pointers...) is other."""
     if isinstance(t, Array):
         elem = btf.resolve(t.type)
         if isinstance(elem, Int) and elem.size == 1 and (elem.encoding & IntEncoding.CHAR or "char" in elem.name):
-            return [_Leaf(path, "text", type_id, offset, f"{t.nelems}s")]
+            return _Leaf(path, "text", type_id, offset, f"{t.nelems}s")
         if isinstance(elem, (Int, Enum)):
-            return [_Leaf(path, "slots" if path.rsplit(".", 1)[-1] == "slots" else "array", type_id, offset)]
-    return [_Leaf(path, "other", type_id, offset)]
+            return _Leaf(path, "slots" if path.rsplit(".", 1)[-1] == "slots" else "array", type_id, offset)
+    return _Leaf(path, "other", type_id, offset)
 
 
 def _default_text(btf: BTF, leaf: _Leaf) -> Callable[[object], str]:
