@@ -16,6 +16,7 @@ import pytest
 from bpfkit import features
 from bpfkit.features import probes
 from bpfkit._kernel.consts import MapType, ProgType
+from bpfkit.btf.types import Enum, Enum64, EnumValue, Func, FuncProto, Linkage, Member, Param, Struct
 from bpfkit.errors import NotSupportedError, UsageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,8 +142,8 @@ def test_btf_blobs_are_well_formed() -> None:
 def test_btf_builder_int_and_func_encoding() -> None:
     b = probes.BTFBuilder()
     assert b.int_() == 1
-    proto = b.add("", probes.KIND_FUNC_PROTO, 1, 1, struct.pack("<II", b.name("a"), 1))
-    func = b.add("f", probes.KIND_FUNC, 1, proto)
+    proto = b.add(FuncProto(0, "", 1, [Param("a", 1)]))
+    func = b.add(Func(0, "f", proto, Linkage.GLOBAL))
     blob = b.encode()
     types = blob[24:]
     # int: name "int", kind 1, size 4, then encoding BTF_INT_SIGNED<<24 | 32 bits
@@ -225,27 +226,19 @@ def _fake_vmlinux(session_cookie_params: int, with_fsession: bool) -> object:
     """A small lazily parsed BTF with what the vmlinux BTF probes look for, and decoys: a
     flavored name, and the names as other kinds."""
     from bpfkit.btf.spec import BTF
-    from bpfkit.features._btf_kinds import (
-        KIND_ENUM,
-        KIND_ENUM64,
-        KIND_FUNC,
-        KIND_FUNC_PROTO,
-        KIND_STRUCT,
-        BTFBuilder,
-    )
+    from bpfkit.features._btf_kinds import BTFBuilder
 
     b = BTFBuilder()
     i = b.int_()
     values = ["BPF_CGROUP_INET_INGRESS", *(["BPF_TRACE_FSESSION"] if with_fsession else [])]
-    b.add("bpf_attach_type", KIND_ENUM, len(values), 4, b"".join(struct.pack("<Ii", b.name(v), n) for n, v in enumerate(values)))
-    b.add("bpf_attach_type___x", KIND_ENUM, 1, 4, struct.pack("<Ii", b.name("BPF_TRACE_FSESSION"), 9))  # a flavor
-    b.add("bpf_link_type", KIND_ENUM64, 1, 8, struct.pack("<III", b.name("BPF_LINK_TYPE_TRACING_MULTI"), 1, 0))
-    b.add("cgroup_bpf", KIND_STRUCT, 1, 4, struct.pack("<III", b.name("revisions"), i, 0))
-    b.add("bpf_rcu_read_lock", KIND_STRUCT, 0, 0)  # the name, but not a FUNC
-    proto = b.add("", KIND_FUNC_PROTO, session_cookie_params, i,
-                  b"".join(struct.pack("<II", b.name(f"a{n}"), i) for n in range(session_cookie_params)))
-    b.add("bpf_session_cookie", KIND_FUNC, 0, proto)
-    b.add("bpf_session_is_return", KIND_FUNC, 0, proto)
+    b.add(Enum(0, "bpf_attach_type", 4, [EnumValue(v, n) for n, v in enumerate(values)]))
+    b.add(Enum(0, "bpf_attach_type___x", 4, [EnumValue("BPF_TRACE_FSESSION", 9)]))  # a flavor
+    b.add(Enum64(0, "bpf_link_type", 8, [EnumValue("BPF_LINK_TYPE_TRACING_MULTI", 1)]))
+    b.add(Struct(0, "cgroup_bpf", 4, [Member("revisions", i, 0)]))
+    b.add(Struct(0, "bpf_rcu_read_lock", 0, []))  # the name, but not a FUNC
+    proto = b.add(FuncProto(0, "", i, [Param(f"a{n}", i) for n in range(session_cookie_params)]))
+    b.add(Func(0, "bpf_session_cookie", proto))
+    b.add(Func(0, "bpf_session_is_return", proto))
     return BTF.from_bytes(b.encode(), lazy=True, name="vmlinux")
 
 

@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 from collections.abc import Callable
 
 from .._kernel import bpf as _bpf
+from ..btf.spec import BTF
+from ..btf.types import (
+    Datasec,
+    DeclTag,
+    Enum64,
+    EnumValue,
+    Float,
+    Func,
+    FuncProto,
+    Int,
+    IntEncoding,
+    Linkage,
+    Param,
+    Pointer,
+    Type,
+    TypeTag,
+    Var,
+    VarLinkage,
+    VarSecinfo,
+    Void,
+)
 from ..errors import BPFKitError, KernelError, VerifierError, errno_name
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
@@ -60,39 +80,24 @@ def _failure(exc: BaseException) -> Outcome:
 
 
 # ------------------------------------------------------------------------- BTF blobs
-BTF_MAGIC = 0xEB9F
-(KIND_INT, KIND_PTR, KIND_ARRAY, KIND_STRUCT, KIND_UNION, KIND_ENUM, KIND_FWD, KIND_TYPEDEF,
- KIND_VOLATILE, KIND_CONST, KIND_RESTRICT, KIND_FUNC, KIND_FUNC_PROTO, KIND_VAR, KIND_DATASEC,
- KIND_FLOAT, KIND_DECL_TAG, KIND_TYPE_TAG, KIND_ENUM64) = range(1, 20)
-
-
 class BTFBuilder:
-    """Just enough of the BTF encoding (Documentation/bpf/btf.rst) to hand-make probe blobs."""
+    """Hand-made probe blobs: bpfkit.btf types, numbered as added (ids from 1), encoded by
+    bpfkit.btf's writer (:meth:`bpfkit.btf.BTF.to_bytes`)."""
 
     def __init__(self) -> None:
-        self.types: list[bytes] = []
-        self.strings = bytearray(b"\0")
+        self.types: list[Type] = [Void(0, "")]
 
-    def name(self, text: str) -> int:
-        if not text:
-            return 0
-        off = len(self.strings)
-        self.strings += text.encode() + b"\0"
-        return off
-
-    def add(self, name: str, kind: int, vlen: int, size_or_type: int, extra: bytes = b"", kflag: int = 0) -> int:
-        info = (kflag << 31) | (kind << 24) | vlen
-        self.types.append(struct.pack("<III", self.name(name), info, size_or_type) + extra)
-        return len(self.types)  # type ids start at 1
+    def add(self, t: Type) -> int:
+        """Append ``t`` (its id is set here); its id."""
+        t.id = len(self.types)
+        self.types.append(t)
+        return t.id
 
     def int_(self, name: str = "int", size: int = 4, signed: bool = True) -> int:
-        return self.add(name, KIND_INT, 0, size, struct.pack("<I", ((1 if signed else 0) << 24) | (size * 8)))
+        return self.add(Int(0, name, size, IntEncoding.SIGNED if signed else IntEncoding.NONE, 0, size * 8))
 
     def encode(self) -> bytes:
-        types = b"".join(self.types)
-        strs = bytes(self.strings)
-        header = struct.pack("<HBBIIIII", BTF_MAGIC, 1, 0, 24, 0, len(types), len(types), len(strs))
-        return header + types + strs
+        return BTF(self.types).to_bytes()
 
 
 def _btf_int_only() -> bytes:
@@ -101,65 +106,56 @@ def _btf_int_only() -> bytes:
     return b.encode()
 
 
-def _btf_func(linkage: int) -> bytes:
+def _btf_func(linkage: Linkage) -> bytes:
     b = BTFBuilder()
     i = b.int_()  # [1] int
-    proto = b.add("", KIND_FUNC_PROTO, 1, i, struct.pack("<II", b.name("a"), i))  # [2] int (int a)
-    b.add("probe_func", KIND_FUNC, linkage, proto)  # [3] static/global int probe_func(int a)
+    proto = b.add(FuncProto(0, "", i, [Param("a", i)]))  # [2] int (int a)
+    b.add(Func(0, "probe_func", proto, linkage))  # [3] static/global int probe_func(int a)
     return b.encode()
 
 
-def _btf_datasec() -> bytes:
+def _btf_datasec(name: str = ".data", linkage: VarLinkage = VarLinkage.GLOBAL) -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 1))  # global allocated
-    b.add(".data", KIND_DATASEC, 1, 4, struct.pack("<III", var, 0, 4))
-    return b.encode()
-
-
-def _btf_qmark_datasec() -> bytes:
-    b = BTFBuilder()
-    i = b.int_()
-    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 0))
-    b.add("?.data", KIND_DATASEC, 1, 4, struct.pack("<III", var, 0, 4))
+    var = b.add(Var(0, "probe_var", i, linkage))
+    b.add(Datasec(0, name, 4, [VarSecinfo(var, 0, 4)]))
     return b.encode()
 
 
 def _btf_float() -> bytes:
     b = BTFBuilder()
-    b.add("float", KIND_FLOAT, 0, 4)
+    b.add(Float(0, "float", 4))
     return b.encode()
 
 
 def _btf_decl_tag() -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    var = b.add("probe_var", KIND_VAR, 0, i, struct.pack("<I", 0))
-    b.add("probe_tag", KIND_DECL_TAG, 0, var, struct.pack("<i", -1))
+    var = b.add(Var(0, "probe_var", i))
+    b.add(DeclTag(0, "probe_tag", var, -1))
     return b.encode()
 
 
 def _btf_type_tag() -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    tag = b.add("probe_tag", KIND_TYPE_TAG, 0, i)
-    b.add("", KIND_PTR, 0, tag)
+    tag = b.add(TypeTag(0, "probe_tag", i))
+    b.add(Pointer(0, "", tag))
     return b.encode()
 
 
 def _btf_enum64() -> bytes:
     b = BTFBuilder()
-    value = 1 << 40
-    b.add("probe_enum", KIND_ENUM64, 1, 8, struct.pack("<III", b.name("PROBE_A"), value & 0xFFFFFFFF, value >> 32))
+    b.add(Enum64(0, "probe_enum", 8, [EnumValue("PROBE_A", 1 << 40)]))
     return b.encode()
 
 
 BTF_BLOBS: dict[str, Callable[[], bytes]] = {
     "btf": _btf_int_only,
-    "btf_func": lambda: _btf_func(0),
-    "btf_func_global": lambda: _btf_func(1),
+    "btf_func": lambda: _btf_func(Linkage.STATIC),
+    "btf_func_global": lambda: _btf_func(Linkage.GLOBAL),
     "btf_datasec": _btf_datasec,
-    "btf_qmark_datasec": _btf_qmark_datasec,
+    "btf_qmark_datasec": lambda: _btf_datasec("?.data", VarLinkage.STATIC),
     "btf_float": _btf_float,
     "btf_decl_tag": _btf_decl_tag,
     "btf_type_tag": _btf_type_tag,

@@ -38,29 +38,10 @@ from .._kernel.abi import ffi
 from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .._kernel.fd import FD
 from .._record import FrozenRecord
+from ..btf.types import Kind, Member, Struct
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, VerifierError, errno_name
 from ._btf_kinds import BTF_BLOBS as BTF_BLOBS
-from ._btf_kinds import BTF_MAGIC as BTF_MAGIC
 from ._btf_kinds import ENOTSUPP as ENOTSUPP
-from ._btf_kinds import KIND_ARRAY as KIND_ARRAY
-from ._btf_kinds import KIND_CONST as KIND_CONST
-from ._btf_kinds import KIND_DATASEC as KIND_DATASEC
-from ._btf_kinds import KIND_DECL_TAG as KIND_DECL_TAG
-from ._btf_kinds import KIND_ENUM as KIND_ENUM
-from ._btf_kinds import KIND_ENUM64 as KIND_ENUM64
-from ._btf_kinds import KIND_FLOAT as KIND_FLOAT
-from ._btf_kinds import KIND_FUNC as KIND_FUNC
-from ._btf_kinds import KIND_FUNC_PROTO as KIND_FUNC_PROTO
-from ._btf_kinds import KIND_FWD as KIND_FWD
-from ._btf_kinds import KIND_INT as KIND_INT
-from ._btf_kinds import KIND_PTR as KIND_PTR
-from ._btf_kinds import KIND_RESTRICT as KIND_RESTRICT
-from ._btf_kinds import KIND_STRUCT as KIND_STRUCT
-from ._btf_kinds import KIND_TYPE_TAG as KIND_TYPE_TAG
-from ._btf_kinds import KIND_TYPEDEF as KIND_TYPEDEF
-from ._btf_kinds import KIND_UNION as KIND_UNION
-from ._btf_kinds import KIND_VAR as KIND_VAR
-from ._btf_kinds import KIND_VOLATILE as KIND_VOLATILE
 from ._btf_kinds import KINDS as _BTF_KINDS
 from ._btf_kinds import TRANSIENT_ERRNOS as TRANSIENT_ERRNOS
 from ._btf_kinds import BTFBuilder as BTFBuilder
@@ -195,8 +176,8 @@ def local_storage_btf() -> bytes:
     bpf_spin_lock l; } [3]: what sk/inode/task/cgrp storage maps need as key/value types."""
     b = BTFBuilder()
     i = b.int_()
-    lock = b.add("bpf_spin_lock", KIND_STRUCT, 1, 4, struct.pack("<III", b.name("val"), i, 0))
-    b.add("val", KIND_STRUCT, 2, 8, struct.pack("<III", b.name("cnt"), i, 0) + struct.pack("<III", b.name("l"), lock, 32))
+    lock = b.add(Struct(0, "bpf_spin_lock", 4, [Member("val", i, 0)]))
+    b.add(Struct(0, "val", 8, [Member("cnt", i, 0), Member("l", lock, 32)]))
     return b.encode()
 
 
@@ -317,15 +298,16 @@ def _vmlinux_func_ids(names: tuple[str, ...], until: str = "") -> dict[str, int]
         at = strs.find(b"\0" + name.encode() + b"\0")
         if at >= 0:
             wanted[at + 1] = name
-    extra = {KIND_INT: 4, KIND_ARRAY: 12, KIND_VAR: 4, KIND_DECL_TAG: 4}
-    per = {KIND_STRUCT: 12, KIND_UNION: 12, KIND_ENUM: 8, KIND_FUNC_PROTO: 8, KIND_DATASEC: 12, KIND_ENUM64: 12}
+    extra = {Kind.INT: 4, Kind.ARRAY: 12, Kind.VAR: 4, Kind.DECL_TAG: 4}
+    per = {Kind.STRUCT: 12, Kind.UNION: 12, Kind.ENUM: 8, Kind.FUNC_PROTO: 8, Kind.DATASEC: 12, Kind.ENUM64: 12}
     pos, end, tid = hdr_len + type_off, hdr_len + type_off + type_len, 1
     found: dict[str, int] = {}
     unpack = struct.unpack_from
+    func = int(Kind.FUNC)
     while pos < end and wanted:
         name_off, info = unpack("<II", data, pos)
         kind = (info >> 24) & 0x1F
-        if kind == KIND_FUNC and name_off in wanted:
+        if kind == func and name_off in wanted:
             found[wanted.pop(name_off)] = tid
             if until in found:
                 break
@@ -667,9 +649,9 @@ def _vmlinux() -> BTF:
 # the index of all 127k types' names, 7 ms); FUNC is not, so the kfunc names are searched in the
 # index of every type's name (11.4 ms for the group, 13 ms one by one). The first probe of a
 # group looks up every name of the group in one find_flavors_many; later ones read the answers.
-_ENUM_KINDS = (KIND_ENUM, KIND_ENUM64)  # the kinds that have enumerators
+_ENUM_KINDS = (Kind.ENUM, Kind.ENUM64)  # the kinds that have enumerators
 _NAMED_QUESTIONS: dict[str, tuple[int, ...]] = {
-    "bpf_attach_type": _ENUM_KINDS, "bpf_link_type": _ENUM_KINDS, "cgroup_bpf": (KIND_STRUCT,),
+    "bpf_attach_type": _ENUM_KINDS, "bpf_link_type": _ENUM_KINDS, "cgroup_bpf": (Kind.STRUCT,),
 }
 # the vmlinux BTF the answers are from (kernel.clear_cache() makes a new one) and the answers
 _vmlinux_found: tuple[BTF | None, dict[str, list[Type]]] = (None, {})
@@ -885,7 +867,7 @@ def _kfuncs_probe(funcs: tuple[tuple[str, ...], ...], nargs: int | None) -> Call
 
 # every kfunc name the probes ask about, as BTF_KIND_FUNC (looked up together: _vmlinux_types)
 _KFUNC_QUESTIONS: dict[str, tuple[int, ...]] = {
-    name: (KIND_FUNC,) for probe in KFUNC_PROBES for names in probe[4] for name in names}
+    name: (Kind.FUNC,) for probe in KFUNC_PROBES for names in probe[4] for name in names}
 
 for _name, _min_version, _what, _how, _funcs, _nargs in KFUNC_PROBES:
     _register(_name, "kfuncs", _min_version, _what, _how)(_kfuncs_probe(_funcs, _nargs))
