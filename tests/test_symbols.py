@@ -192,7 +192,7 @@ def test_kallsyms_lookups_match_a_plain_parse() -> None:
     import random
     from bisect import bisect_right
 
-    from bpfkit.symbols.kernel import _BLOCK
+    from bpfkit._kernel.kallsyms import _BLOCK
 
     with open("/proc/kallsyms", "rb") as f:
         text = f.read()

@@ -5,7 +5,8 @@ symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf do
 * Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), else
   ``/usr/lib/modules/$(uname -r)/config`` (Debian 7.x), plain or gzip-compressed (libbpf reads
   both through gzopen). Debian kernels ship only the first.
-* Symbols: ``/proc/kallsyms``. Addresses read as 0 unless the reader may see them
+* Symbols: ``/proc/kallsyms``, through :mod:`bpfkit._kernel.kallsyms` (its one reader;
+  ``read_kallsyms`` is its ``addresses``). Addresses read as 0 unless the reader may see them
   (kptr_restrict, CAP_SYSLOG); callers treat an all-zero table as "hidden".
 """
 
@@ -17,10 +18,11 @@ import os
 
 from .._files import CONFIG_LIMIT, read_regular
 from ..errors import NotFoundError, UsageError, kernel_error
+from .kallsyms import KALLSYMS, has_symbol
+from .kallsyms import addresses as read_kallsyms
 
 __all__ = ["kconfig_candidates", "read_kconfig", "read_kallsyms", "has_syscall_wrapper", "KALLSYMS"]
 
-KALLSYMS = "/proc/kallsyms"
 PROC_CONFIG = "/proc/config.gz"
 
 
@@ -55,30 +57,6 @@ def read_kconfig(path: str | None = None) -> tuple[str, str]:
     raise NotFoundError(f"no kernel configuration found (looked at {', '.join(paths)})")
 
 
-def read_kallsyms() -> dict[str, int]:
-    """{symbol: address} from /proc/kallsyms; a name defined more than once at different
-    addresses (static symbols in several files) maps to -1. Module symbols (``name
-    [module]``) are included."""
-    table: dict[str, int] = {}
-    try:
-        with open(KALLSYMS, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise kernel_error(f"read {KALLSYMS}", exc.errno or 0) from None
-    for line in data.split(b"\n"):
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        name = parts[2].decode(errors="replace")
-        address = int(parts[0], 16)
-        known = table.get(name)
-        if known is None:
-            table[name] = address
-        elif known != address:
-            table[name] = -1
-    return table
-
-
 def has_syscall_wrapper(kallsyms: dict[str, int] | None = None) -> bool:
     """Whether syscalls enter through arch wrappers (``__x64_sys_bpf``, 4.17+ on x86-64 with
     CONFIG_ARCH_HAS_SYSCALL_WRAPPER): what libbpf reports as LINUX_HAS_SYSCALL_WRAPPER.
@@ -87,5 +65,10 @@ def has_syscall_wrapper(kallsyms: dict[str, int] | None = None) -> bool:
     prefix = {"x86_64": "x64", "aarch64": "arm64", "s390x": "s390", "riscv64": "riscv"}.get(os.uname().machine)
     if prefix is None:
         return False
-    table = kallsyms if kallsyms is not None else read_kallsyms()
-    return f"__{prefix}_sys_bpf" in table
+    name = f"__{prefix}_sys_bpf"
+    if kallsyms is not None:
+        return name in kallsyms
+    try:
+        return has_symbol(name)  # bytes.find over the file: no table built for one name
+    except OSError as exc:
+        raise kernel_error(f"read {KALLSYMS}", exc.errno or 0) from None

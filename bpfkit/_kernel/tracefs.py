@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from .._record import FrozenRecord
 from ..errors import KernelError, KernelPermissionError, NotFoundError, NotSupportedError, ParseError, kernel_error
 from .fd import FD
+from .kallsyms import has_symbol
 from .mountinfo import mountinfo
 
 _CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -293,24 +294,10 @@ def open_trace_event(event: int, pid: int = -1, what: str = "") -> FD:
 def kernel_symbol_exists(symbol: str) -> bool | None:
     """Whether /proc/kallsyms lists ``symbol`` (``mod:sym`` looks in module ``mod``);
     None when kallsyms cannot be read."""
-    module, _, name = symbol.rpartition(":")
     try:
-        with open("/proc/kallsyms", "rb") as f:
-            data = f.read()
+        return has_symbol(symbol)
     except OSError:
         return None
-    needle = (" " + name).encode()
-    pos = 0
-    while True:
-        pos = data.find(needle, pos)
-        if pos < 0:
-            return False
-        end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end
-        rest = data[pos + len(needle):end]
-        if (rest == b"" or rest[:1] == b"\t") and (not module or rest.strip() == f"[{module}]".encode()):
-            return True
-        pos = end
 
 
 # Listings (bpfkit list): what tracefs says can be traced.

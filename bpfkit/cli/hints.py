@@ -24,18 +24,15 @@ def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]
     return difflib.get_close_matches(name, pool, n=n, cutoff=0.6)
 
 
-def kernel_functions(path: str = "/proc/kallsyms") -> set[str]:
-    """Text symbols (t/T) of the running kernel, module suffixes dropped."""
-    names = set()
+def kernel_functions(path: str | None = None) -> set[str]:
+    """Text symbols (t/T) of the running kernel (``path``: a file of kallsyms' format), module
+    suffixes dropped; none when it cannot be read."""
+    from .._kernel import kallsyms  # here: only a failed attach reads the kernel's symbols
+
     try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in "tT":
-                    names.add(parts[2])
+        return kallsyms.function_names(path or kallsyms.KALLSYMS)
     except OSError:
-        pass
-    return names
+        return set()
 
 
 def _did_you_mean(matches: list[str]) -> str:

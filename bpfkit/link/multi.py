@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._kernel import bpf as _bpf
+from .._kernel import kallsyms as _kallsyms
 from .._kernel import tracefs as _tracefs
 from .._kernel.consts import BPF_F_KPROBE_MULTI_RETURN, BPF_F_UPROBE_MULTI_RETURN, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
@@ -306,11 +307,7 @@ def kernel_functions() -> list[str]:
                 names.add(name)
         return sorted(names)
     try:
-        with open("/proc/kallsyms", "rb") as f:
-            for raw in f:
-                parts = raw.split()
-                if len(parts) >= 3 and parts[1] in (b"t", b"T") and not parts[2].startswith((b"__pfx_", b"__cfi_")):
-                    names.add(parts[2].decode(errors="replace"))
+        names = {n for n in _kallsyms.function_names() if not n.startswith(("__pfx_", "__cfi_"))}
     except OSError:
         pass
     return sorted(names)

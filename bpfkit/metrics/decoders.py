@@ -14,7 +14,6 @@ field's value (an int, or the bytes of an array) into the label's text.
 
 from __future__ import annotations
 
-import bisect
 import os
 import platform
 import socket
@@ -22,7 +21,11 @@ import struct
 import time
 from collections.abc import Callable, Mapping
 
-from ..errors import errno_name
+from ..errors import KernelPermissionError, errno_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .._kernel.kallsyms import KernelSymbols
 
 __all__ = ["DECODERS", "make_decoder"]
 
@@ -48,33 +51,28 @@ def _as_bytes(value: object) -> bytes | None:
 
 
 class _Kallsyms:
-    """Sorted (address, name) of /proc/kallsyms, read on first use."""
+    """The ksym decoder: the text symbol containing an address, as the symbolizer names it
+    (:class:`bpfkit._kernel.kallsyms.KernelSymbols`, read on first use); "0x..." below the
+    first symbol, or for every address while kptr_restrict hides them (all read as 0)."""
 
     def __init__(self) -> None:
-        self.addrs: list[int] = []
-        self.names: list[str] = []
-
-    def load(self) -> None:
-        pairs = []
-        with open("/proc/kallsyms", "rb") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in b"tTwW":  # text symbols: where code addresses point
-                    pairs.append((int(parts[0], 16), parts[2].decode(errors="replace")))
-        pairs.sort()
-        self.addrs = [a for a, _ in pairs]
-        self.names = [n for _, n in pairs]
+        self.table: KernelSymbols | None = None
+        self.hidden = False
 
     def __call__(self, value: object) -> object:
         addr = _as_int(value)
         if addr is None:
             return value
-        if not self.addrs:
-            self.load()
-        i = bisect.bisect_right(self.addrs, addr) - 1
-        if i < 0 or self.addrs[i] == 0:  # kptr_restrict hides addresses: every symbol reads 0
-            return f"0x{addr:x}"
-        return self.names[i]
+        table = self.table
+        if table is None and not self.hidden:
+            from .._kernel.kallsyms import KernelSymbols  # here: only a ksym label reads the kernel's symbols
+
+            try:
+                table = self.table = KernelSymbols.load()
+            except KernelPermissionError:  # every address reads as 0
+                self.hidden = True
+        name = table.name(addr) if table is not None else None
+        return f"0x{addr:x}" if name is None else name
 
 
 def _syscall(value: object) -> object:

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Addresses -> symbols, for the whole of bpfkit (docs/stacks.md).
 
-* :class:`~bpfkit.symbols.kernel.KernelSymbols`: /proc/kallsyms (vmlinux, modules, BPF
-  programs), sorted arrays, bisection.
+* :class:`~bpfkit._kernel.kallsyms.KernelSymbols`: /proc/kallsyms (vmlinux, modules, BPF
+  programs), sorted arrays, bisection; bpfkit._kernel.kallsyms is the one reader of the file.
 * :class:`~bpfkit.symbols.elf.FileSymbols`: one binary's .symtab/.dynsym, completed from a
   separate debug file (by build id or path) or MiniDebugInfo.
 * :class:`Symbolizer`: the one cache of both, files keyed by (device, inode, mtime) so a
@@ -26,9 +26,9 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from .._kernel.kallsyms import _BLOCK, KALLSYMS, KernelSymbol, KernelSymbols
 from ..errors import BPFKitError, KernelError, NotFoundError
 from .elf import DEFAULT_DEBUG_ROOT, FileSymbols, NotElfError, warn_refused
-from .kernel import _BLOCK, KALLSYMS, KernelSymbol, KernelSymbols
 from .process import Mapping, PerfMap, parse_maps
 from .stacks import BuildIdFrame, decode_build_id_stack, decode_stack
 
