@@ -22,10 +22,12 @@ import struct
 from collections.abc import Iterator, Mapping
 
 from ._kernel import bpf as _bpf
-from ._kernel.abi import ffi
-from ._kernel.consts import BPF_ANY, Cmd, MapType
+from ._kernel import info as _info
+from ._kernel import map_elems as _elems
+from ._kernel.consts import BPF_ANY, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
+from ._kernel.info import MapInfo as MapInfo  # what Map.info() gives, re-exported: bpfkit.maps.MapInfo
 from ._kernel.rlimit import bump_memlock
 from .btf.types import Datasec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
 
 _ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
 
-__all__ = ["MapSpec", "Map", "PinType", "PERCPU_TYPES"]
+__all__ = ["MapSpec", "Map", "MapInfo", "PinType", "PERCPU_TYPES"]
 
 _MAP_IN_MAP = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
 _FD_VALUE_TYPES = _MAP_IN_MAP | {MapType.PROG_ARRAY, MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY}
@@ -107,6 +109,9 @@ _NO_ELEMENTS = frozenset({
 })
 # Batch lookups refused by map types without the batch ops (EINVAL) or by kernels before 5.6.
 _NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, _ENOTSUPP)
+# Values user space reads as the ids of programs or maps (map_fd_sys_lookup_elem), an empty
+# slot as ENOENT: dump_batches reads them key by key and leaves the empty slots out, as bpftool.
+_ID_VALUE_TYPES = frozenset({MapType.PROG_ARRAY, MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
 _MISSING: Any = object()
 
 
@@ -204,13 +209,9 @@ class Map(PinnableObject, _Generic["K", "V"]):
     def from_fd(cls, fd: FD, name: str | None = None) -> Map[Any, Any]:
         """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info.
         Keys and values are typed through the map's BTF in the kernel, fetched on first use."""
-        try:
-            info = _bpf.obj_info(fd, "struct bpf_map_info")
-        except BPFKitError:
-            fd.close()
-            raise
+        info = _info.read_adopted(fd, _info.map_info)
         spec = MapSpec(
-            name=name or ffi.string(info.name).decode(errors="replace"),
+            name=name or info.name,
             type=MapType(info.type),
             key_size=info.key_size,
             value_size=info.value_size,
@@ -221,7 +222,7 @@ class Map(PinnableObject, _Generic["K", "V"]):
             btf_value_type_id=info.btf_value_type_id,
         )
         self: Map[Any, Any] = cls.__new__(cls)
-        self._init(fd, spec, int(info.btf_id))
+        self._init(fd, spec, info.btf_id)
         return self
 
     @classmethod
@@ -308,9 +309,6 @@ class Map(PinnableObject, _Generic["K", "V"]):
         return make(kid, self.key_size, "key"), make(vid, self.value_size, "value")
 
     # ------------------------------------------------------------------------ encoding
-    def _buf(self, size: int) -> Any:
-        return ffi.new("char[]", max(size, 1))
-
     def encode_key(self, key: Any) -> bytes:
         kc = self._codecs()[0]
         if kc is not None and not isinstance(key, (bytes, bytearray, memoryview)):
@@ -437,13 +435,11 @@ class Map(PinnableObject, _Generic["K", "V"]):
         return key
 
     def _lookup_raw(self, key: Any, flags: int = 0) -> bytes | None:
-        ckey = ffi.from_buffer(self.encode_key(key)) if self.key_size else ffi.NULL
-        cval = self._buf(self._value_buf_size)
+        raw_key = self.encode_key(key) if self.key_size else None
         try:
-            found = _bpf.map_lookup(self.fd, ckey, cval, flags)
+            return _elems.lookup(self.fd, raw_key, self._value_buf_size, flags)
         except BPFKitError as exc:
             raise exc.wrap(f"lookup in map {self.name!r}")
-        return ffi.buffer(cval, self._value_buf_size)[:] if found else None
 
     @overload
     def lookup(self, key: K) -> V | None: ...
@@ -474,10 +470,10 @@ class Map(PinnableObject, _Generic["K", "V"]):
 
     def update(self, key: K, value: V, flags: int = BPF_ANY) -> None:
         """Write ``value`` at ``key``. ``flags``: BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK."""
-        ckey = ffi.from_buffer(self.encode_key(self._index(key))) if self.key_size else ffi.NULL
-        cval = ffi.from_buffer(self.encode_value(value))
+        raw_key = self.encode_key(self._index(key)) if self.key_size else None
+        raw_value = self.encode_value(value)
         try:
-            _bpf.map_update(self.fd, ckey, cval, flags)
+            _elems.update(self.fd, raw_key, raw_value, flags)
         except BPFKitError as exc:
             raise exc.wrap(f"update map {self.name!r}")
 
@@ -489,7 +485,7 @@ class Map(PinnableObject, _Generic["K", "V"]):
 
     def _delete_raw(self, raw_key: bytes) -> bool:
         try:
-            return _bpf.map_delete(self.fd, ffi.from_buffer(raw_key))
+            return _elems.delete(self.fd, raw_key)
         except BPFKitError as exc:
             raise exc.wrap(f"delete from map {self.name!r}")
 
@@ -507,9 +503,9 @@ class Map(PinnableObject, _Generic["K", "V"]):
         """``key in m``: one lookup (bloom filters: ``value in m`` asks the filter)."""
         self._refuse(_QUEUE_TYPES, "'in'", "has no keys to test")
         if self.type == MapType.BLOOM_FILTER:
-            cval = ffi.from_buffer(self._encode_one(key, self._codecs()[1]))
+            raw_value = self._encode_one(key, self._codecs()[1])
             try:
-                return _bpf.map_lookup(self.fd, ffi.NULL, cval)
+                return _elems.holds(self.fd, raw_value)
             except BPFKitError as exc:
                 raise exc.wrap(f"lookup in map {self.name!r}")
         if self.type in _ARRAY_TYPES and isinstance(key, int) and not isinstance(key, bool):
@@ -530,10 +526,9 @@ class Map(PinnableObject, _Generic["K", "V"]):
 
     def lookup_and_delete(self, key: Any = None) -> Any:
         """Pop ``key`` (or the next element of a queue/stack when key is None); None if empty."""
-        ckey = ffi.from_buffer(self.encode_key(key)) if key is not None else ffi.NULL
-        cval = self._buf(self._value_buf_size)
+        raw_key = self.encode_key(key) if key is not None else None
         try:
-            found = _bpf.map_lookup_and_delete(self.fd, ckey, cval)
+            raw = _elems.lookup_and_delete(self.fd, raw_key, self._value_buf_size)
         except KernelError as exc:
             if exc.errno in (_ENOTSUPP, errno.EOPNOTSUPP) and self.type not in (MapType.QUEUE, MapType.STACK):
                 # Queues and stacks had it first (4.20); hash maps since 5.14 (3e87f192b405).
@@ -542,7 +537,7 @@ class Map(PinnableObject, _Generic["K", "V"]):
             raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
         except BPFKitError as exc:
             raise exc.wrap(f"lookup-and-delete in map {self.name!r}")
-        return self._decode_value(ffi.buffer(cval, self._value_buf_size)[:]) if found else None
+        return None if raw is None else self._decode_value(raw)
 
     def pop(self, key: Any = _MISSING, default: Any = _MISSING) -> Any:
         """Remove ``key`` and return its value (BPF_MAP_LOOKUP_AND_DELETE_ELEM: atomic on 5.14+;
@@ -571,22 +566,13 @@ class Map(PinnableObject, _Generic["K", "V"]):
 
     def next_key(self, key: Any = None) -> Any:
         """The key after ``key`` (the first key for None); None at the end."""
-        ckey = ffi.from_buffer(self.encode_key(key)) if key is not None else ffi.NULL
-        cnext = self._buf(self.key_size)
-        if not _bpf.map_next_key(self.fd, ckey, cnext):
-            return None
-        return self._decode_key(ffi.buffer(cnext, self.key_size)[:])
+        raw = _elems.next_key(self.fd, self.encode_key(key) if key is not None else None, self.key_size)
+        return None if raw is None else self._decode_key(raw)
 
     def _raw_keys(self) -> Iterator[bytes]:
         """Every key as bytes, with MAP_GET_NEXT_KEY."""
-        ckey: Any = ffi.NULL
-        bufs = self._buf(self.key_size), self._buf(self.key_size)
-        i = 0
         try:
-            while _bpf.map_next_key(self.fd, ckey, bufs[i]):
-                ckey = bufs[i]
-                yield ffi.buffer(ckey, self.key_size)[:]
-                i ^= 1
+            yield from _elems.keys(self.fd, self.key_size)
         except BPFKitError as exc:
             raise exc.wrap(f"iterate keys of map {self.name!r}")
 
@@ -629,10 +615,10 @@ class Map(PinnableObject, _Generic["K", "V"]):
             while self.lookup_and_delete() is not None:
                 pass
         elif self.type in _ARRAY_TYPES:
-            zero = ffi.from_buffer(bytes(self._value_buf_size))
+            zero = bytes(self._value_buf_size)
             for i in range(self.max_entries):
                 try:
-                    _bpf.map_update(self.fd, ffi.from_buffer(struct.pack("=I", i)), zero, BPF_ANY)
+                    _elems.update(self.fd, struct.pack("=I", i), zero, BPF_ANY)
                 except BPFKitError as exc:
                     raise exc.wrap(f"clear map {self.name!r}")
         else:
@@ -650,79 +636,86 @@ class Map(PinnableObject, _Generic["K", "V"]):
         per possible CPU, as the kernel copies them). BPF_MAP_LOOKUP_BATCH where the map type
         and kernel (5.6+) have it, else one lookup per key in batches of the same size."""
         self._refuse(_QUEUE_TYPES | _NO_ELEMENTS, "items", "cannot be listed")
-        if self._batch_ok:
-            yield from self._raw_batches(batch_size, fallback=True)
-            return
-        yield from self._raw_batches_by_key(batch_size)
+        for keys, values, count, _ in self._read(batch_size, batched=self._batch_ok):
+            yield keys, values, count
+
+    def dump_batches(self, batch_size: int = 4096) -> Iterator[tuple[bytes, bytes, int, int]]:
+        """Every entry undecoded as ``bpfkit map dump`` reads it, as bpftool does:
+        ``(keys, values, count, errno)``, batches as :meth:`raw_batches` gives them with errno 0;
+        prog arrays, map arrays and hashes of maps (values read as ids) key by key, their empty
+        slots left out. A key whose lookup fails comes alone with the lookup's errno and no
+        value (an empty devmap slot: ENOENT; an xskmap's: EOPNOTSUPP). No map type is refused:
+        one without keys fails with the kernel's error (a queue's GET_NEXT_KEY: EINVAL)."""
+        batched = self._batch_ok and bool(self.key_size) and self.type not in _ID_VALUE_TYPES
+        return self._read(batch_size, batched=batched, errors=True)
 
     @property
     def value_stride(self) -> int:
         """Bytes between two values in :meth:`raw_batches` (per-CPU: every CPU's slot)."""
         return self._value_buf_size
 
-    def _raw_batches_by_key(self, batch_size: int) -> Iterator[tuple[bytes, bytes, int]]:
+    def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
+        for kraw, vraw, count, _ in self._read(batch_size, fallback=fallback):
+            yield from zip(self._decode_keys(kraw, count), self._decode_values(vraw, count))
+
+    def _read(self, batch_size: int, *, batched: bool = True, fallback: bool = True,
+              errors: bool = False) -> Iterator[tuple[bytes, bytes, int, int]]:
+        """The one reader of every entry: ``(keys, values, count, errno)``, by
+        BPF_MAP_LOOKUP_BATCH (``batched``) or else key by key. A map type or kernel without
+        the batch ops (refused on the first call) is read key by key from then on
+        (``fallback``), or raises NotSupportedError. ``errors``: a key whose lookup fails
+        comes alone with its errno instead of raising (:meth:`dump_batches`)."""
+        if batched:
+            first = True
+            try:
+                for keys, values, count in _elems.lookup_batches(
+                        self.fd, self.key_size, self._value_buf_size, batch_size, max(self.max_entries, 1) * 2):
+                    first = False
+                    yield keys, values, count, 0
+                return
+            except KernelError as exc:
+                if not first or exc.errno not in _NO_BATCH:
+                    raise exc.wrap(f"batch lookup in map {self.name!r}")
+                if not fallback:
+                    raise NotSupportedError(f"batch lookup in {self.type.kernel_name} map {self.name!r}",
+                                            f"BPF_MAP_LOOKUP_BATCH gave {errno_name(exc.errno)}", "5.6") from None
+                self._batch_ok = False
+        yield from self._read_by_key(batch_size, errors)
+
+    def _read_by_key(self, batch_size: int, errors: bool) -> Iterator[tuple[bytes, bytes, int, int]]:
+        """:meth:`_read` without batch ops: GET_NEXT_KEY, then LOOKUP_ELEM each key, gathered
+        ``batch_size`` at a time."""
         keys: list[bytes] = []
         values: list[bytes] = []
+        size = self._value_buf_size
         for raw in self._raw_keys():
-            value = self._lookup_raw(raw)
-            if value is None:  # deleted meanwhile
+            try:
+                value = _elems.lookup(self.fd, raw, size)
+                err = 0 if value is not None else errno.ENOENT  # deleted meanwhile, or an empty slot
+            except KernelError as exc:
+                if not errors:
+                    raise exc.wrap(f"lookup in map {self.name!r}")
+                value, err = None, exc.errno
+            if value is None:
+                if errors and not (err == errno.ENOENT and self.type in _ID_VALUE_TYPES):
+                    if keys:
+                        yield b"".join(keys), b"".join(values), len(keys), 0
+                        keys, values = [], []
+                    yield raw, b"", 1, err
                 continue
             keys.append(raw)
             values.append(value)
             if len(keys) == batch_size:
-                yield b"".join(keys), b"".join(values), len(keys)
+                yield b"".join(keys), b"".join(values), len(keys), 0
                 keys, values = [], []
         if keys:
-            yield b"".join(keys), b"".join(values), len(keys)
-
-    def _batch(self, batch_size: int, fallback: bool) -> Iterator[tuple[K, V]]:
-        for kraw, vraw, count in self._raw_batches(batch_size, fallback):
-            yield from zip(self._decode_keys(kraw, count), self._decode_values(vraw, count))
-
-    def _raw_batches(self, batch_size: int, fallback: bool) -> Iterator[tuple[bytes, bytes, int]]:
-        ksize, vsize = self.key_size, self._value_buf_size
-        keys = self._buf(ksize * batch_size)
-        values = self._buf(vsize * batch_size)
-        in_batch = None
-        out_batch = self._buf(max(ksize, 8))
-        first = True
-        while True:
-            try:
-                count, done = _bpf.map_batch(
-                    Cmd.MAP_LOOKUP_BATCH, self.fd, keys, values, batch_size, in_batch, out_batch
-                )
-            except KernelError as exc:
-                if first and exc.errno in _NO_BATCH:
-                    if fallback:
-                        self._batch_ok = False
-                        yield from self._raw_batches_by_key(batch_size)
-                        return
-                    raise NotSupportedError(f"batch lookup in {self.type.kernel_name} map {self.name!r}",
-                                            f"BPF_MAP_LOOKUP_BATCH gave {errno_name(exc.errno)}", "5.6") from None
-                # A hash bucket holds more elements than fit in one batch: retry bigger.
-                if exc.errno != errno.ENOSPC or batch_size >= max(self.max_entries, 1) * 2:
-                    raise exc.wrap(f"batch lookup in map {self.name!r}")
-                batch_size *= 2
-                keys = self._buf(ksize * batch_size)
-                values = self._buf(vsize * batch_size)
-                continue
-            first = False
-            if count:
-                yield ffi.buffer(keys, ksize * count)[:], ffi.buffer(values, vsize * count)[:], count
-            if done:
-                return
-            in_batch = out_batch
-            out_batch = self._buf(max(ksize, 8))
+            yield b"".join(keys), b"".join(values), len(keys), 0
 
     def update_batch(self, pairs: list[tuple[K, V]], flags: int = BPF_ANY) -> int:
         """Write many (key, value) pairs with one BPF_MAP_UPDATE_BATCH; returns the count."""
         kraw = b"".join(self.encode_key(k) for k, _ in pairs)
         vraw = b"".join(self.encode_value(v) for _, v in pairs)
-        count, _ = _bpf.map_batch(
-            Cmd.MAP_UPDATE_BATCH, self.fd, ffi.from_buffer(kraw), ffi.from_buffer(vraw), len(pairs),
-            elem_flags=flags,
-        )
-        return count
+        return _elems.update_batch(self.fd, kraw, vraw, len(pairs), flags)
 
     def freeze(self) -> None:
         """Make the map read-only for user space (BPF_MAP_FREEZE, 5.2+)."""
@@ -731,13 +724,13 @@ class Map(PinnableObject, _Generic["K", "V"]):
         except BPFKitError as exc:
             raise exc.wrap(f"freeze map {self.name!r}")
 
-    def info(self) -> Any:
-        """The kernel's struct bpf_map_info for this map."""
-        return _bpf.obj_info(self.fd, "struct bpf_map_info")
+    def info(self) -> MapInfo:
+        """The kernel's description of this map (struct bpf_map_info, BPF_OBJ_GET_INFO_BY_FD)."""
+        return _info.map_info(self.fd)
 
     @property
     def id(self) -> int:
-        return int(self.info().id)
+        return _info.object_id(self.fd, "map")
 
     def __repr__(self) -> str:
         return f"Map({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

@@ -8,9 +8,10 @@ import dataclasses
 import errno
 
 from ._kernel import bpf as _bpf
-from ._kernel.abi import ffi
+from ._kernel import info as _info
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD, PinnableObject
+from ._kernel.info import ProgramInfo as ProgramInfo  # what Program.info() gives: bpfkit.program.ProgramInfo
 from ._kernel.rlimit import bump_memlock
 from .errors import BPFKitError, KernelError, NotSupportedError, VerifierError, permission_hint
 from .spec.programs import ProgramSpec as ProgramSpec  # the spec names, re-exported (bpfkit.program.ProgramSpec)
@@ -21,7 +22,7 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["ProgramSpec", "Program", "LoadOptions", "Reference", "RefKind"]
+__all__ = ["ProgramSpec", "Program", "ProgramInfo", "LoadOptions", "Reference", "RefKind"]
 
 
 @dataclasses.dataclass
@@ -58,7 +59,7 @@ class Program(PinnableObject):
             ifindex=spec.ifindex,
         )
         if spec.fd_array:
-            kwargs["fd_array"] = ffi.new("int[]", spec.fd_array)
+            kwargs["fd_array"] = spec.fd_array
         if btf_fd and (spec.func_info or spec.line_info):
             kwargs.update(
                 prog_btf_fd=btf_fd,
@@ -111,13 +112,9 @@ class Program(PinnableObject):
     @classmethod
     def from_fd(cls, fd: FD, name: str | None = None) -> Program:
         """Adopt ``fd`` (ownership moves to the Program), described by the kernel's info."""
-        try:
-            info = _bpf.obj_info(fd, "struct bpf_prog_info")
-        except BPFKitError:
-            fd.close()
-            raise
+        info = _info.read_adopted(fd, lambda f: _info.program_info(f, with_map_ids=False))
         spec = ProgramSpec(
-            name=name or ffi.string(info.name).decode(errors="replace"),
+            name=name or info.name,
             type=ProgType(info.type),
             instructions=b"",
         )
@@ -136,13 +133,14 @@ class Program(PinnableObject):
     def from_id(cls, prog_id: int) -> Program:
         return cls.from_fd(_bpf.fd_by_id("prog", prog_id))
 
-    def info(self) -> Any:
-        """The kernel's struct bpf_prog_info for this program."""
-        return _bpf.obj_info(self.fd, "struct bpf_prog_info")
+    def info(self) -> ProgramInfo:
+        """The kernel's description of this program (struct bpf_prog_info, BPF_OBJ_GET_INFO_BY_FD),
+        with the ids of the maps it uses."""
+        return _info.program_info(self.fd)
 
     @property
     def id(self) -> int:
-        return int(self.info().id)
+        return _info.object_id(self.fd, "prog")
 
     def test_run(
         self,

@@ -97,9 +97,7 @@ def test_global_data_sections(bpf_obj):
         assert u64(coll.maps["counts"][7]) == 2
         # The kernel sees libbpf's names and flags.
         info = coll.maps[".rodata"].info()
-        from bpfkit._kernel.abi import ffi
-
-        assert ffi.string(info.name) == b"loader_b.rodata"
+        assert info.name == "loader_b.rodata"
         assert info.map_flags == MapFlag.RDONLY_PROG | MapFlag.MMAPABLE
         # .rodata is frozen: user space can no longer write it.
         with pytest.raises(KernelError) as err:

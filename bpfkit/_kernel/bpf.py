@@ -314,7 +314,7 @@ def prog_load(
     attach_btf_obj_fd: int = 0,
     attach_prog_fd: int = 0,
     ifindex: int = 0,
-    fd_array: Any = None,
+    fd_array: Sequence[int] = (),
     log_level: int = 0,
     log_size: int = 0,
     log_sink: list[str] | None = None,
@@ -352,8 +352,10 @@ def prog_load(
         attr.attach_prog_fd = attach_prog_fd
     elif attach_btf_obj_fd:
         attr.attach_btf_obj_fd = attach_btf_obj_fd
-    if fd_array is not None:
-        attr.fd_array = addr(fd_array)
+    if fd_array:
+        cfds = ffi.new("int[]", list(fd_array))
+        keep.append(cfds)
+        attr.fd_array = addr(cfds)
     log = None
     if log_level:
         log = ffi.new("char[]", log_size)

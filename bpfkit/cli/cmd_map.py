@@ -15,14 +15,16 @@ bpfkit.hist recognises in the map instead. Documented in docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import argtypes
 from .output import add_list_show
+
+if TYPE_CHECKING:
+    from ..btf import BTF
+    from ..maps import Map, MapInfo
 
 HELP = "list, show or dump the system's BPF maps"
 DESCRIPTION = "List every BPF map in the system, show one, or dump its entries (like bpftool map)."
@@ -45,27 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="the histogram's unit label, e.g. usecs (with --hist; default: value)")
 
 
-def _type_name(value: Any) -> str:
-    from .._kernel.consts import MapType
-
-    try:
-        return MapType(int(value)).kernel_name
-    except ValueError:
-        return f"type {int(value)}"
-
-
-def describe(m: Any) -> dict[str, Any]:
+def describe(m: Map[Any, Any]) -> dict[str, Any]:
     info = m.info()
     return {
-        "id": int(info.id),
+        "id": info.id,
         "name": m.name,
-        "type": _type_name(info.type),
-        "key_size": int(info.key_size),
-        "value_size": int(info.value_size),
-        "max_entries": int(info.max_entries),
-        "flags": int(info.map_flags),
-        "btf_id": int(info.btf_id),
-        "pinned": getattr(m, "pinned_path", None),
+        "type": info.type_name,
+        "key_size": info.key_size,
+        "value_size": info.value_size,
+        "max_entries": info.max_entries,
+        "flags": info.map_flags,
+        "btf_id": info.btf_id,
+        "pinned": m.pinned_path,
     }
 
 
@@ -110,68 +103,22 @@ def _open_for_dump(target: int | str) -> Any:
     return open_named(target)
 
 
-def _map_btf(info: Any) -> tuple[Any, int, int]:
+def _map_btf(info: MapInfo) -> tuple[BTF | None, int, int]:
     """(BTF, key type id, value type id) of a map as bpftool finds them: struct_ops values in
     vmlinux, else the map's own BTF object (by info.btf_id); (None, 0, 0) without value BTF."""
     from ..btf import kernel as kbtf
 
-    if int(info.btf_vmlinux_value_type_id):
-        return kbtf.vmlinux(), int(info.btf_key_type_id), int(info.btf_vmlinux_value_type_id)
-    if not int(info.btf_value_type_id) or not int(info.btf_id):
+    if info.btf_vmlinux_value_type_id:
+        return kbtf.vmlinux(), info.btf_key_type_id, info.btf_vmlinux_value_type_id
+    if not info.btf_value_type_id or not info.btf_id:
         return None, 0, 0
-    return kbtf.by_id(int(info.btf_id)), int(info.btf_key_type_id), int(info.btf_value_type_id)
+    return kbtf.by_id(info.btf_id), info.btf_key_type_id, info.btf_value_type_id
 
 
-_NO_BATCH = (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, 524)  # 524: kernel-internal ENOTSUPP
-
-
-def raw_batches(m: Any, value_size: int, batch: int = 4096) -> Iterator[tuple[bytes, bytes, int, int]]:
-    """(keys, values, count, errno) for every entry of ``m``: ``count`` keys of ``m.key_size``
-    bytes and values of ``value_size`` bytes (one slot per possible CPU for per-CPU maps).
-    BPF_MAP_LOOKUP_BATCH (5.6+) takes a few thousand entries a syscall; maps and kernels
-    without it go key by key as bpftool does (GET_NEXT_KEY, LOOKUP_ELEM), one entry a batch,
-    with the errno of a failed lookup (an absent prog/map-array slot gives nothing)."""
-    from .._kernel import bpf as _bpf
-    from .._kernel.abi import ffi
-    from .._kernel.consts import Cmd
-    from ..errors import KernelError
-
-    ks = m.key_size
-    fd_array = m.type.kernel_name in ("prog_array", "array_of_maps", "hash_of_maps")
-    if ks and not fd_array:
-        keys, values = ffi.new("char[]", ks * batch), ffi.new("char[]", max(value_size, 1) * batch)
-        in_batch, out_batch = None, ffi.new("char[]", max(ks, 8))
-        while True:
-            try:
-                count, done = _bpf.map_batch(Cmd.MAP_LOOKUP_BATCH, m.fd, keys, values, batch, in_batch, out_batch)
-            except KernelError as exc:
-                if exc.errno == errno.ENOSPC:  # a hash bucket bigger than the batch
-                    batch *= 2
-                    keys, values = ffi.new("char[]", ks * batch), ffi.new("char[]", max(value_size, 1) * batch)
-                    continue
-                if in_batch is None and exc.errno in _NO_BATCH:
-                    break  # no batch ops for this map type or kernel: key by key below
-                raise exc.wrap(f"batch lookup in map {m.name!r}")
-            if count:
-                yield ffi.buffer(keys, ks * count)[:], ffi.buffer(values, value_size * count)[:], count, 0
-            if done:
-                return
-            in_batch, out_batch = out_batch, in_batch or ffi.new("char[]", max(ks, 8))
-    key, prev = ffi.new("char[]", max(ks, 1)), ffi.NULL
-    value = ffi.new("char[]", max(value_size, 1))
-    while _bpf.map_next_key(m.fd, prev, key):
-        k = ffi.buffer(key, ks)[:]
-        try:
-            err = 0 if _bpf.map_lookup(m.fd, key, value) else errno.ENOENT
-        except KernelError as exc:
-            err = exc.errno
-        if not (err == errno.ENOENT and fd_array):  # an empty slot: bpftool prints nothing either
-            yield k, ffi.buffer(value, value_size)[:] if not err else b"", 1, err
-        prev = ffi.new("char[]", k)
-
-
-def dump(m: Any, as_json: bool, out: Any) -> int:
-    """Write ``m``'s entries to ``out``: bpftool's JSON array, or one entry a line."""
+def dump(m: Map[Any, Any], as_json: bool, out: Any) -> int:
+    """Write ``m``'s entries to ``out``: bpftool's JSON array, or one entry a line (read by
+    Map.dump_batches: BPF_MAP_LOOKUP_BATCH a few thousand entries a syscall, or key by key as
+    bpftool reads, with the errno of a failed lookup)."""
     from .._kernel.cpus import num_possible_cpus
     from ..btf.bpftool_json import EntryFormatter, TypeFormatter
     from .output import hexdump
@@ -181,11 +128,11 @@ def dump(m: Any, as_json: bool, out: Any) -> int:
     percpu = num_possible_cpus() if m.type.kernel_name in PERCPU else 0
     fmt = EntryFormatter(btf, key_id, value_id, key_size=m.key_size, value_size=m.value_size,
                          percpu_cpus=percpu, map_in_map=m.type.kernel_name in ("array_of_maps", "hash_of_maps"))
-    ks, vsz = m.key_size, fmt.value_buf_size
+    ks, vsz = m.key_size, fmt.value_buf_size  # m.value_stride: the same layout
     count = 0
     if as_json:
         sep = "["
-        for kbuf, vbuf, n, err in raw_batches(m, vsz):
+        for kbuf, vbuf, n, err in m.dump_batches():
             texts = fmt.entries(kbuf, vbuf, n) if not err else [fmt.error(kbuf, os.strerror(err))]
             out.write(sep + ",".join(texts))
             sep, count = ",", count + n
@@ -196,7 +143,7 @@ def dump(m: Any, as_json: bool, out: Any) -> int:
     key_text = types.render(key_id) if types and key_id else lambda b, o: hexdump(b[o:o + ks])
     value_text = types.render(value_id) if types else lambda b, o: hexdump(b[o:o + vs])
     label = "values" if percpu else "value"
-    for kbuf, vbuf, n, err in raw_batches(m, vsz):
+    for kbuf, vbuf, n, err in m.dump_batches():
         lines = []
         for i in range(n):
             ko, vo = i * ks, i * vsz

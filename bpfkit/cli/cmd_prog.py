@@ -11,10 +11,13 @@ JSON (one object a line): {"id", "name", "type", "tag", "gpl", "loaded_at", "uid
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import argtypes
 from .output import add_list_show
+
+if TYPE_CHECKING:
+    from ..program import Program
 
 HELP = "list or show the system's BPF programs"
 DESCRIPTION = "List every BPF program loaded in the system, or show one by id or pinned path (like bpftool prog)."
@@ -28,31 +31,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_list_show(sub, "program", argtypes.id_or_path("program"))
 
 
-def _type_name(value: int) -> str:
-    from .._kernel.consts import ProgType
-
-    try:
-        return ProgType(value).kernel_name
-    except ValueError:
-        return f"type {value}"
-
-
-def describe(prog: Any) -> dict[str, Any]:
+def describe(prog: Program) -> dict[str, Any]:
     """The JSON shape of one program (from the kernel's bpf_prog_info)."""
     info = prog.info()
     return {
-        "id": int(info.id),
+        "id": info.id,
         "name": prog.name,
-        "type": _type_name(int(info.type)),
-        "tag": bytes(info.tag).hex(),
-        "gpl": bool(info._bits_gpl_compatible & 1),
-        "loaded_at": int(info.load_time),  # ns since boot
-        "uid": int(info.created_by_uid),
-        "btf_id": int(info.btf_id),
-        "map_count": int(info.nr_map_ids),
-        "xlated_len": int(info.xlated_prog_len),
-        "jited_len": int(info.jited_prog_len),
-        "pinned": getattr(prog, "pinned_path", None),
+        "type": info.type_name,
+        "tag": info.tag.hex(),
+        "gpl": info.gpl_compatible,
+        "loaded_at": info.load_time,  # ns since boot
+        "uid": info.created_by_uid,
+        "btf_id": info.btf_id,
+        "map_count": info.nr_map_ids,
+        "xlated_len": info.xlated_prog_len,
+        "jited_len": info.jited_prog_len,
+        "pinned": prog.pinned_path,
     }
 
 
