@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Record: a slotted class with the __repr__ and __eq__ that ``@dataclasses.dataclass(slots=True)``
-would write, for the internal records on the start-up path. A dataclass generates and compiles
+"""SlottedRecord: a slotted class with the __repr__ and __eq__ that
+``@dataclasses.dataclass(slots=True)`` would write, for the internal records on the start-up path. A dataclass generates and compiles
 its methods when its module is imported (0.5-1 ms a class: a dozen of them were a fifth of
 ``bpfkit load``'s start-up); these are written once. Subclasses list their fields in
 ``__slots__`` (in the order their __init__ takes them) and write their own __init__.
@@ -21,10 +21,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Record", "FrozenRecord", "DataRepr", "DataRecord", "record_dataclass"]
+__all__ = ["SlottedRecord", "FrozenRecord", "DataRepr", "DataRecord", "record_dataclass"]
 
 
-class Record:
+class SlottedRecord:
+    """Fields in ``__slots__``; repr and ``==`` by them, in order (unhashable, as a dataclass)."""
+
     __slots__: tuple[str, ...] = ()
 
     def _values(self) -> tuple[object, ...]:
@@ -42,8 +44,8 @@ class Record:
     __hash__ = None  # type: ignore[assignment]  # mutable and compared by value, as a dataclass
 
 
-class FrozenRecord(Record):
-    """A Record whose fields cannot change after __init__ (which sets them with
+class FrozenRecord(SlottedRecord):
+    """A SlottedRecord whose fields cannot change after __init__ (which sets them with
     ``object.__setattr__``), hashed by value, like ``frozen=True``."""
 
     __slots__: tuple[str, ...] = ()
@@ -59,7 +61,7 @@ class FrozenRecord(Record):
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"cannot delete field {name!r}")
 
-    def __hash__(self) -> int:  # type: ignore[override]  # Record's is None: unhashable
+    def __hash__(self) -> int:  # type: ignore[override]  # SlottedRecord's is None: unhashable
         return hash(self._values())
 
     def __setstate__(self, state: tuple[object, dict[str, object]]) -> None:
@@ -69,6 +71,7 @@ class FrozenRecord(Record):
             object.__setattr__(self, name, value)
 
 
+Record = SlottedRecord  # its first name: elf/maps.py and elf/reader.py still import it by that
 
 
 # ------------------------------------------------------------------- dataclasses' methods

@@ -13,7 +13,7 @@ import pickle
 
 import pytest
 
-from bpfkit._record import FrozenRecord, Record
+from bpfkit._record import FrozenRecord, SlottedRecord
 from bpfkit.btf.core import Accessor, AccessSpec, CoreResolution, ReloKind, Result
 from bpfkit.btf.ext import CORERelo
 from bpfkit.btf.spec import BTF
@@ -29,7 +29,7 @@ class _Point:
     y: str = "a"
 
 
-class Point(Record):
+class Point(SlottedRecord):
     __slots__ = ("x", "y")
 
     def __init__(self, x: int, y: str = "a") -> None:

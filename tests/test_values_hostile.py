@@ -114,7 +114,7 @@ def test_field_names_that_are_not_names(spec: bpfkit.CollectionSpec) -> None:
     (1 << 300, "an integer of 301 bits"), ((1 << 200) - 1, str((1 << 200) - 1)), (-5, "-5"), (True, "True"),
     ("x" * 1000, "'" + "x" * 50 + "'..."), (b"\xff" * 100, repr(b"\xff" * 50) + "..."),
     (nested(10_000), "[[[...]]]"), ({"a": [1, {"b": 2}]}, "{'a': [1, {...}]}"), ((), "()"),
-    (list(range(1000)), "[0, 1, 2, 3, 4, ...]"), (Record(a=1, b="x"), "Record(a=1, b='x')"),
+    (list(range(1000)), "[0, 1, 2, 3, 4, ...]"), (Record(a=1, b="x"), "StructValue(a=1, b='x')"),
     (memoryview(bytes(9)), "<memoryview of 9 bytes>"), (object(), "<object object>"), (1.5, "1.5"),
 ])
 def test_describe_value(value: object, shown: str) -> None:

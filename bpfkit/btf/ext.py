@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from .._record import FrozenRecord, Record
+from .._record import FrozenRecord, SlottedRecord
 from ..errors import ParseError
 from .spec import BTF
 
@@ -40,9 +40,9 @@ CORE_RELO_KINDS = {
 }
 
 
-# Records (bpfkit._record), not dataclasses: the same repr, equality and hashing without
+# SlottedRecords (bpfkit._record), not dataclasses: the same repr, equality and hashing without
 # generating methods at import (this module is on every `bpfkit load`'s path).
-class InfoBlock(Record):
+class InfoBlock(SlottedRecord):
     """func_info or line_info records of one ELF section: ``records[i][0]`` is insn_off (bytes)."""
 
     __slots__ = ("rec_size", "records")
@@ -71,7 +71,7 @@ class CORERelo(FrozenRecord):
         return CORE_RELO_KINDS.get(self.kind, f"kind {self.kind}")
 
 
-class BTFExt(Record):
+class BTFExt(SlottedRecord):
     """A parsed .BTF.ext section: func_info, line_info and CO-RE relocations by ELF section."""
 
     __slots__ = ("func_info", "line_info", "core_relos")

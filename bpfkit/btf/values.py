@@ -2,13 +2,13 @@
 """Typed values: bytes laid out as a BTF type <-> Python values (issue #21).
 
     codec = value_codec(btf, type_id)          # compiled once per type
-    rec = codec.decode(raw)                    # Record(count=3, comm='bash', ...)
+    rec = codec.decode(raw)                    # mt_value(count=3, comm='bash', ...)
     raw = codec.encode({"count": 4, "comm": "sh"})
 
 Decoding: ints -> ``int`` (``_Bool`` -> ``bool``), enums -> an :class:`enum.IntEnum` built once
 per BTF enum (values without a name stay ``int``), ``char[N]``/``unsigned char[N]`` -> ``str``
 when the bytes up to the first NUL are printable text (else ``bytes``), other arrays -> ``list``,
-structs and unions -> :class:`Record` (anonymous members flattened into their parent, as C
+structs and unions -> :class:`StructValue` (anonymous members flattened into their parent, as C
 names them), bitfields extracted, typedefs and qualifiers resolved, pointers -> ``int``.
 
 Speed: a type is compiled once into one :class:`struct.Struct` covering every field that has a
@@ -44,7 +44,7 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_VALUE_DEPTH", "Record", "ValueCodec", "describe_value", "value_codec"]
+__all__ = ["MAX_VALUE_DEPTH", "Record", "StructValue", "ValueCodec", "describe_value", "value_codec"]
 
 _LITTLE = sys.byteorder == "little"
 _MAX_DEPTH = 64  # nesting depth guard (BTF from a file could loop through arrays/structs)
@@ -59,13 +59,13 @@ _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
 
 
-class Record:
-    """A decoded struct or union: attribute access, ``==`` with Records and dicts, a dict view.
+class StructValue:
+    """A decoded struct or union: attribute access, ``==`` with others and dicts, a dict view.
 
-    ``Record(pid=1, comm="sh")`` builds one by hand (to encode); decoded records are instances
-    of a subclass per BTF struct, named like it. Subclasses (``value_codec(records=...)``, the
-    skeleton generator) must not define ``__slots__``: fields live in the instance dict, in
-    BTF order."""
+    ``StructValue(pid=1, comm="sh")`` (or by its first name, ``Record``) builds one by hand
+    (to encode); decoded values are instances of a subclass per BTF struct, named like it.
+    Subclasses (``value_codec(records=...)``, the skeleton generator) must not define
+    ``__slots__``: fields live in the instance dict, in BTF order."""
 
     def __init__(self, **fields: object) -> None:
         self.__dict__.update(fields)
@@ -80,7 +80,7 @@ class Record:
         return {k: _plain(v) for k, v in self.__dict__.items()}
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Record):
+        if isinstance(other, StructValue):
             return self.__dict__ == other.__dict__
         if isinstance(other, dict):
             return self.__dict__.keys() == other.keys() and all(v == other[k] for k, v in self.__dict__.items())
@@ -93,8 +93,12 @@ class Record:
         return f"{type(self).__name__}({inner})"
 
 
+# Its first name, which skeletons, the docs and "a Record or dict" in messages use.
+Record = StructValue
+
+
 def _plain(value: object) -> object:
-    if isinstance(value, Record):
+    if isinstance(value, StructValue):
         return value.to_dict()
     if isinstance(value, list):
         return [_plain(v) for v in value]
@@ -163,7 +167,7 @@ def describe_value(value: object, depth: int = 0) -> str:
         return cut + "..." if len(value) > _SHOWN else cut
     if isinstance(value, memoryview):
         return f"<memoryview of {value.nbytes:,} bytes>"
-    if isinstance(value, Record):
+    if isinstance(value, StructValue):
         first = list(itertools.islice(value.__dict__.items(), 5))
         return _describe_items(f"{type(value).__name__}(", ")", [(f"{k}=", v) for k, v in first], len(value.__dict__),
                                depth)
@@ -210,12 +214,12 @@ def _raw_into(value: object, size: int, buf: bytearray, off: int, path: str, exp
 
 
 class _Compiler:
-    def __init__(self, btf: BTF, records: Mapping[str, type[Record]] | None) -> None:
+    def __init__(self, btf: BTF, records: Mapping[str, type[StructValue]] | None) -> None:
         self.btf = btf
         self.records = dict(records or {})
         self.nodes: dict[int, _Node] = {}
         self.enums: dict[int, type[enum.IntEnum] | None] = {}
-        self.classes: dict[int, type[Record]] = {}
+        self.classes: dict[int, type[StructValue]] = {}
 
     def node(self, type_id: int, depth: int = 0) -> _Node:
         cached = self.nodes.get(type_id)
@@ -451,13 +455,13 @@ class _Compiler:
 
         return _Node(f"{n}s", 1, build, encode, expected)
 
-    def _record_class(self, t: Struct) -> type[Record]:
+    def _record_class(self, t: Struct) -> type[StructValue]:
         cls = self.classes.get(t.id)
         if cls is None:
             cls = self.records.get(t.name) if t.name else None
             if cls is None:
                 label = t.name or ("union" if isinstance(t, Union) else "struct")
-                cls = type(label, (Record,), {"__module__": __name__})
+                cls = type(label, (StructValue,), {"__module__": __name__})
             self.classes[t.id] = cls
         return cls
 
@@ -674,7 +678,7 @@ def _fields_to_encode(value: object, size: int, buf: bytearray, off: int, path: 
     if _is_raw(value):
         _raw_into(value, size, buf, off, path, expected)
         return None
-    if isinstance(value, Record):
+    if isinstance(value, StructValue):
         fields = dict(value.__dict__)
     elif isinstance(value, Mapping):
         fields = dict(value)
@@ -872,18 +876,18 @@ def _nests_deeper(text: str, limit: int) -> bool:
 _COMPILERS: dict[tuple[int, int], _Compiler] = {}
 
 
-def value_codec(btf: BTF, type_id: int, *, records: Mapping[str, type[Record]] | None = None,
+def value_codec(btf: BTF, type_id: int, *, records: Mapping[str, type[StructValue]] | None = None,
                 name: str = "value") -> ValueCodec:
     """A codec for BTF type ``type_id`` of ``btf`` (compiled once and cached per BTF).
 
-    ``records`` maps struct names to :class:`Record` subclasses to decode them into;
+    ``records`` maps struct names to :class:`StructValue` subclasses to decode them into;
     ``name`` starts the field paths in error messages (``value.comm``)."""
     compiler = _compiler(btf, records)
     return ValueCodec(btf, type_id, compiler.node(type_id), name)
 
 
-def _compiler(btf: BTF, records: Mapping[str, type[Record]] | None) -> _Compiler:
-    # One compiler (and so one enum class and Record class per BTF type) per BTF object and
+def _compiler(btf: BTF, records: Mapping[str, type[StructValue]] | None) -> _Compiler:
+    # One compiler (and so one enum class and StructValue class per BTF type) per BTF object and
     # records mapping; held on the BTF object so it lives as long as the BTF.
     cache: dict[int, _Compiler] | None = getattr(btf, "_value_compilers", None)
     if cache is None:

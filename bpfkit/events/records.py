@@ -42,6 +42,7 @@ __all__ = [
     "HAVE_NUMPY",
     "RecordFormat",
     "SampleId",
+    "PerfEventRecord",
     "Record",
     "Sample",
     "Lost",
@@ -325,8 +326,8 @@ class SampleId:
 
 
 @dataclasses.dataclass(slots=True)
-class Record:
-    """Base of decoded perf records. ``cpu`` is the ring the record came from."""
+class PerfEventRecord:
+    """Base of decoded perf records (PERF_RECORD_*). ``cpu`` is the ring the record came from."""
 
     misc: int
     cpu: int
@@ -343,7 +344,7 @@ class Record:
 
 
 @dataclasses.dataclass(slots=True)
-class Sample(Record):
+class Sample(PerfEventRecord):
     """PERF_RECORD_SAMPLE. ``raw`` is the PERF_SAMPLE_RAW payload (what a BPF program sent,
     padded by the kernel to keep records 8-byte aligned)."""
 
@@ -355,7 +356,7 @@ class Sample(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Lost(Record):
+class Lost(PerfEventRecord):
     """PERF_RECORD_LOST: ``lost`` records did not fit in the ring and were dropped."""
 
     id: int = 0
@@ -363,14 +364,14 @@ class Lost(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class LostSamples(Record):
+class LostSamples(PerfEventRecord):
     """PERF_RECORD_LOST_SAMPLES (4.2): samples the PMU could not deliver."""
 
     lost: int = 0
 
 
 @dataclasses.dataclass(slots=True)
-class Comm(Record):
+class Comm(PerfEventRecord):
     """PERF_RECORD_COMM: thread ``tid`` of ``pid`` is now called ``comm``; ``exec`` when the
     name changed because the process exec'd (PERF_RECORD_MISC_COMM_EXEC)."""
 
@@ -384,7 +385,7 @@ class Comm(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Fork(Record):
+class Fork(PerfEventRecord):
     """PERF_RECORD_FORK: ``tid`` of ``pid`` was created by ``ptid`` of ``ppid`` (a new thread
     when ``pid == ppid``)."""
 
@@ -396,7 +397,7 @@ class Fork(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Exit(Record):
+class Exit(PerfEventRecord):
     """PERF_RECORD_EXIT: thread ``tid`` of ``pid`` exited (the process when ``pid == tid``)."""
 
     pid: int = 0
@@ -407,7 +408,7 @@ class Exit(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Mmap(Record):
+class Mmap(PerfEventRecord):
     """PERF_RECORD_MMAP: ``filename`` mapped at [addr, addr+len) from file offset ``pgoff``."""
 
     pid: int = 0
@@ -436,7 +437,7 @@ class Mmap2(Mmap):
 
 
 @dataclasses.dataclass(slots=True)
-class Namespaces(Record):
+class Namespaces(PerfEventRecord):
     """PERF_RECORD_NAMESPACES (4.16): the (dev, inode) of each namespace of ``pid``/``tid``,
     in NAMESPACE_NAMES order."""
 
@@ -450,7 +451,7 @@ class Namespaces(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Throttle(Record):
+class Throttle(PerfEventRecord):
     """PERF_RECORD_THROTTLE / UNTHROTTLE (``throttled`` tells which)."""
 
     timestamp: int = 0
@@ -460,7 +461,7 @@ class Throttle(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Switch(Record):
+class Switch(PerfEventRecord):
     """PERF_RECORD_SWITCH(_CPU_WIDE) (4.3): a context switch in (or out, ``out``)."""
 
     next_prev_pid: int | None = None
@@ -472,11 +473,14 @@ class Switch(Record):
 
 
 @dataclasses.dataclass(slots=True)
-class Unknown(Record):
+class Unknown(PerfEventRecord):
     """A record type this decoder does not know; ``data`` is the whole record."""
 
     type: int = 0
     data: bytes = b""
+
+
+Record = PerfEventRecord  # its first name (bpfkit.events.process uses it)
 
 
 def _cstring(buf: Any, start: int, end: int) -> str:
@@ -538,7 +542,7 @@ class Decoder:
             (sid.id,) = struct.unpack_from("<Q", buf, pos)
         return sid
 
-    def decode(self, buf: Any, cpu: int = -1, copy: bool = True) -> Record:
+    def decode(self, buf: Any, cpu: int = -1, copy: bool = True) -> PerfEventRecord:
         """Decode one whole record (header included). Raw sample payloads are copied to
         bytes unless ``copy=False`` (then they are views into ``buf``)."""
         if len(buf) < 8:
@@ -647,7 +651,7 @@ class Decoder:
         return sample
 
 
-def decode_all(decoder: Decoder, records: Iterable[tuple[int, Any]]) -> list[Record]:
+def decode_all(decoder: Decoder, records: Iterable[tuple[int, Any]]) -> list[PerfEventRecord]:
     """Decode (cpu, whole record) pairs."""
     return [decoder.decode(buf, cpu) for cpu, buf in records]
 
