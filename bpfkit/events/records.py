@@ -385,9 +385,8 @@ class Comm(PerfEventRecord):
 
 
 @dataclasses.dataclass(slots=True)
-class Fork(PerfEventRecord):
-    """PERF_RECORD_FORK: ``tid`` of ``pid`` was created by ``ptid`` of ``ppid`` (a new thread
-    when ``pid == ppid``)."""
+class _TaskRecord(PerfEventRecord):
+    """The layout FORK and EXIT share (struct { u32 pid, ppid, tid, ptid; u64 time; })."""
 
     pid: int = 0
     ppid: int = 0
@@ -397,14 +396,14 @@ class Fork(PerfEventRecord):
 
 
 @dataclasses.dataclass(slots=True)
-class Exit(PerfEventRecord):
-    """PERF_RECORD_EXIT: thread ``tid`` of ``pid`` exited (the process when ``pid == tid``)."""
+class Fork(_TaskRecord):
+    """PERF_RECORD_FORK: ``tid`` of ``pid`` was created by ``ptid`` of ``ppid`` (a new thread
+    when ``pid == ppid``)."""
 
-    pid: int = 0
-    ppid: int = 0
-    tid: int = 0
-    ptid: int = 0
-    timestamp: int = 0
+
+@dataclasses.dataclass(slots=True)
+class Exit(_TaskRecord):
+    """PERF_RECORD_EXIT: thread ``tid`` of ``pid`` exited (the process when ``pid == tid``)."""
 
 
 @dataclasses.dataclass(slots=True)

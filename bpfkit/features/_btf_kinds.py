@@ -13,27 +13,8 @@ import os
 from collections.abc import Callable
 
 from .._kernel import bpf as _bpf
+from ..btf import types as bt
 from ..btf.spec import BTF
-from ..btf.types import (
-    Datasec,
-    DeclTag,
-    Enum64,
-    EnumValue,
-    Float,
-    Func,
-    FuncProto,
-    Int,
-    IntEncoding,
-    Linkage,
-    Param,
-    Pointer,
-    Type,
-    TypeTag,
-    Var,
-    VarLinkage,
-    VarSecinfo,
-    Void,
-)
 from ..errors import BPFKitError, KernelError, VerifierError, errno_name
 
 ENOTSUPP = 524  # kernel-internal "operation not supported"; leaks to user space from bpf()
@@ -85,16 +66,16 @@ class BTFBuilder:
     bpfkit.btf's writer (:meth:`bpfkit.btf.BTF.to_bytes`)."""
 
     def __init__(self) -> None:
-        self.types: list[Type] = [Void(0, "")]
+        self.types: list[bt.Type] = [bt.Void(0, "")]
 
-    def add(self, t: Type) -> int:
+    def add(self, t: bt.Type) -> int:
         """Append ``t`` (its id is set here); its id."""
         t.id = len(self.types)
         self.types.append(t)
         return t.id
 
     def int_(self, name: str = "int", size: int = 4, signed: bool = True) -> int:
-        return self.add(Int(0, name, size, IntEncoding.SIGNED if signed else IntEncoding.NONE, 0, size * 8))
+        return self.add(bt.Int(0, name, size, bt.IntEncoding.SIGNED if signed else bt.IntEncoding.NONE, 0, size * 8))
 
     def encode(self) -> bytes:
         return BTF(self.types).to_bytes()
@@ -106,56 +87,56 @@ def _btf_int_only() -> bytes:
     return b.encode()
 
 
-def _btf_func(linkage: Linkage) -> bytes:
+def _btf_func(linkage: bt.Linkage) -> bytes:
     b = BTFBuilder()
     i = b.int_()  # [1] int
-    proto = b.add(FuncProto(0, "", i, [Param("a", i)]))  # [2] int (int a)
-    b.add(Func(0, "probe_func", proto, linkage))  # [3] static/global int probe_func(int a)
+    proto = b.add(bt.FuncProto(0, "", i, [bt.Param("a", i)]))  # [2] int (int a)
+    b.add(bt.Func(0, "probe_func", proto, linkage))  # [3] static/global int probe_func(int a)
     return b.encode()
 
 
-def _btf_datasec(name: str = ".data", linkage: VarLinkage = VarLinkage.GLOBAL) -> bytes:
+def _btf_datasec(name: str = ".data", linkage: bt.VarLinkage = bt.VarLinkage.GLOBAL) -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    var = b.add(Var(0, "probe_var", i, linkage))
-    b.add(Datasec(0, name, 4, [VarSecinfo(var, 0, 4)]))
+    var = b.add(bt.Var(0, "probe_var", i, linkage))
+    b.add(bt.Datasec(0, name, 4, [bt.VarSecinfo(var, 0, 4)]))
     return b.encode()
 
 
 def _btf_float() -> bytes:
     b = BTFBuilder()
-    b.add(Float(0, "float", 4))
+    b.add(bt.Float(0, "float", 4))
     return b.encode()
 
 
 def _btf_decl_tag() -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    var = b.add(Var(0, "probe_var", i))
-    b.add(DeclTag(0, "probe_tag", var, -1))
+    var = b.add(bt.Var(0, "probe_var", i))
+    b.add(bt.DeclTag(0, "probe_tag", var, -1))
     return b.encode()
 
 
 def _btf_type_tag() -> bytes:
     b = BTFBuilder()
     i = b.int_()
-    tag = b.add(TypeTag(0, "probe_tag", i))
-    b.add(Pointer(0, "", tag))
+    tag = b.add(bt.TypeTag(0, "probe_tag", i))
+    b.add(bt.Pointer(0, "", tag))
     return b.encode()
 
 
 def _btf_enum64() -> bytes:
     b = BTFBuilder()
-    b.add(Enum64(0, "probe_enum", 8, [EnumValue("PROBE_A", 1 << 40)]))
+    b.add(bt.Enum64(0, "probe_enum", 8, [bt.EnumValue("PROBE_A", 1 << 40)]))
     return b.encode()
 
 
 BTF_BLOBS: dict[str, Callable[[], bytes]] = {
     "btf": _btf_int_only,
-    "btf_func": lambda: _btf_func(Linkage.STATIC),
-    "btf_func_global": lambda: _btf_func(Linkage.GLOBAL),
+    "btf_func": lambda: _btf_func(bt.Linkage.STATIC),
+    "btf_func_global": lambda: _btf_func(bt.Linkage.GLOBAL),
     "btf_datasec": _btf_datasec,
-    "btf_qmark_datasec": lambda: _btf_datasec("?.data", VarLinkage.STATIC),
+    "btf_qmark_datasec": lambda: _btf_datasec("?.data", bt.VarLinkage.STATIC),
     "btf_float": _btf_float,
     "btf_decl_tag": _btf_decl_tag,
     "btf_type_tag": _btf_type_tag,
