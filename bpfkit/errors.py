@@ -5,24 +5,42 @@ Every error names what was attempted, on what, and why it failed. Layers add con
 error travels up (``attach kprobe do_sys_open: open perf event: ...``) with :meth:`BPFKitError.wrap`,
 which keeps the original class, errno and log so callers can still match on them.
 
-    BPFKitError
-    ├── KernelError            a syscall or kernel interface failed; carries errno
+Errors are data: what a message says is also a field, set when the error is built (``errno``,
+``op``, ``feature``, ``min_version``, ``hints``), and the message is rendered from them.
+
+    BPFKitError                          .hints: what to do about it (rendered "; "-separated)
+    ├── KernelError            (OSError) a syscall or kernel interface failed; .op, .errno, .strerror
     │   ├── KernelPermissionError   EPERM/EACCES, names the capability needed
     │   ├── BusyError               EBUSY/EEXIST: something is already attached or exists
-    │   └── VerifierError           BPF_PROG_LOAD/BPF_BTF_LOAD rejected; carries the log
-    ├── NotSupportedError      this kernel cannot (names the feature and the version that can)
+    │   ├── VerifierError           BPF_PROG_LOAD/BPF_BTF_LOAD rejected; carries the log
+    │   └── KernelNotSupportedError EOPNOTSUPP/ENOTSUPP (524): also a NotSupportedError
+    ├── NotSupportedError      this kernel cannot: .feature, .reason, .min_version (the release that can)
+    │   └── KernelNotSupportedError (the kernel said so, with an errno)
     ├── NotFoundError          symbol, map, program, tracefs event, pin ... does not exist
     ├── ParseError             malformed input: ELF, BTF, probe spec, map definition
     ├── CORERelocationError    a CO-RE relocation that can be neither applied nor poisoned
+    ├── RingBufferFullError    a user ring buffer has no room (the BPF side has not drained it)
     └── UsageError             the caller asked for something inconsistent
         └── BTFValueError           a value that does not fit its BTF type (field path, type, range)
+
+So ``except NotSupportedError`` catches "this kernel cannot" whether bpfkit's own probe found
+it or the kernel answered EOPNOTSUPP/ENOTSUPP (as cilium/ebpf's ``ErrNotSupported``, which
+its feature tests return and its syscall wrappers attach to ENOTSUPP), and ``except OSError``
+catches every kernel failure with its errno. ``KernelError(op, err)`` picks
+KernelNotSupportedError by itself for those errnos, as ``OSError(errno.ENOENT, ...)`` gives a
+FileNotFoundError; :func:`kernel_error` also picks the permission and busy classes.
 """
 
 from __future__ import annotations
 
 import errno as _errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+# typing costs ~2 ms to import, on every command's start-up: its names are for the type checker.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Self
 
 __all__ = [
     "BPFKitError",
@@ -31,18 +49,27 @@ __all__ = [
     "BusyError",
     "VerifierError",
     "NotSupportedError",
+    "KernelNotSupportedError",
     "NotFoundError",
     "ParseError",
     "CORERelocationError",
     "UsageError",
     "BTFValueError",
+    "RingBufferFullError",
     "errno_name",
     "kernel_error",
 ]
 
 
+ENOTSUPP = 524  # kernel-internal (include/linux/errno.h), not ENOTSUP; bpf() lets it through
+
+# The errnos that mean "this kernel cannot": EOPNOTSUPP (ENOTSUP is the same number on Linux)
+# from UAPI paths, ENOTSUPP from in-kernel ones (a map type without the batch or lookup-and-delete
+# operation, an instruction uprobes cannot single-step, a trampoline the arch cannot build).
+NOT_SUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, ENOTSUPP})
+
 # Aliases where Python's errorcode picks the spelling the kernel sources do not use.
-_ERRNO_SPELLING = {_errno.EOPNOTSUPP: "EOPNOTSUPP", _errno.EDEADLK: "EDEADLK", 524: "ENOTSUPP"}
+_ERRNO_SPELLING = {_errno.EOPNOTSUPP: "EOPNOTSUPP", _errno.EDEADLK: "EDEADLK", ENOTSUPP: "ENOTSUPP"}
 
 
 def errno_name(err: int) -> str:
@@ -51,12 +78,34 @@ def errno_name(err: int) -> str:
     return _ERRNO_SPELLING.get(err) or _errno.errorcode.get(err, f"errno {err}")
 
 
-class BPFKitError(Exception):
-    """Base of every error bpfkit raises."""
+_STRERROR: dict[int, str] = {}
 
-    def __init__(self, message: str) -> None:
+
+def strerror(err: int) -> str:
+    """os.strerror(err), remembered (it costs ~0.8 us, a third of building a KernelError)."""
+    text = _STRERROR.get(err)
+    if text is None:
+        text = _STRERROR[err] = os.strerror(err)
+    return text
+
+
+def _hint_tuple(hints: Iterable[str]) -> tuple[str, ...]:
+    return tuple(h for h in hints if h) if hints else ()
+
+
+class BPFKitError(Exception):
+    """Base of every error bpfkit raises. ``hints`` say what to do about it: set when the error
+    is built (``hints=``), they end the message, each after ``; ``."""
+
+    hints: tuple[str, ...] = ()
+
+    def __init__(self, message: str, *, hints: Iterable[str] = ()) -> None:
+        if hints:
+            self.hints = _hint_tuple(hints)
+            message = "; ".join((message, *self.hints) if message else self.hints)
         super().__init__(message)
         self.message = message
+        self.args = (message,)
 
     def __str__(self) -> str:
         return self.message
@@ -67,32 +116,64 @@ class BPFKitError(Exception):
         self.args = (self.message,)
         return self
 
+    def add_hint(self, hint: str) -> Self:
+        """Record ``hint`` (what a caller knows that the raise site did not: the feature a
+        refused program kind needs, how to size a map) in ``hints`` and end the message with
+        ``; hint``; returns self. For errors that travel up before the hint is known."""
+        if hint:
+            self.hints += (hint,)
+            self.message = f"{self.message}; {hint}"
+            self.args = (self.message,)
+        return self
 
-class KernelError(BPFKitError):
-    """A kernel interface failed with ``errno`` while doing ``op`` (e.g. ``BPF_MAP_CREATE``)."""
 
-    def __init__(self, op: str, err: int, detail: str = "") -> None:
+class KernelError(BPFKitError, OSError):
+    """A kernel interface failed with ``errno`` while doing ``op`` (e.g. ``BPF_MAP_CREATE``).
+
+    An OSError too: ``errno`` and ``strerror`` are the kernel's (``filename`` the pin path, for
+    the operations on one), and ``except OSError`` catches it; ``str()`` stays bpfkit's message
+    (``op: ENAME (strerror): detail; hints``), never OSError's ``[Errno N]`` form.
+    ``KernelError(op, err)`` with EOPNOTSUPP or ENOTSUPP is a :class:`KernelNotSupportedError`."""
+
+    errno: int
+    strerror: str
+
+    def __new__(cls, op: str, err: int, *args: object, **kwargs: object) -> Self:
+        # The subclass an errno stands for, as OSError.__new__ does for ENOENT and the like.
+        # With __new__ overridden, OSError's own __init__ does nothing: __init__ sets the fields.
+        target: type[KernelError] = cls
+        if cls is KernelError and err in NOT_SUPPORTED_ERRNOS:
+            target = KernelNotSupportedError
+        return OSError.__new__(target)  # type: ignore[return-value]
+
+    def __init__(self, op: str, err: int, detail: str = "", *, hints: Iterable[str] = ()) -> None:
         self.op = op
         self.errno = err
+        self.strerror = strerror(err)
         self.detail = detail
-        text = f"{op}: {errno_name(err)} ({os.strerror(err)})"
+        text = f"{op}: {errno_name(err)} ({self.strerror})"
+        parts: tuple[str, ...] = ()
+        if hints:
+            self.hints = parts = _hint_tuple(hints)
         if detail:
-            text += f": {detail}"
-        super().__init__(text)
+            parts = (detail, *parts)
+        if parts:  # the detail (or the first hint) after ": ", the rest after "; "
+            text += ": " + "; ".join(parts)
+        BPFKitError.__init__(self, text)
 
 
 class KernelPermissionError(KernelError):
     """EPERM or EACCES. ``capability`` names what the caller lacks (CAP_BPF, CAP_PERFMON, ...;
     '' when it lacks none and something else refused: lockdown, an LSM, a path outside bpffs);
-    ``hint`` says which, in a sentence."""
+    ``hint`` says which, in a sentence (also the first of ``hints``)."""
 
-    def __init__(self, op: str, err: int, capability: str = "", detail: str = "", hint: str | None = None) -> None:
+    def __init__(self, op: str, err: int, capability: str = "", detail: str = "", hint: str | None = None, *,
+                 hints: Iterable[str] = ()) -> None:
         self.capability = capability
         if hint is None:
             hint = f"needs {capability}" if capability else ""
         self.hint = hint
-        text = f"{detail}; {hint}" if detail and hint else (detail or hint)
-        super().__init__(op, err, text)
+        super().__init__(op, err, detail, hints=(hint, *hints))
 
 
 class BusyError(KernelError):
@@ -110,14 +191,13 @@ class VerifierError(KernelError):
         self.truncated = truncated
         tail = self.tail()
         detail = f"load {name!r} rejected"
+        self.hint = ""
         if tail:
             detail += ":\n" + tail
         elif err == _errno.EPERM:
             detail += " with an empty verifier log (the kernel refused before verification)"
             self.hint = permission_hint(op, err)
-            if self.hint:
-                detail += f"; {self.hint}"
-        super().__init__(op, err, detail)
+        super().__init__(op, err, detail, hints=(self.hint,))
 
     def tail(self, lines: int | None = None) -> str:
         """The last ``lines`` lines of the log (where the verifier says what it rejected),
@@ -150,9 +230,16 @@ def reason_last(log: str) -> str:
 
 
 class NotSupportedError(BPFKitError):
-    """This kernel (or machine) lacks ``feature``; ``min_version`` names the release that has it."""
+    """This kernel (or machine) lacks ``feature``; ``reason`` says how that was found out;
+    ``min_version`` names the release that has it ('' when none does or it is unknown);
+    ``hints`` what to do instead. All are set here and rendered as
+    ``feature is not supported: reason (needs Linux V or newer); hint``."""
 
-    def __init__(self, feature: str, reason: str = "", min_version: str = "") -> None:
+    feature: str
+    reason: str
+    min_version: str
+
+    def __init__(self, feature: str, reason: str = "", min_version: str = "", *, hints: Iterable[str] = ()) -> None:
         self.feature = feature
         self.reason = reason
         self.min_version = min_version
@@ -161,7 +248,29 @@ class NotSupportedError(BPFKitError):
             text += f": {reason}"
         if min_version:
             text += f" (needs Linux {min_version} or newer)"
-        super().__init__(text)
+        super().__init__(text, hints=hints)
+
+
+class KernelNotSupportedError(KernelError, NotSupportedError):
+    """EOPNOTSUPP or ENOTSUPP (524) from a kernel interface: a :class:`KernelError` (``op``,
+    ``errno``, its message) that is also a :class:`NotSupportedError`. ``feature`` is what the
+    raise site names, else ``op``; ``reason`` is the kernel's answer (``EOPNOTSUPP (Operation not
+    supported): detail``); ``min_version``, when given, ends the message as NotSupportedError's
+    does. ``KernelError(op, err)`` returns one for those errnos. A program or BTF blob the
+    kernel rejects stays a :class:`VerifierError` whatever its errno: its log says why."""
+
+    def __init__(self, op: str, err: int, detail: str = "", *, hints: Iterable[str] = (),
+                 feature: str = "", min_version: str = "") -> None:
+        KernelError.__init__(self, op, err, detail, hints=() if min_version else hints)
+        self.feature = feature or op
+        said = f"{errno_name(err)} ({self.strerror})"
+        self.reason = f"{said}: {detail}" if detail else said
+        self.min_version = min_version
+        if min_version:  # as NotSupportedError: the release before the hints
+            self.message += f" (needs Linux {min_version} or newer)"
+            self.args = (self.message,)
+            for hint in hints:
+                self.add_hint(hint)
 
 
 class NotFoundError(BPFKitError):
@@ -176,6 +285,11 @@ class CORERelocationError(BPFKitError):
     """A CO-RE relocation can be neither applied nor poisoned: a malformed record, an
     instruction that does not hold what the compiler computed, or target candidates that
     disagree (ambiguity). A relocation the kernel merely cannot satisfy is poisoned instead."""
+
+
+class RingBufferFullError(BPFKitError):
+    """A USER_RINGBUF has no room for the record (the BPF side has not drained it);
+    bpfkit.events.ringbuf's UserRingBuffer.reserve() raises it."""
 
 
 class UsageError(BPFKitError):
@@ -240,18 +354,24 @@ def permission_hint(op: str, err: int, needs_also: tuple[str, ...] = ()) -> str:
         return ""
 
 
-def kernel_error(op: str, err: int, detail: str = "", path: str | None = None) -> KernelError:
-    """The KernelError subclass that fits ``err`` for operation ``op`` (``path``: the file the
-    operation was on, for pins)."""
+def kernel_error(op: str, err: int, detail: str = "", path: str | None = None, *,
+                 hints: Iterable[str] = ()) -> KernelError:
+    """The KernelError subclass that fits ``err`` for operation ``op``: KernelPermissionError
+    (with the capability it needs), BusyError, KernelNotSupportedError, else KernelError.
+    ``path``: the file the operation was on (pins), also the OSError ``filename``; ``hints``
+    end the message (a permission error's own hint comes first)."""
+    exc: KernelError
     if err in (_errno.EPERM, _errno.EACCES):
+        capability, hint = _CAPABILITY_FOR_OP.get(op, "CAP_BPF"), None
         if _explain_permission is not None:
             try:
-                missing, hint = _explain_permission(op, err, detail, path)
+                capability, hint = _explain_permission(op, err, detail, path)
             except Exception:  # a hint must never hide the error itself
-                pass
-            else:
-                return KernelPermissionError(op, err, missing, detail, hint)
-        return KernelPermissionError(op, err, _CAPABILITY_FOR_OP.get(op, "CAP_BPF"), detail)
-    if err in (_errno.EBUSY, _errno.EEXIST):
-        return BusyError(op, err, detail)
-    return KernelError(op, err, detail)
+                capability, hint = _CAPABILITY_FOR_OP.get(op, "CAP_BPF"), None
+        exc = KernelPermissionError(op, err, capability, detail, hint, hints=hints)
+    elif err in (_errno.EBUSY, _errno.EEXIST):
+        exc = BusyError(op, err, detail, hints=hints)
+    else:
+        exc = KernelError(op, err, detail, hints=hints)  # KernelNotSupportedError for EOPNOTSUPP/ENOTSUPP
+    exc.filename = path
+    return exc

@@ -11,10 +11,12 @@ from bpfkit.errors import (
     BPFKitError,
     BusyError,
     KernelError,
+    KernelNotSupportedError,
     KernelPermissionError,
     NotFoundError,
     NotSupportedError,
     ParseError,
+    RingBufferFullError,
     UsageError,
     VerifierError,
     errno_name,
@@ -123,3 +125,83 @@ def test_tree() -> None:
     for cls in (KernelPermissionError, BusyError, VerifierError):
         assert issubclass(cls, KernelError)
     assert not issubclass(NotSupportedError, KernelError)
+    assert issubclass(KernelError, OSError) and not issubclass(NotSupportedError, OSError)
+    assert issubclass(KernelNotSupportedError, KernelError) and issubclass(KernelNotSupportedError, NotSupportedError)
+
+
+def test_kernel_error_is_an_oserror_with_the_kernels_errno() -> None:
+    exc = kernel_error("BPF_MAP_CREATE", errno.EINVAL, "map 'events'")
+    assert isinstance(exc, OSError)
+    assert (exc.errno, exc.strerror, exc.filename) == (errno.EINVAL, "Invalid argument", None)
+    assert str(exc) == "BPF_MAP_CREATE: EINVAL (Invalid argument): map 'events'"  # not "[Errno 22] ..."
+    assert exc.args == (str(exc),)
+    with pytest.raises(OSError) as info:
+        raise kernel_error("BPF_OBJ_GET", errno.ENOENT, "/sys/fs/bpf/gone", "/sys/fs/bpf/gone")
+    assert info.value.errno == errno.ENOENT and info.value.filename == "/sys/fs/bpf/gone"
+    assert type(info.value) is KernelError  # not FileNotFoundError: the class is bpfkit's
+    for err in (errno.EPERM, errno.EBUSY):
+        assert isinstance(kernel_error("BPF_LINK_CREATE", err), OSError)
+    assert isinstance(VerifierError("BPF_PROG_LOAD", errno.EACCES, "p", "R0 !read_ok"), OSError)
+
+
+@pytest.mark.parametrize("err", [errno.EOPNOTSUPP, 524])  # ENOTSUP is EOPNOTSUPP on Linux
+def test_unsupported_errnos_are_not_supported_errors(err: int) -> None:
+    """One except for "this kernel cannot", from bpfkit's probes or from the kernel."""
+    for exc in (kernel_error("BPF_LINK_CREATE", err, "kprobe_multi"), KernelError("BPF_LINK_CREATE", err, "kprobe_multi")):
+        assert type(exc) is KernelNotSupportedError
+        assert isinstance(exc, NotSupportedError) and isinstance(exc, KernelError) and isinstance(exc, OSError)
+        assert exc.errno == err
+        assert str(exc) == f"BPF_LINK_CREATE: {errno_name(err)} ({exc.strerror}): kprobe_multi"  # KernelError's words
+        assert exc.feature == "BPF_LINK_CREATE" and exc.reason == f"{errno_name(err)} ({exc.strerror}): kprobe_multi"
+        assert exc.min_version == ""
+    assert type(kernel_error("x", errno.EINVAL)) is KernelError and not isinstance(kernel_error("x", errno.EINVAL),
+                                                                                NotSupportedError)
+    # a rejected load stays a VerifierError (its log says why), whatever the errno
+    assert not isinstance(VerifierError("BPF_PROG_LOAD", 524, "p", "kfunc not supported"), NotSupportedError)
+
+
+def test_not_supported_fields_are_set_when_built() -> None:
+    exc = NotSupportedError("uprobe_multi links", "BPF_LINK_CREATE gave EINVAL", "6.6",
+                            hints=("attach with mode='perf'", ""))
+    assert (exc.feature, exc.reason, exc.min_version, exc.hints) == (
+        "uprobe_multi links", "BPF_LINK_CREATE gave EINVAL", "6.6", ("attach with mode='perf'",))
+    assert str(exc) == ("uprobe_multi links is not supported: BPF_LINK_CREATE gave EINVAL (needs Linux 6.6 or newer); "
+                        "attach with mode='perf'")
+    kernel = KernelNotSupportedError("create netkit pair nk0/nk1", errno.EOPNOTSUPP, feature="netkit devices",
+                                     min_version="6.7", hints=("CONFIG_NETKIT=y",))
+    assert (kernel.feature, kernel.min_version, kernel.hints) == ("netkit devices", "6.7", ("CONFIG_NETKIT=y",))
+    assert kernel.reason == "EOPNOTSUPP (Operation not supported)"
+    assert str(kernel) == ("create netkit pair nk0/nk1: EOPNOTSUPP (Operation not supported) (needs Linux 6.7 or newer); "
+                           "CONFIG_NETKIT=y")
+    assert NotSupportedError("x").hints == () and KernelError("x", errno.EIO).hints == ()
+
+
+def test_hints_are_fields_rendered_after_the_detail() -> None:
+    exc = KernelError("BPF_MAP_CREATE", errno.EINVAL, "map 'm'", hints=("set value_size", "or --map-size"))
+    assert exc.hints == ("set value_size", "or --map-size") and exc.detail == "map 'm'"
+    assert str(exc) == "BPF_MAP_CREATE: EINVAL (Invalid argument): map 'm'; set value_size; or --map-size"
+    assert str(KernelError("op", errno.EINVAL, hints=("h",))) == "op: EINVAL (Invalid argument): h"
+    perm = KernelPermissionError("BPF_PROG_LOAD", errno.EPERM, "CAP_BPF", "program 'p'")
+    assert perm.hint == "needs CAP_BPF" and perm.hints == ("needs CAP_BPF",) and perm.detail == "program 'p'"
+    assert str(perm) == "BPF_PROG_LOAD: EPERM (Operation not permitted): program 'p'; needs CAP_BPF"
+    same = perm.add_hint("tracing programs also need CAP_PERFMON")
+    assert same is perm and perm.hints == ("needs CAP_BPF", "tracing programs also need CAP_PERFMON")
+    assert str(perm).endswith("; needs CAP_BPF; tracing programs also need CAP_PERFMON") and perm.args == (str(perm),)
+    assert str(ParseError("bad", hints=("h",))) == "bad; h"
+
+
+def test_rebuilding_from_the_detail_does_not_repeat_the_permission_hint() -> None:
+    """The detail is what the raise site said, the hint a field: an error rebuilt from
+    ``op, errno, detail`` (link/_net.py's explained()) carries its permission hint once."""
+    exc = kernel_error("BPF_PROG_ATTACH", errno.EPERM, "cgroup /sys/fs/cgroup")
+    hint = exc.hints[0]
+    again = kernel_error(exc.op, exc.errno, f"what it means here; {exc.detail}")
+    assert str(again).count(hint) == 1
+
+
+def test_ring_buffer_full_error_lives_with_the_tree() -> None:
+    from bpfkit.events import RingBufferFullError as from_events
+    from bpfkit.events.ringbuf import RingBufferFullError as from_ringbuf
+
+    assert from_events is from_ringbuf is RingBufferFullError
+    assert issubclass(RingBufferFullError, BPFKitError) and RingBufferFullError.__module__ == "bpfkit.errors"

@@ -32,7 +32,7 @@ from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
-from ..errors import BPFKitError, ParseError, UsageError
+from ..errors import BPFKitError, ParseError, RingBufferFullError, UsageError
 from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_views, release
 from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
 
@@ -404,8 +404,8 @@ class RingBuffer(PolledReader[memoryview]):
 
 
 # ------------------------------------------------------------------------ user ring buffer
-class RingBufferFullError(BPFKitError):
-    """A USER_RINGBUF has no room for the record (the BPF side has not drained it)."""
+# RingBufferFullError (reserve() without room) lives in bpfkit.errors with the rest of the
+# tree; this module re-exports it (its __all__), where it was first defined.
 
 
 class Reservation:
