@@ -608,10 +608,10 @@ class Collection(ClosesOnExit):
         try:
             self.pin_dir = check_pin_dir(self.pin_dir)
             make_dirs(self.pin_dir, self._made_dirs)
+        except BPFKitError as exc:  # first: a KernelError is an OSError too
+            raise exc.wrap(f"prepare pin directory {self.pin_dir}")
         except OSError as exc:
             raise KernelError(f"create pin directory {self.pin_dir}", exc.errno or 0) from None
-        except BPFKitError as exc:
-            raise exc.wrap(f"prepare pin directory {self.pin_dir}")
 
     def _pin(self, m: Map, path: str) -> None:
         m.pin(path)

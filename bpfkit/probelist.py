@@ -137,8 +137,8 @@ def _kprobe_functions(notes: list[str]) -> list[tuple[str, str]]:
     try:
         functions = tracefs.available_filter_functions()
     except (OSError, BPFKitError) as exc:
-        why = (f"{errno_name(exc.errno)} ({exc.strerror})" if isinstance(exc, OSError) and exc.errno
-               else str(exc))
+        why = (f"{errno_name(exc.errno)} ({exc.strerror})"
+               if isinstance(exc, OSError) and not isinstance(exc, BPFKitError) and exc.errno else str(exc))
         _note(notes, f"{missing or 'kprobes'}: cannot read tracefs available_filter_functions: {why}; "
                      "no kprobe: lines")
         return []

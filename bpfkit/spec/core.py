@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from ..btf import BTF
-from ..errors import NotFoundError
+from ..errors import KernelError, NotFoundError
 
 TYPE_CHECKING = False  # not typing's (start-up time); names for the type checker only
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ def btf_arg(value: BTFSource) -> BTF:
 
     try:
         return load_file(value)
+    except KernelError:  # read_regular's, naming what it read (a KernelError is an OSError too)
+        raise
     except OSError as exc:
         raise NotFoundError(f"kernel BTF file {os.fspath(value)}: {exc.strerror}") from None
 
