@@ -210,17 +210,9 @@ class Map(PinnableObject, _Generic["K", "V"]):
         """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info.
         Keys and values are typed through the map's BTF in the kernel, fetched on first use."""
         info = _info.read_adopted(fd, _info.map_info)
-        spec = MapSpec(
-            name=name or info.name,
-            type=MapType(info.type),
-            key_size=info.key_size,
-            value_size=info.value_size,
-            max_entries=info.max_entries,
-            flags=info.map_flags,
-            map_extra=info.map_extra,
-            btf_key_type_id=info.btf_key_type_id,
-            btf_value_type_id=info.btf_value_type_id,
-        )
+        spec = MapSpec(name or info.name, MapType(info.type), info.key_size, info.value_size, info.max_entries,
+                       flags=info.map_flags, map_extra=info.map_extra, btf_key_type_id=info.btf_key_type_id,
+                       btf_value_type_id=info.btf_value_type_id)
         self: Map[Any, Any] = cls.__new__(cls)
         self._init(fd, spec, info.btf_id)
         return self

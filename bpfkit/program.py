@@ -142,20 +142,11 @@ class Program(PinnableObject):
     def id(self) -> int:
         return _info.object_id(self.fd, "prog")
 
-    def test_run(
-        self,
-        data: bytes = b"",
-        data_out_size: int = 0,
-        ctx: bytes = b"",
-        ctx_out_size: int = 0,
-        repeat: int = 1,
-        flags: int = 0,
-    ) -> tuple[int, bytes]:
+    def test_run(self, data: bytes = b"", data_out_size: int = 0, ctx: bytes = b"", ctx_out_size: int = 0,
+                 repeat: int = 1, flags: int = 0) -> tuple[int, bytes]:
         """Run the program in the kernel with BPF_PROG_TEST_RUN; returns (retval, data_out)."""
         try:
-            retval, out, _, _ = _bpf.prog_test_run(
-                self.fd, data, data_out_size, ctx, ctx_out_size, repeat, flags
-            )
+            retval, out, _, _ = _bpf.prog_test_run(self.fd, data, data_out_size, ctx, ctx_out_size, repeat, flags)
         except BPFKitError as exc:
             raise exc.wrap(f"test run of program {self.name!r}")
         return retval, out
