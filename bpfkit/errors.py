@@ -126,6 +126,14 @@ class BPFKitError(Exception):
             self.args = (self.message,)
         return self
 
+    def replace_hint(self, old: str, new: str) -> Self:
+        """Put ``new`` in place of hint ``old``, in ``hints`` and in the message; returns self."""
+        if old in self.hints and new and new != old:
+            self.hints = tuple(new if h == old else h for h in self.hints)
+            self.message = self.message.replace(old, new)
+            self.args = (self.message,)
+        return self
+
 
 class KernelError(BPFKitError, OSError):
     """A kernel interface failed with ``errno`` while doing ``op`` (e.g. ``BPF_MAP_CREATE``).

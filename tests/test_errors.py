@@ -188,6 +188,9 @@ def test_hints_are_fields_rendered_after_the_detail() -> None:
     assert same is perm and perm.hints == ("needs CAP_BPF", "tracing programs also need CAP_PERFMON")
     assert str(perm).endswith("; needs CAP_BPF; tracing programs also need CAP_PERFMON") and perm.args == (str(perm),)
     assert str(ParseError("bad", hints=("h",))) == "bad; h"
+    perm.replace_hint("needs CAP_BPF", "needs CAP_BPF and CAP_PERFMON")
+    assert perm.hints[0] == "needs CAP_BPF and CAP_PERFMON" and "program 'p'; needs CAP_BPF and CAP_PERFMON; " in str(perm)
+    assert perm.replace_hint("not a hint", "x").hints[0] == "needs CAP_BPF and CAP_PERFMON"
 
 
 def test_rebuilding_from_the_detail_does_not_repeat_the_permission_hint() -> None:
