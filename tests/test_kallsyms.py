@@ -74,8 +74,8 @@ def test_symbols_parse_every_line(sample: str) -> None:
     assert syms[9] == (0xFFFFFFFF82000000, "D", "jiffies", "")
     assert syms[10] == (0xFFFFFFFFC0001000, "t", "ext4_read", "ext4")
     assert syms[-1][2:] == ("bpf_prog_6deef7357e7b4530_sd_fw_ingress", "bpf")
-    assert kallsyms.parse_line(b"") is None and kallsyms.parse_line(b"zz T x") is None
-    assert kallsyms.parse_line(b"00000000 T f") == (0, "T", "f", "")  # 32-bit width
+    assert kallsyms.parse_line("") is None and kallsyms.parse_line("zz T x") is None
+    assert kallsyms.parse_line("00000000 T f") == (0, "T", "f", "")  # 32-bit width
 
 
 def test_symbols_stream_across_read_boundaries(sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,13 +103,14 @@ def test_reads_are_bounded(sample: str, monkeypatch: pytest.MonkeyPatch) -> None
             read(sample)
 
 
-def test_streaming_holds_one_piece(tmp_path: Path) -> None:
-    """A 16 MiB file is parsed holding a piece of about 1 MiB (its bytes, the piece's lines, a
-    copy), never the whole file."""
+def test_streaming_holds_one_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4 MiB file read in 64 KiB pieces is parsed holding about one piece (its bytes, its
+    text, its lines), never the whole file."""
+    monkeypatch.setattr(kallsyms, "_READ_SIZE", 64 << 10)
     path = tmp_path / "kallsyms"
     line = b"ffffffff81000000 t some_kernel_function_name_of_a_usual_length\n"
     with open(path, "wb") as f:
-        f.write(line * ((16 << 20) // len(line)))
+        f.write(line * ((4 << 20) // len(line)))
     tracemalloc.start()
     try:
         count = sum(1 for _ in kallsyms.symbols(str(path)))
@@ -118,8 +119,8 @@ def test_streaming_holds_one_piece(tmp_path: Path) -> None:
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert count == (16 << 20) // len(line) and len(names) == 1 and not found
-    assert peak < 6 << 20, peak
+    assert count == (4 << 20) // len(line) and len(names) == 1 and not found
+    assert peak < 1 << 20, peak
 
 
 # ------------------------------------------------------------------------------ lookups
@@ -146,6 +147,9 @@ def test_function_names(sample: str) -> None:
     assert kallsyms.function_names(sample) == {
         "_stext", "__pfx_do_sys_open", "do_sys_open", "do_sys_openat2", "__do_sys_getppid", "__x64_sys_getppid",
         "dup", "__x64_sys_bpf", "ext4_read", "dup_in_mod", "bpf_prog_6deef7357e7b4530_sd_fw_ingress"}
+    assert kallsyms.function_names(sample, ("D", "W")) == {"jiffies"}
+    assert kallsyms.function_names(sample, exclude=("__pfx_", "dup")) == kallsyms.function_names(sample) - {
+        "__pfx_do_sys_open", "dup", "dup_in_mod"}
 
 
 def test_kernel_symbols_from_a_file(sample: str) -> None:

@@ -92,12 +92,14 @@ def _blocks(path: str) -> Iterator[bytes]:
         yield tail
 
 
-def _lines(path: str) -> Iterator[bytes]:
+def _line_lists(path: str) -> Iterator[list[str]]:
+    """The lines of each piece of :func:`_blocks`, decoded (one decode a piece, whole lines:
+    no character is cut), a list a piece: no generator step a line."""
     for block in _blocks(path):
-        yield from block.split(b"\n")
+        yield block.decode("utf-8", "replace").split("\n")
 
 
-def parse_line(line: bytes) -> Ksym | None:
+def parse_line(line: str) -> Ksym | None:
     """``(address, type, name, module)`` of one line; None for one that is not a symbol."""
     parts = line.split()
     if len(parts) < 3:
@@ -106,16 +108,16 @@ def parse_line(line: bytes) -> Ksym | None:
         address = int(parts[0], 16)
     except ValueError:
         return None
-    module = parts[3].decode(errors="replace").strip("[]") if len(parts) > 3 else ""
-    return address, parts[1].decode(errors="replace"), parts[2].decode(errors="replace"), module
+    return address, parts[1], parts[2], parts[3].strip("[]") if len(parts) > 3 else ""
 
 
 def symbols(path: str = KALLSYMS) -> Iterator[Ksym]:
     """Every symbol of ``path``, streamed. OSError as the kernel gives it."""
-    for line in _lines(path):
-        sym = parse_line(line)
-        if sym is not None:
-            yield sym
+    for lines in _line_lists(path):
+        for line in lines:
+            sym = parse_line(line)
+            if sym is not None:
+                yield sym
 
 
 # --------------------------------------------------------------------------- lookups
@@ -125,17 +127,18 @@ def addresses(path: str = KALLSYMS) -> dict[str, int]:
     An unreadable file raises the KernelError of ``read PATH``."""
     table: dict[str, int] = {}
     try:
-        for line in _lines(path):
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            name = parts[2].decode(errors="replace")
-            address = int(parts[0], 16)
-            known = table.get(name)
-            if known is None:
-                table[name] = address
-            elif known != address:
-                table[name] = -1
+        for lines in _line_lists(path):
+            for line in lines:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                name = parts[2]
+                address = int(parts[0], 16)
+                known = table.get(name)
+                if known is None:
+                    table[name] = address
+                elif known != address:
+                    table[name] = -1
     except OSError as exc:
         raise kernel_error(f"read {path}", exc.errno or 0) from None
     return table
@@ -160,14 +163,15 @@ def has_symbol(symbol: str, path: str = KALLSYMS) -> bool:
     return False
 
 
-def function_names(path: str = KALLSYMS, types: tuple[bytes, ...] = (b"t", b"T")) -> set[str]:
-    """The names of the symbols of ``types`` (text: t, T), module suffixes dropped. OSError as
-    the kernel gives it."""
+def function_names(path: str = KALLSYMS, types: tuple[str, ...] = ("t", "T"), exclude: tuple[str, ...] = ()) -> set[str]:
+    """The names of the symbols of ``types`` (text: t, T), module suffixes dropped, but those
+    starting with one of ``exclude``. OSError as the kernel gives it."""
     names: set[str] = set()
-    for line in _lines(path):
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] in types:
-            names.add(parts[2].decode(errors="replace"))
+    for lines in _line_lists(path):
+        for line in lines:
+            parts = line.split()
+            if len(parts) >= 3 and parts[1] in types and (not exclude or not parts[2].startswith(exclude)):
+                names.add(parts[2])
     return names
 
 

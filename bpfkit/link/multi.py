@@ -307,7 +307,7 @@ def kernel_functions() -> list[str]:
                 names.add(name)
         return sorted(names)
     try:
-        names = {n for n in _kallsyms.function_names() if not n.startswith(("__pfx_", "__cfi_"))}
+        names = _kallsyms.function_names(exclude=("__pfx_", "__cfi_"))
     except OSError:
         pass
     return sorted(names)
