@@ -177,8 +177,7 @@ class Map(PinnableObject, _Generic["K", "V"]):
         except BPFKitError as exc:
             zero = zero_size_fields(spec)
             if zero and isinstance(exc, KernelError) and exc.errno == errno.EINVAL:
-                exc.message += "; " + zero_size_hint(spec.name, zero)
-                exc.args = (exc.message,)
+                exc.add_hint(zero_size_hint(spec.name, zero))
             raise exc.wrap(f"create map {spec.name!r} ({spec.type.kernel_name})")
         self._init(fd, spec)
 

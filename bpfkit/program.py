@@ -194,8 +194,7 @@ def _explain_session_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
     result = probe(feature)
     if result.supported:
         return
-    exc.message += f"; {what} need Linux {release}: {result.reason}"
-    exc.args = (exc.message,)
+    exc.add_hint(f"{what} need Linux {release}: {result.reason}")
 
 
 def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
@@ -205,11 +204,10 @@ def _explain_trampoline_refusal(exc: VerifierError, spec: ProgramSpec) -> None:
         return
     if spec.type != ProgType.EXT and spec.attach_type in (AttachType.TRACE_ITER, AttachType.TRACE_RAW_TP):
         return
-    exc.message += (
-        "; BPF trampoline programs (fentry/fexit/fmod_ret/lsm/freplace) need trampoline support on this kernel "
+    exc.add_hint(
+        "BPF trampoline programs (fentry/fexit/fmod_ret/lsm/freplace) need trampoline support on this kernel "
         "(bpfkit.features.probe('tracing_programs') tells whether any fentry program loads here)"
     )
-    exc.args = (exc.message,)
 
 
 def _explain_permission(exc: VerifierError, spec: ProgramSpec) -> None:
@@ -222,8 +220,7 @@ def _explain_permission(exc: VerifierError, spec: ProgramSpec) -> None:
 
     new = permission_hint(exc.op, exc.errno, _caps.prog_type_needs(int(spec.type)))
     if new and new != old:
-        exc.message = exc.message.replace(old, new)
-        exc.args = (exc.message,)
+        exc.replace_hint(old, new)
         exc.hint = new
 
 
