@@ -61,3 +61,15 @@ def test_missing_pin_is_an_oserror_naming_the_path() -> None:
     assert type(exc) is KernelError and not isinstance(exc, NotSupportedError)
     assert (exc.errno, exc.filename) == (errno.ENOENT, path)
     assert str(exc) == f"BPF_OBJ_GET: ENOENT (No such file or directory): {path}"
+
+
+def test_a_hint_a_caller_adds_is_a_field() -> None:
+    """Map() knows why BPF_MAP_CREATE said EINVAL (a size left 0): its hint is in ``hints``."""
+    from bpfkit.maps import Map, MapSpec, zero_size_hint
+
+    with pytest.raises(KernelError) as info:
+        Map(MapSpec("zero", MapType.ARRAY, 4, 0, 4))
+    exc = info.value
+    hint = zero_size_hint("zero", ["value_size"])
+    assert exc.errno == errno.EINVAL and exc.hints == (hint,)
+    assert str(exc) == f"create map 'zero' (array): BPF_MAP_CREATE: EINVAL (Invalid argument): map 'zero'; {hint}"
