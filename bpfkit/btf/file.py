@@ -24,9 +24,10 @@ def load_file(path: str | os.PathLike[str], base: BTF | None = None) -> BTF:
     name = os.path.basename(os.fspath(path))
     if data[:2] == BTF_MAGIC.to_bytes(2, "little"):
         return BTF.from_bytes(data, base=base, lazy=True, name=name)
-    if data[:4] == b"\x7fELF":
-        from ..elf.reader import SHT_NOBITS, ElfImage
+    from ..elf.headers import is_elf
+    from ..elf.reader import SHT_NOBITS, ElfImage
 
+    if is_elf(data):
         sec = ElfImage(data, os.fspath(path)).section_named(".BTF")
         if sec is None or sec.type == SHT_NOBITS:
             raise ParseError(f"{path}: ELF file without a .BTF section")

@@ -2,9 +2,12 @@
 """bpfkit's one ELF reader: BPF objects, executables and shared objects (uprobes, USDT, the
 process tracker) and ELF files holding BTF (a vmlinux image, BTFHub-style files).
 
-* :class:`ElfImage` reads any ELF file (32/64-bit, either byte order, any type): section
-  headers, program headers (PT_LOAD segments), symbol tables with GNU symbol versions, notes
-  and DT_NEEDED. Every offset and size is checked against the file before it is used, so
+* :class:`ElfImage` reads any ELF file (32/64-bit, either byte order, any type), given as
+  bytes or as an :class:`~bpfkit.elf.image.Image` (a file read with pread: a binary is read
+  in the pieces asked for, not whole): section headers, program headers (PT_LOAD segments),
+  symbol tables with GNU symbol versions, notes and DT_NEEDED. Its headers are decoded by
+  bpfkit.elf.headers (:class:`~bpfkit.elf.headers.ElfHeaders`, which the symbolizer reads
+  through too). Every offset and size is checked against the file before it is used, so
   malformed input gives a ParseError naming the problem rather than an IndexError or a
   struct.error (tests/test_fuzz_elf.py feeds it mutated objects, binaries and notes).
 * :class:`ElfFile` is an ElfImage held to what a BPF object must be (``clang -target bpf -c``:
@@ -47,41 +50,87 @@ import bisect
 import struct
 from collections.abc import Iterator, Sequence
 
-from .._record import FrozenRecord, Record
-from ..errors import NotFoundError, ParseError
+from .._record import Record
+from ..errors import ParseError
+from .headers import (
+    DT_NEEDED,
+    DT_NULL,
+    DT_STRTAB,
+    EM_BPF,
+    ET_DYN,
+    ET_EXEC,
+    ET_REL,
+    PF_X,
+    PT_DYNAMIC,
+    PT_LOAD,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
+    SHN_ABS,
+    SHN_COMMON,
+    SHN_LORESERVE,
+    SHN_UNDEF,
+    SHN_XINDEX,
+    SHT_DYNSYM,
+    SHT_GNU_VERDEF,
+    SHT_GNU_VERNEED,
+    SHT_GNU_VERSYM,
+    SHT_NOBITS,
+    SHT_NOTE,
+    SHT_NULL,
+    SHT_PROGBITS,
+    SHT_REL,
+    SHT_RELA,
+    SHT_STRTAB,
+    SHT_SYMTAB,
+    STB_GLOBAL,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FILE,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+    STT_SECTION,
+    STV_DEFAULT,
+    STV_HIDDEN,
+    VERSYM_HIDDEN,
+    VERSYM_VERSION,
+    ElfHeaders,
+    Note,
+    NotElfError,
+    Segment,
+    iter_notes,
+)
+from .image import Image
 
 __all__ = [
-    "ElfImage", "ElfFile", "SymbolTable", "Section", "Segment", "Symbol", "Relocation", "Note",
-    "iter_notes", "vaddr_to_offset", "offset_to_vaddr", "read_binary",
+    "ElfImage", "ElfFile", "SymbolTable", "Section", "Segment", "Symbol", "Relocation", "Note", "NotElfError",
+    "iter_notes", "vaddr_to_offset", "offset_to_vaddr",
 ]
-
-# ELF constants (elf.h).
-EM_BPF = 247
-ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
-SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOTE, SHT_NOBITS, SHT_REL = 0, 1, 2, 3, 4, 7, 8, 9
-SHT_DYNSYM = 11
-SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
-SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
-STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 10
-SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
-STV_DEFAULT, STV_HIDDEN = 0, 2
-PT_LOAD, PT_DYNAMIC = 1, 2
-PF_X = 1
-DT_NULL, DT_NEEDED, DT_STRTAB = 0, 1, 5
-# .gnu.version entries (binutils/glibc): the version index, and the bit that hides a
-# non-default version from unversioned references.
-VERSYM_HIDDEN, VERSYM_VERSION = 0x8000, 0x7FFF
-
-_MAGIC = b"\x7fELF"
+# The ELF constants (bpfkit.elf.headers), as this module's users import them.
+__all__ += [
+    "EM_BPF", "ET_REL", "ET_EXEC", "ET_DYN", "SHT_NULL", "SHT_PROGBITS", "SHT_SYMTAB", "SHT_STRTAB", "SHT_RELA",
+    "SHT_NOTE", "SHT_NOBITS", "SHT_REL", "SHT_DYNSYM", "SHT_GNU_VERDEF", "SHT_GNU_VERNEED", "SHT_GNU_VERSYM",
+    "SHF_WRITE", "SHF_ALLOC", "SHF_EXECINSTR", "STB_LOCAL", "STB_GLOBAL", "STB_WEAK", "STT_NOTYPE", "STT_OBJECT",
+    "STT_FUNC", "STT_SECTION", "STT_FILE", "STT_GNU_IFUNC", "SHN_UNDEF", "SHN_LORESERVE", "SHN_ABS", "SHN_COMMON",
+    "SHN_XINDEX", "STV_DEFAULT", "STV_HIDDEN", "PT_LOAD", "PT_DYNAMIC", "PF_X", "DT_NULL", "DT_NEEDED", "DT_STRTAB",
+    "VERSYM_HIDDEN", "VERSYM_VERSION",
+]
 
 
 class Section(Record):
-    __slots__ = ("index", "name", "type", "flags", "offset", "size", "link", "info", "addralign", "entsize", "data",
-                 "addr")
+    """A section header with its name and contents: ``data`` is a memoryview into the image's
+    bytes, or read (once) when first used if the image is a file."""
+
+    __slots__ = ("index", "name", "type", "flags", "offset", "size", "link", "info", "addralign", "entsize", "_data",
+                 "addr", "_image")
+    _FIELDS = ("index", "name", "type", "flags", "offset", "size", "link", "info", "addralign", "entsize", "data",
+               "addr")
 
     def __init__(self, index: int, name: str, type: int, flags: int, offset: int, size: int, link: int, info: int,
-                 addralign: int, entsize: int, data: memoryview, addr: int = 0) -> None:
+                 addralign: int, entsize: int, data: memoryview | None, addr: int = 0,
+                 image: Image | None = None) -> None:
         self.index = index
         self.name = name
         self.type = type
@@ -92,31 +141,28 @@ class Section(Record):
         self.info = info
         self.addralign = addralign
         self.entsize = entsize
-        self.data = data  # empty for SHT_NOBITS
+        self._data = data  # empty for SHT_NOBITS; None: read from ``image`` when first used
         self.addr = addr
+        self._image = image
+
+    @property
+    def data(self) -> memoryview:
+        got = self._data
+        if got is None:
+            assert self._image is not None
+            got = self._data = memoryview(self._image.read(self.offset, self.size, f"section {self.index}"))
+        return got
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__qualname__}({fields})"
 
     @property
     def executable(self) -> bool:
         return bool(self.flags & SHF_EXECINSTR)
-
-
-class Segment(FrozenRecord):
-    """A program header (the reader keeps PT_LOAD and PT_DYNAMIC ones)."""
-
-    __slots__ = ("type", "flags", "offset", "vaddr", "filesz", "memsz")
-    type: int
-    flags: int
-    offset: int
-    vaddr: int
-    filesz: int
-    memsz: int
-
-    def __init__(self, type: int, flags: int, offset: int, vaddr: int, filesz: int, memsz: int) -> None:
-        self._set_fields(type, flags, offset, vaddr, filesz, memsz)
-
-    @property
-    def executable(self) -> bool:
-        return bool(self.flags & PF_X)
 
 
 class Symbol(Record):
@@ -157,19 +203,6 @@ class Relocation(Record):
         self.symbol = symbol
 
 
-class Note(FrozenRecord):
-    """One ELF note: owner (NUL stripped), type, descriptor and its offset in the section."""
-
-    __slots__ = ("owner", "type", "desc", "offset")
-    owner: bytes
-    type: int
-    desc: bytes
-    offset: int
-
-    def __init__(self, owner: bytes, type: int, desc: bytes, offset: int) -> None:
-        self._set_fields(owner, type, desc, offset)
-
-
 # --------------------------------------------------------------------- the two rules
 def vaddr_to_offset(segments: Sequence[Segment], vaddr: int) -> int | None:
     """The file offset of virtual address ``vaddr``: vaddr - p_vaddr + p_offset of the PT_LOAD
@@ -207,104 +240,43 @@ def _better(new: Symbol, old: Symbol) -> bool:
     return rank(new) < rank(old)
 
 
-# ----------------------------------------------------------------------------- notes
-def iter_notes(data: bytes | memoryview, *, little: bool = True, what: str = "note section") -> Iterator[Note]:
-    """The notes in the contents of a note section or PT_NOTE segment (4-byte aligned name and
-    descriptor, as SHT_NOTE sections of 4-byte alignment have them)."""
-    raw = bytes(data)
-    head = struct.Struct(("<" if little else ">") + "III")
-    off = 0
-    while off + head.size <= len(raw):
-        namesz, descsz, ntype = head.unpack_from(raw, off)
-        name_off = off + head.size
-        desc_off = name_off + _align4(namesz)
-        if desc_off + descsz > len(raw):
-            raise ParseError(f"{what}: note at offset {off} runs past the end of the section")
-        yield Note(raw[name_off : name_off + namesz].rstrip(b"\0"), ntype, raw[desc_off : desc_off + descsz], off)
-        off = desc_off + _align4(descsz)
-
-
-def _align4(n: int) -> int:
-    return (n + 3) & ~3
-
-
 # ------------------------------------------------------------------------- the reader
-class ElfImage:
-    """Any ELF file, parsed from its bytes (``path`` only names it in errors).
+class ElfImage(ElfHeaders):
+    """Any ELF file: ``data`` its bytes (``path`` only names it in errors), or an
+    :class:`~bpfkit.elf.image.Image` (a file, read in the pieces asked for; ``bounded``: a
+    binary other users control, held to bpfkit.elf.headers' limits on its headers).
 
     ``sections`` in file order (``by_name``), ``segments`` (PT_LOAD and PT_DYNAMIC program
     headers), :meth:`read_symbols` of a symbol table, :meth:`notes` of a note section,
     :meth:`needed` (DT_NEEDED), and the address rules (:meth:`file_offset`, ...)."""
 
-    _require_sections = False
+    _read_segments = True
 
-    def __init__(self, data: bytes | bytearray | memoryview, path: str = "") -> None:
-        self.path = path
-        self.raw = memoryview(data).cast("B")
-        self._parse_header()
-        self._parse_sections()
-        self._parse_segments()
-
-    def _bad(self, why: str) -> ParseError:
-        return ParseError(f"{self.path}: {why}" if self.path else why)
-
-    # ------------------------------------------------------------------------ header
-    def _check_ident(self, cls: int, enc: int) -> None:
-        if cls not in (1, 2) or enc not in (1, 2):
-            raise self._bad(f"unknown ELF class {cls} / data encoding {enc}")
-
-    def _check_type(self, e_type: int, e_machine: int) -> None:
-        pass
-
-    def _parse_header(self) -> None:
-        raw = self.raw
-        if len(raw) < 4 or bytes(raw[:4]) != _MAGIC:
-            raise self._bad("not an ELF file (bad magic)")
-        if len(raw) < 16:
-            raise self._bad(f"truncated ELF header ({len(raw)} bytes)")
-        cls, enc = raw[4], raw[5]
-        self._check_ident(cls, enc)
-        self.is64, self.little = cls == 2, enc == 1
-        e = self._e = "<" if self.little else ">"
-        ehdr = struct.Struct(e + ("16sHHIQQQIHHHHHH" if self.is64 else "16sHHIIIIIHHHHHH"))
-        if len(raw) < ehdr.size:
-            raise self._bad(f"truncated ELF header ({len(raw)} bytes, need {ehdr.size})")
-        (_, self.type, self.machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-         shstrndx) = ehdr.unpack_from(raw, 0)
-        self._check_type(self.type, self.machine)
-        self._shdr = struct.Struct(e + ("IIQQQQIIQQ" if self.is64 else "IIIIIIIIII"))
-        self._phdr = struct.Struct(e + ("IIQQQQQQ" if self.is64 else "IIIIIIII"))
-        self._phoff, self._phnum, self._phentsize = phoff, phnum, phentsize
-        if shoff == 0 or shnum == 0:
-            if self._require_sections:
-                raise self._bad("ELF object has no section headers")
-            shnum = 0
-        elif shentsize != self._shdr.size:
-            raise self._bad(f"section header size {shentsize}, expected {self._shdr.size}")
-        elif shoff + shnum * self._shdr.size > len(raw):
-            raise self._bad(
-                f"truncated ELF: {shnum} section headers at offset {shoff} run past the end ({len(raw)} bytes)"
-            )
-        elif shstrndx >= shnum:
-            raise self._bad(f"section name table index {shstrndx} out of range ({shnum} sections)")
-        self._shoff, self._shnum, self._shstrndx = shoff, shnum, shstrndx
+    def __init__(self, data: bytes | bytearray | memoryview | Image, path: str = "", *, bounded: bool = False) -> None:
+        image = data if isinstance(data, Image) else Image.of_bytes(data, path)
+        super().__init__(image, segments=self._read_segments, bounded=bounded)
 
     # ---------------------------------------------------------------------- sections
     def _parse_sections(self) -> None:
-        raw = self.raw
-        headers = [self._shdr.unpack_from(raw, self._shoff + i * self._shdr.size) for i in range(self._shnum)]
-        datas = []
+        image, headers = self.image, self.shdrs
+        if headers and self._shstrndx >= len(headers):
+            raise self._bad(f"section name table index {self._shstrndx} out of range ({len(headers)} sections)")
+        in_memory = image.in_memory
+        empty = memoryview(b"")
+        datas: list[memoryview | None] = []
         for index, (_, sh_type, _, _, offset, size, *_rest) in enumerate(headers):
             if sh_type in (SHT_NOBITS, SHT_NULL):
-                datas.append(raw[0:0])
+                datas.append(empty)
                 continue
-            if offset + size > len(raw):
+            if offset + size > image.size:
                 raise self._bad(f"truncated ELF: section {index} ({size} bytes at offset {offset}) runs past the end")
-            datas.append(raw[offset : offset + size])
-        names = bytes(datas[self._shstrndx]) if headers else b""
+            datas.append(memoryview(image.read(offset, size, f"section {index}")) if in_memory else None)
+        names = b""
+        if headers and headers[self._shstrndx][1] not in (SHT_NOBITS, SHT_NULL):
+            names = self.strings(self._shstrndx)
         self.sections: list[Section] = [
             Section(index, _cstr(names, name_off, "section name"), sh_type, flags, offset, size, link, info, align,
-                    entsize, datas[index], addr)
+                    entsize, datas[index], addr, image)
             for index, (name_off, sh_type, flags, addr, offset, size, link, info, align, entsize) in enumerate(headers)
         ]
         self.by_name = {s.name: s for s in self.sections}
@@ -326,24 +298,6 @@ class ElfImage:
         return None
 
     # ---------------------------------------------------------------------- segments
-    def _parse_segments(self) -> None:
-        self.segments: list[Segment] = []
-        if not self._phnum or not self._phoff:
-            return
-        if self._phentsize < self._phdr.size:
-            raise self._bad(f"program header size {self._phentsize}, expected {self._phdr.size}")
-        for i in range(self._phnum):
-            off = self._phoff + i * self._phentsize
-            if off + self._phdr.size > len(self.raw):
-                raise self._bad("program header table runs past the end of the file")
-            f = self._phdr.unpack_from(self.raw, off)
-            if self.is64:
-                ptype, flags, poff, vaddr, _paddr, filesz, memsz, _align = f
-            else:
-                ptype, poff, vaddr, _paddr, filesz, memsz, flags, _align = f
-            if ptype in (PT_LOAD, PT_DYNAMIC):
-                self.segments.append(Segment(ptype, flags, poff, vaddr, filesz, memsz))
-
     def segment_of(self, vaddr: int) -> Segment | None:
         return segment_of(self.segments, vaddr)
 
@@ -352,20 +306,17 @@ class ElfImage:
         return vaddr_to_offset(self.segments, vaddr)
 
     # ----------------------------------------------------------------------- symbols
-    def _sym_struct(self) -> struct.Struct:
-        return struct.Struct(self._e + ("IBBHQQ" if self.is64 else "IIIBBH"))
-
     def read_symbols(self, table: Section, *, versions: bool = True, strict: bool = False) -> list[Symbol]:
         """The entries of symbol table ``table`` (.symtab or .dynsym), entry 0 included.
 
         ``versions``: names like ``memcpy@@GLIBC_2.14`` (a .symtab of an unstripped library)
         are split into name and version, and .dynsym entries get theirs from .gnu.version.
         ``strict``: a size that is not a whole number of entries is an error."""
-        sym = self._sym_struct()
+        sym = self.sym_struct()
         entsize = table.entsize or sym.size
         if entsize != sym.size or (strict and table.size % sym.size):
             raise self._bad(f"symbol table size {table.size} is not a multiple of {sym.size}")
-        strtab = bytes(self.section(table.link, "symbol string table").data)
+        strtab = self._strtab(table.link, "symbol string table")
         kind = ".dynsym" if table.type == SHT_DYNSYM else ".symtab"
         data = table.data[: len(table.data) - len(table.data) % sym.size]
         out: list[Symbol] = []
@@ -404,7 +355,7 @@ class ElfImage:
         for sec in self.sections:
             if sec.type not in (SHT_GNU_VERDEF, SHT_GNU_VERNEED):
                 continue
-            strtab = bytes(self.section(sec.link, "version string table").data)
+            strtab = self._strtab(sec.link, "version string table")
             data = bytes(sec.data)
             off, seen = 0, 0
             while off + 16 <= len(data) and seen < max(sec.info, 1) and seen < len(data) // 16:
@@ -441,11 +392,11 @@ class ElfImage:
         dynamic = next((s for s in self.segments if s.type == PT_DYNAMIC), None)
         if dynamic is None:
             return []
-        dyn = struct.Struct(self._e + ("qQ" if self.is64 else "iI"))
+        dyn = struct.Struct(self._e + ("qQ" if self.is64 else "iI"))  # Elf_Dyn: d_tag, d_val
+        table = self.image.read_upto(dynamic.offset, dynamic.filesz, "dynamic segment")
         entries = []
-        end = min(dynamic.offset + dynamic.filesz, len(self.raw))
-        for off in range(dynamic.offset, end - dyn.size + 1, dyn.size):
-            tag, val = dyn.unpack_from(self.raw, off)
+        for off in range(0, len(table) - dyn.size + 1, dyn.size):
+            tag, val = dyn.unpack_from(table, off)
             if tag == DT_NULL:
                 break
             entries.append((tag, val))
@@ -453,8 +404,13 @@ class ElfImage:
         str_off = None if strtab is None else self.file_offset(strtab)
         if str_off is None:
             return []
-        return [bytes(self.raw[str_off + val : str_off + val + 256]).split(b"\0", 1)[0].decode(errors="replace")
-                for tag, val in entries if tag == DT_NEEDED]
+        return [bytes(self.image.read_upto(str_off + val, 256, "DT_NEEDED name")).split(b"\0", 1)[0]
+                .decode(errors="replace") for tag, val in entries if tag == DT_NEEDED]
+
+    def _strtab(self, index: int, what: str) -> bytes:
+        """String-table section ``index`` (ParseError naming ``what`` if there is none)."""
+        sec = self.section(index, what)
+        return b"" if sec.type == SHT_NULL else self.strings(index)
 
 
 class ElfFile(ElfImage):
@@ -463,6 +419,7 @@ class ElfFile(ElfImage):
     memoryviews into the caller's bytes: nothing is copied until a consumer asks."""
 
     _require_sections = True
+    _read_segments = False  # a relocatable object has no program headers to trust
 
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         super().__init__(data)
@@ -476,8 +433,8 @@ class ElfFile(ElfImage):
         self.symbols = self.read_symbols(self.symtab, versions=False, strict=True)
 
     def _check_ident(self, cls: int, enc: int) -> None:
-        if len(self.raw) < 64:
-            raise ParseError(f"truncated ELF header ({len(self.raw)} bytes, need 64)")
+        if self.size < 64:
+            raise ParseError(f"truncated ELF header ({self.size} bytes, need 64)")
         if cls != 2:
             raise ParseError(f"ELF class {cls} is not ELFCLASS64: BPF objects are 64-bit")
         if enc != 1:
@@ -488,9 +445,6 @@ class ElfFile(ElfImage):
             raise ParseError(f"ELF machine is {e_machine}, not EM_BPF ({EM_BPF}): not a BPF object")
         if e_type != ET_REL:
             raise ParseError(f"ELF type is {e_type}, not ET_REL: expected a relocatable object (clang -c)")
-
-    def _parse_segments(self) -> None:
-        self.segments = []  # a relocatable object has no program headers to trust
 
     # ------------------------------------------------------------------- relocations
     def relocation_sections(self) -> list[tuple[Section, Section]]:
@@ -637,14 +591,3 @@ def _cstr(table: bytes, offset: int, what: str) -> str:
     if end < 0:
         raise ParseError(f"{what} at offset {offset} is not NUL-terminated")
     return table[offset:end].decode("utf-8", errors="replace")
-
-
-def read_binary(path: str) -> bytes:
-    """The bytes of the ELF binary at ``path``: a regular file of bounded size (bpfkit._files),
-    with bpfkit errors for a missing one, a directory, a FIFO, a device, ..."""
-    from .._files import BINARY_LIMIT, read_regular
-
-    try:
-        return read_regular(path, "binary", BINARY_LIMIT)
-    except NotFoundError:
-        raise NotFoundError(f"binary {path} does not exist") from None

@@ -2,12 +2,14 @@
 """User-space binaries for uprobes: symbols to file offsets, and library names to paths.
 
 Pure file parsing (no syscalls beyond reading files), through bpfkit's one ELF reader
-(bpfkit.elf.reader): an executable or shared object's ``.symtab`` and ``.dynsym`` give each
-function's virtual address (a plain name binds to its default symbol version); the PT_LOAD
-segment holding that address turns it into the file offset the kernel's uprobe wants
-(offset = st_value - p_vaddr + p_offset). Library names (``libc``, ``libc.so.6``) resolve as
-bpftrace resolves them: through the ld.so cache (/etc/ld.so.cache), then the standard
-library directories; program names (``bash``) through $PATH.
+(bpfkit.elf.reader over bpfkit.elf.headers: the file is read with pread, only the pieces the
+symbol tables need, its headers held to the limits of the symbolizer's): an executable or
+shared object's ``.symtab`` and ``.dynsym`` give each function's virtual address (a plain name
+binds to its default symbol version); the PT_LOAD segment holding that address turns it into
+the file offset the kernel's uprobe wants (offset = st_value - p_vaddr + p_offset). Library
+names (``libc``, ``libc.so.6``) resolve as bpftrace resolves them: through the ld.so cache
+(/etc/ld.so.cache), then the standard library directories; program names (``bash``) through
+$PATH.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import stat
 import struct
 from typing import ClassVar
 
+from ..elf.headers import is_elf
+from ..elf.image import open_binary
 from ..elf.reader import (
     ET_DYN,
     ET_EXEC,
@@ -33,7 +37,6 @@ from ..elf.reader import (
     ElfImage,
     Symbol,
     SymbolTable,
-    read_binary,
 )
 from ..errors import NotFoundError, ParseError
 
@@ -74,10 +77,11 @@ class BinaryImage(SymbolTable):
         return image
 
     def __init__(self, path: str) -> None:
-        elf = ElfImage(read_binary(path), path)
-        if elf.type not in (ET_EXEC, ET_DYN):
-            raise ParseError(f"{path}: ELF type {elf.type} is neither an executable nor a shared object")
-        super().__init__(elf)
+        with open_binary(path) as image:
+            elf = ElfImage(image, bounded=True)
+            if elf.type not in (ET_EXEC, ET_DYN):
+                raise ParseError(f"{path}: ELF type {elf.type} is neither an executable nor a shared object")
+            super().__init__(elf)
 
 
 # --------------------------------------------------------------------- library names
@@ -158,7 +162,7 @@ def _is_elf(path: str) -> bool:
     except OSError:
         return False
     try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF"
+        return stat.S_ISREG(os.fstat(fd).st_mode) and is_elf(os.pread(fd, 4, 0))
     except OSError:
         return False
     finally:

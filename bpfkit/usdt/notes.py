@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A binary's USDT probes, from its ``.note.stapsdt`` ELF notes (pure parsing, no syscalls;
-the file is read by bpfkit.elf.reader, bpfkit's one ELF reader).
+the file is read by bpfkit.elf.reader, bpfkit's one ELF reader: with pread, the headers and
+the note section only).
 
 sys/sdt.h's ``STAP_PROBEn(provider, name, args...)`` / ``DTRACE_PROBE`` puts a ``nop`` in the
 code and an ELF note (owner ``stapsdt``, type 3) describing it. The note's descriptor holds
@@ -30,7 +31,8 @@ import functools
 import struct
 from collections.abc import Iterable
 
-from ..elf.reader import ET_DYN, ET_EXEC, SHT_NOBITS, ElfImage, iter_notes, read_binary, vaddr_to_offset
+from ..elf.image import open_binary
+from ..elf.reader import ET_DYN, ET_EXEC, SHT_NOBITS, ElfImage, iter_notes, vaddr_to_offset
 from ..errors import NotFoundError, ParseError
 from .args import USDTArg, parse_args
 
@@ -130,7 +132,11 @@ def parse_notes(data: bytes | memoryview, *, is64: bool = True, little: bool = T
 
 def parse_probes(data: bytes | memoryview, path: str = "<memory>") -> list[USDTProbe]:
     """Every USDT probe site in the ELF image ``data`` (in note order)."""
-    elf = ElfImage(data, path)
+    return _probes(ElfImage(data, path))
+
+
+def _probes(elf: ElfImage) -> list[USDTProbe]:
+    path = elf.path or "<memory>"
     if elf.type not in (ET_EXEC, ET_DYN):
         raise ParseError(f"{path}: ELF type {elf.type} is neither an executable nor a shared object")
     sec = elf.section_named(NOTE_SECTION)
@@ -181,7 +187,8 @@ def _semaphore_offset(elf: ElfImage, sema: int, what: str) -> int:
 
 def read_probes(path: str) -> list[USDTProbe]:
     """Every USDT probe site in the binary at ``path``."""
-    return parse_probes(read_binary(path), path)
+    with open_binary(path) as image:
+        return _probes(ElfImage(image, bounded=True))
 
 
 def find_probes(probes: Iterable[USDTProbe], provider: str | None, name: str, path: str = "") -> list[USDTProbe]:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Bounded random access to one ELF image: a regular file read with pread, or bytes in memory
-(a decompressed MiniDebugInfo ELF).
+(a BPF object given as bytes, a decompressed MiniDebugInfo ELF).
 
 Every piece is checked against the image's size before anything is allocated, so a header
 that claims a 4 GiB table in a 1 MiB file is refused without reading; pieces of bytes in memory
@@ -15,10 +15,10 @@ from __future__ import annotations
 import errno
 import os
 
-from .._files import open_regular
-from ..errors import KernelError, ParseError
+from .._files import BINARY_LIMIT, open_regular
+from ..errors import KernelError, NotFoundError, ParseError
 
-__all__ = ["Image"]
+__all__ = ["Image", "open_binary"]
 
 
 class Image:
@@ -26,7 +26,7 @@ class Image:
     they run past the end. Opened with :meth:`open` (a regular file, bpfkit's checks: no FIFO,
     no device, at most ``limit`` bytes) or made with :meth:`of_bytes`; ``close()`` when done."""
 
-    def __init__(self, path: str, size: int, fd: int = -1, data: bytes | bytearray | None = None,
+    def __init__(self, path: str, size: int, fd: int = -1, data: memoryview | None = None,
                  st: os.stat_result | None = None) -> None:
         self.path, self.size, self.stat = path, size, st
         self._fd, self._data = fd, data
@@ -37,26 +37,45 @@ class Image:
         return cls(path, st.st_size, fd=fd, st=st)
 
     @classmethod
-    def of_bytes(cls, data: bytes | bytearray, path: str) -> Image:
-        return cls(path, len(data), data=data)
+    def of_bytes(cls, data: bytes | bytearray | memoryview, path: str = "") -> Image:
+        view = memoryview(data).cast("B")
+        return cls(path, len(view), data=view)
+
+    @property
+    def in_memory(self) -> bool:
+        """Bytes in memory (pieces are memoryviews, free), not a file (pieces are read)."""
+        return self._data is not None
+
+    def bad(self, why: str) -> ParseError:
+        """A ParseError about this image: ``why``, after its path when it has one."""
+        return ParseError(f"{self.path}: {why}" if self.path else why)
 
     def check(self, offset: int, size: int, what: str) -> None:
         """Refuse ``size`` bytes at ``offset`` unless the image holds them."""
         if offset < 0 or size < 0 or offset + size > self.size:
-            raise ParseError(f"{self.path}: truncated ELF: {what} ({size} bytes at offset {offset}) run past "
-                             f"the end ({self.size} bytes)")
+            raise self.bad(f"truncated ELF: {what} ({size} bytes at offset {offset}) run past the end "
+                           f"({self.size} bytes)")
 
     def read(self, offset: int, size: int, what: str) -> bytes | memoryview:
         self.check(offset, size, what)
+        return self._read(offset, size, what)
+
+    def read_upto(self, offset: int, size: int, what: str) -> bytes | memoryview:
+        """Up to ``size`` bytes at ``offset``: fewer at the end of the image, none past it."""
+        if not 0 <= offset < self.size:
+            return b""
+        return self._read(offset, min(size, self.size - offset), what)
+
+    def _read(self, offset: int, size: int, what: str) -> bytes | memoryview:
         if self._data is not None:
-            return memoryview(self._data)[offset:offset + size]
+            return self._data[offset:offset + size]
         try:
             raw = os.pread(self._fd, size, offset)
         except OSError as exc:
             raise KernelError("read binary", exc.errno or errno.EIO, self.path) from None
         if len(raw) != size:  # pread returns at most 0x7ffff000 bytes; else the file shrank
-            raise ParseError(f"{self.path}: {what} ({size} bytes at offset {offset}): read {len(raw)} bytes "
-                             "(the file changed while it was read, or the piece is over 2 GiB)")
+            raise self.bad(f"{what} ({size} bytes at offset {offset}): read {len(raw)} bytes "
+                           "(the file changed while it was read, or the piece is over 2 GiB)")
         return raw
 
     def close(self) -> None:
@@ -70,3 +89,13 @@ class Image:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_binary(path: str) -> Image:
+    """The executable or shared object at ``path`` as an :class:`Image`: a regular file of at
+    most BINARY_LIMIT bytes (bpfkit._files), with bpfkit errors for a missing one, a directory,
+    a FIFO, a device, ..."""
+    try:
+        return Image.open(path, "binary", BINARY_LIMIT)
+    except NotFoundError:
+        raise NotFoundError(f"binary {path} does not exist") from None
