@@ -5,8 +5,8 @@ symbol table. Used to resolve ``__kconfig`` and ``__ksym`` externs, as libbpf do
 * Kconfig: ``/boot/config-$(uname -r)``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC), else
   ``/usr/lib/modules/$(uname -r)/config`` (Debian 7.x), plain or gzip-compressed (libbpf reads
   both through gzopen). Debian kernels ship only the first.
-* Symbols: ``/proc/kallsyms``, through :mod:`bpfkit._kernel.kallsyms` (its one reader;
-  ``read_kallsyms`` is its ``addresses``). Addresses read as 0 unless the reader may see them
+* Symbols: ``/proc/kallsyms``, through :mod:`bpfkit._kernel.kallsyms` (its one reader).
+  Addresses read as 0 unless the reader may see them
   (kptr_restrict, CAP_SYSLOG); callers treat an all-zero table as "hidden".
 """
 
@@ -18,10 +18,8 @@ import os
 
 from .._files import CONFIG_LIMIT, read_regular
 from ..errors import NotFoundError, UsageError, kernel_error
-from .kallsyms import KALLSYMS, has_symbol
-from .kallsyms import addresses as read_kallsyms
 
-__all__ = ["kconfig_candidates", "read_kconfig", "read_kallsyms", "has_syscall_wrapper", "KALLSYMS"]
+__all__ = ["kconfig_candidates", "read_kconfig", "read_kallsyms", "has_syscall_wrapper"]
 
 PROC_CONFIG = "/proc/config.gz"
 
@@ -57,6 +55,14 @@ def read_kconfig(path: str | None = None) -> tuple[str, str]:
     raise NotFoundError(f"no kernel configuration found (looked at {', '.join(paths)})")
 
 
+def read_kallsyms() -> dict[str, int]:
+    """{symbol: address} of /proc/kallsyms (:func:`bpfkit._kernel.kallsyms.addresses`): a name
+    at several addresses maps to -1."""
+    from .kallsyms import addresses  # here: only __ksym externs need it (~1.5 ms of imports)
+
+    return addresses()
+
+
 def has_syscall_wrapper(kallsyms: dict[str, int] | None = None) -> bool:
     """Whether syscalls enter through arch wrappers (``__x64_sys_bpf``, 4.17+ on x86-64 with
     CONFIG_ARCH_HAS_SYSCALL_WRAPPER): what libbpf reports as LINUX_HAS_SYSCALL_WRAPPER.
@@ -68,6 +74,8 @@ def has_syscall_wrapper(kallsyms: dict[str, int] | None = None) -> bool:
     name = f"__{prefix}_sys_bpf"
     if kallsyms is not None:
         return name in kallsyms
+    from .kallsyms import KALLSYMS, has_symbol
+
     try:
         return has_symbol(name)  # bytes.find over the file: no table built for one name
     except OSError as exc:
