@@ -133,9 +133,10 @@ def test_error_out_of_fds() -> None:
 )
 def test_probe_specs(monkeypatch: pytest.MonkeyPatch, text: str, pid: int | None, want: dict[str, Any]) -> None:
     calls: list[dict[str, Any]] = []
-    # Mocks: the kernel calls are replaced to see the arguments bpfkit.attach derives from the spec.
-    monkeypatch.setattr(attach, "online_cpus", lambda: [0, 1])
-    monkeypatch.setattr(attach, "perf_event_sample", lambda prog, event, **kw: calls.append(dict(kw, event=event)))
+    # Mocks: the kernel calls are replaced to see the arguments the sampling kind's record
+    # (bpfkit.link.sampling.KIND, which bpfkit.attach reads) derives from the spec.
+    monkeypatch.setattr(sampling, "online_cpus", lambda: [0, 1])
+    monkeypatch.setattr(sampling, "perf_event_sample", lambda prog, event, **kw: calls.append(dict(kw, event=event)))
     spec = parse_probe(text)
     attach.attach_probe(spec, 0, pid=pid)
     (call,) = calls

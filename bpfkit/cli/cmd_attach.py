@@ -102,9 +102,7 @@ def _describe(lk: Any) -> str:
     if type(lk).__name__ == "MultiPerfGroup":  # a wildcard without multi links: one perf event each
         ioctl = all(type(m).__name__ == "PerfEventIoctlLink" for m in lk)
         return f"{what} ({len(lk)} perf events, {'ioctl' if ioctl else 'link'})"
-    how = {"PerfEventIoctlLink": "ioctl", "StructOpsMapLink": "map update, no link",
-           "CgroupProgAttachment": "BPF_PROG_ATTACH, no link"}.get(type(lk).__name__, "link")
-    return f"{what} ({how})"
+    return f"{what} ({getattr(lk, 'attached_by', 'link')})"  # the link class says how, else a bpf_link
 
 
 def _program_groups(values: list[str]) -> list[tuple[str, ...]]:

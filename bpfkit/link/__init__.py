@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ._net import NetAttachMode
     from ._net import have_tcx as have_tcx
     from ._net import have_xdp_link as have_xdp_link
+    from .anchor import Anchor
     from .base import (
         EventInfo,
         KprobeInfo,
@@ -126,8 +127,8 @@ if TYPE_CHECKING:
     from .struct_ops import StructOpsInfo, struct_ops
     from .struct_ops import StructOpsLink as StructOpsLink
     from .struct_ops import StructOpsMapLink as StructOpsMapLink
-    from .tc import Anchor, TcDirection, TcFilter, TcQuery, TcxInfo, TcxProgram, tc, tc_query, tcx
     from .tc import ClsBpfLink as ClsBpfLink
+    from .tc import TcDirection, TcFilter, TcQuery, TcxInfo, TcxProgram, tc, tc_query, tcx
     from .tc import TcxLink as TcxLink
     from .tracefs_probes import GcResult, ProbeOwnerInfo, bpfkit_probes, remove_stale_probes, stale_probes
     from .tracepoint import tracepoint
@@ -254,7 +255,7 @@ _LAZY = {
     "struct_ops": "bpfkit.link.struct_ops",
     "StructOpsLink": "bpfkit.link.struct_ops",
     "StructOpsMapLink": "bpfkit.link.struct_ops",
-    "Anchor": "bpfkit.link.tc",
+    "Anchor": "bpfkit.link.anchor",
     "TcDirection": "bpfkit.link.tc",
     "TcFilter": "bpfkit.link.tc",
     "TcQuery": "bpfkit.link.tc",
@@ -296,7 +297,7 @@ _LAZY = {
     "XdpNetlinkLink": "bpfkit.link.xdp",
 }
 _SUBMODULES = frozenset({
-    "_binary", "_net", "base", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netkit",
+    "_binary", "_kinds", "_net", "anchor", "attach", "base", "kind", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netkit",
     "netns", "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc",
     "tracefs_probes", "tracepoint", "tracing", "uprobe", "xdp",
 })
@@ -324,6 +325,7 @@ if not (sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "bpfkit"):
     from . import (  # type: ignore[assignment]  # noqa: F401  # the modules; their functions win (_Package)
         _binary,
         _net,
+        anchor,
         base,
         cgroup,
         group,
@@ -497,13 +499,13 @@ __all__ = [
     "GcResult",
 ]
 
-# Attaching at a spec or section is bpfkit.attach, the one attach path above this package (it
-# imports link modules, so it is loaded on first use of these names, not here).
+# Attaching at a spec or section is bpfkit.link.attach (also bpfkit.attach), the one attach path,
+# which reads the kinds' records: loaded on first use of these names, not here.
 _FROM_ATTACH = frozenset({"AttachedLinks", "SectionTarget", "attach_all", "attach_probe", "attach_section",
                           "auto_attach", "parse_section", "skip_reason", "attach_network"})
 
 if TYPE_CHECKING:
-    from ..attach import (
+    from .attach import (
         AttachedLinks,
         attach_all,
         attach_network,
@@ -511,20 +513,20 @@ if TYPE_CHECKING:
         attach_section,
         auto_attach,
     )
-    from ..attach import (
+    from .attach import (
         SectionTarget as SectionTarget,
     )
-    from ..attach import (
+    from .attach import (
         parse_section as parse_section,
     )
-    from ..attach import (
+    from .attach import (
         skip_reason as skip_reason,
     )
 
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_ATTACH:
-        from .. import attach
+        from . import attach
 
         value = getattr(attach, name)
         globals()[name] = value  # resolved once

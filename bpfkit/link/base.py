@@ -25,6 +25,7 @@ from .._kernel.consts import LinkType, PerfEventType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+from . import _kinds
 
 __all__ = [
     "Link",
@@ -170,14 +171,8 @@ def _enum(cls: Any, value: int) -> Any:
         return int(value)
 
 
-def _registered() -> None:
-    """Import every link-kind module, each of which registers its LinkInfo decoder and its
-    link class when imported (bpfkit.link imports them on first use, not all at once)."""
-    from . import cgroup, iter, multi, netfilter, netkit, netns, perf_event, socket, struct_ops, tc, tracing, xdp  # noqa: F401
-
-
 def _decode_info(raw: Any, name: str) -> LinkInfo:
-    _registered()
+    _kinds.load_link_type(int(raw.type))  # its record registers its decoder (bpfkit.link.kind)
     ltype = _enum(LinkType, raw.type)
     detail: Any = None
     if ltype == LinkType.PERF_EVENT:
@@ -206,7 +201,7 @@ def _decode_info(raw: Any, name: str) -> LinkInfo:
     return LinkInfo(ltype, int(raw.id), int(raw.prog_id), detail)
 
 
-# Decoders of LinkInfo.detail that link-kind modules register (xdp.py, tc.py): raw info -> detail.
+# Decoders of LinkInfo.detail that link kinds' records register (bpfkit.link.kind): raw info -> detail.
 _INFO_DECODERS: dict[int, Callable[[Any], Any]] = {}
 
 
@@ -452,7 +447,7 @@ def link_from_fd(fd: FD, pinned_path: str | None = None) -> RawLink:
     except BPFKitError:
         fd.close()
         raise
-    _registered()
+    _kinds.load_link_type(int(raw.type))
     factory = _LINK_CLASSES.get(int(raw.type), RawLink)
     return factory(fd, pinned_path)
 

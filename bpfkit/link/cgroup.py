@@ -51,9 +51,10 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_id_of, prog_name
-from .base import RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
+from .anchor import Anchor, mprog_link_args
+from .base import Link, RawLink, _enum, _prog_fd
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
-from .tc import Anchor, mprog_link_args
 
 if TYPE_CHECKING:
     from ..features import FeatureResult
@@ -278,9 +279,6 @@ def _decode_cgroup(raw: Any) -> CgroupInfo:
     return CgroupInfo(int(raw.cgroup.cgroup_id), typed)
 
 
-register_info_decoder(LinkType.CGROUP, _decode_cgroup)
-
-
 class CgroupLink(RawLink):
     """A program attached to a cgroup hook through a bpf_link (BPF_LINK_TYPE_CGROUP)."""
 
@@ -300,14 +298,12 @@ class CgroupLink(RawLink):
         return f"{self.cgroup} {hook_name(self.attach_type)}, " if self.attach_type is not None else ""
 
 
-register_link_class(LinkType.CGROUP, CgroupLink)
-
-
 class CgroupProgAttachment(ProgAttachment):
     """A program attached to a cgroup hook with BPF_PROG_ATTACH (no bpf_link): detached on
     close; ``flags`` says how it shares the hook (multi, override, none)."""
 
     kind = "cgroup prog_attach"
+    attached_by = "BPF_PROG_ATTACH, no link"  # how `bpfkit attach` says it was attached
 
 
 # ------------------------------------------------------------------------------ attaching
@@ -473,3 +469,29 @@ def cgroup_programs(cgroup: str | os.PathLike[str] | int | FD, *, effective: boo
     finally:
         cg.fd.close()
     return found
+
+
+# ----------------------------------------------------------------------- the kind's record
+NEEDS_CGROUP = "a section names the hook, not the cgroup: pass cgroup= (bpfkit attach --cgroup PATH)"
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``cgroup/HOOK``, ``cgroup_skb/ingress|egress``, ``sockops``: to the cgroup the caller
+    names (a section names the hook, never the cgroup)."""
+    if o.cgroup is None:
+        raise NotSupportedError(f"auto-attach of cgroup program {getattr(prog, 'name', '')!r}", NEEDS_CGROUP)
+    if getattr(prog, "attach_type", None) is None:
+        raise NotSupportedError(f"auto-attach of section {target.kind}/{target.target}",
+                                "the section names no hook (use cgroup_skb/ingress or cgroup_skb/egress); "
+                                "attach with bpfkit.link.attach_cgroup(path, prog, hook)")
+    return attach_cgroup(o.cgroup, prog)
+
+
+KIND = LinkKind(
+    "cgroup",
+    sections=tuple(Section(prefix, "cgroup", _attach_section) for prefix in ("cgroup", "cgroup_skb", "sockops")),
+    needs=("cgroup", f"a cgroup program: {NEEDS_CGROUP}"),
+    link_classes={LinkType.CGROUP: CgroupLink},
+    info_decoders={LinkType.CGROUP: _decode_cgroup},
+    features=("cgroup_link",),
+)

@@ -26,7 +26,8 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from .base import RawLink, _prog_fd, register_link_class, register_named_info_decoder
+from .base import Link, RawLink, _prog_fd
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
 
 __all__ = ["IterLink", "IterInfo", "CgroupIterOrder", "iterate"]
 
@@ -103,8 +104,6 @@ class IterLink(RawLink):
 
 
 
-register_link_class(LinkType.ITER, IterLink)
-register_named_info_decoder(LinkType.ITER, _decode_iter)
 
 
 def _fd_of(obj: Any, what: str) -> int:
@@ -176,3 +175,21 @@ def iterate(
     except BPFKitError as exc:
         raise exc.wrap(f"attach {what}")
     return IterLink(fd)
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``iter/TARGET`` and ``iter.s/TARGET`` without parameters (a map iterator needs its map:
+    attach it with :func:`bpfkit.link.iterate`); ``pid`` narrows task iterators."""
+    if o.pid and target.target in _TASK_TARGETS:
+        return iterate(prog, pid=o.pid)
+    return iterate(prog)
+
+
+KIND = LinkKind(
+    "iter",
+    sections=(Section("iter", "iter", _attach_section), Section("iter.s", "iter", _attach_section)),
+    link_classes={LinkType.ITER: IterLink},
+    named_info_decoders={LinkType.ITER: _decode_iter},
+    features=("bpf_link",),
+)

@@ -32,6 +32,8 @@ from .._kernel import pmu as _pmu
 from .._kernel import tracefs as _tracefs
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, ParseError, UsageError
+from .base import Link
+from .kind import FUNC_OFF, AttachOptions, LinkKind, NamedSection, SectionTarget
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 from .tracefs_probes import TracefsProbe
 
@@ -208,3 +210,28 @@ def ksyscall(name: str, prog: ProgramArg, *, retprobe: bool = False, **kw: Any) 
     symbol = name if name.startswith("sys_") or name.startswith(syscall_prefix() or "\0") else "sys_" + name
     symbol = syscall_wrapper(symbol)
     return kretprobe(symbol, prog, **kw) if retprobe else kprobe(symbol, prog, **kw)
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _parse_section(sec: NamedSection, section: str, target: str) -> SectionTarget:
+    m = FUNC_OFF.match(target)
+    if not m:
+        raise ParseError(f"section {section!r}: expected {sec.prefix}/SYMBOL[+OFFSET]")
+    return SectionTarget(sec.kind, target, m["func"], int(m["off"] or "0", 0))
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions, section: str) -> Link:
+    if target.kind == "kprobe":
+        return kprobe(target.symbol, prog, offset=target.offset, mode=o.mode, cookie=o.cookie)
+    if target.kind == "kretprobe":
+        return kretprobe(target.symbol, prog, mode=o.mode, cookie=o.cookie)
+    return ksyscall(target.symbol, prog, retprobe=target.kind == "kretsyscall", mode=o.mode, cookie=o.cookie)
+
+
+# kprobe:FN and kretprobe:FN probe specs are bpfkit.link.multi's (a wildcard is a multi link).
+KIND = LinkKind(
+    "kprobe",
+    sections=tuple(NamedSection(prefix, prefix, _parse_section, _attach_section)
+                   for prefix in ("kprobe", "kretprobe", "ksyscall", "kretsyscall")),
+    features=("kprobe_pmu",),
+)

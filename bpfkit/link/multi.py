@@ -55,12 +55,27 @@ from .._kernel import bpf as _bpf
 from .._kernel import tracefs as _tracefs
 from .._kernel.consts import BPF_F_KPROBE_MULTI_RETURN, BPF_F_UPROBE_MULTI_RETURN, AttachType, LinkType, ProgType
 from .._kernel.fd import FD
+from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
-from .base import LinkInfo, RawLink, _decode_info, _prog_fd, choice_of, register_info_decoder, register_link_class
+from .base import Link, LinkInfo, RawLink, _decode_info, _prog_fd, choice_of
 from .group import LinkGroup, attach_many
+from .kind import (
+    AttachOptions,
+    LinkKind,
+    Section,
+    SectionTarget,
+    binary_pattern,
+    no_wildcard_offset,
+    require_pattern,
+    same_cookie,
+)
 from .kprobe import kprobe, kretprobe, validate_kernel_symbol
 from .perf_event import AttachMode
 from .uprobe import Executable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 __all__ = [
     "MultiMode",
@@ -133,10 +148,6 @@ def _decode_uprobe_multi(raw: Any) -> UprobeMultiInfo:
     return UprobeMultiInfo(int(u.count), bool(u.flags & BPF_F_UPROBE_MULTI_RETURN), int(u.pid))
 
 
-register_info_decoder(LinkType.KPROBE_MULTI, _decode_kprobe_multi)
-register_info_decoder(LinkType.UPROBE_MULTI, _decode_uprobe_multi)
-
-
 # ------------------------------------------------------------------------------ links
 class _MultiLink(RawLink):
     """A multi link: RawLink plus the targets it was made for and full info."""
@@ -184,10 +195,6 @@ class UprobeMultiLink(_MultiLink):
     """A uprobe_multi bpf_link (BPF_LINK_TYPE_UPROBE_MULTI): many uprobes of one binary."""
 
     kind = "uprobe_multi"
-
-
-register_link_class(LinkType.KPROBE_MULTI, KprobeMultiLink)
-register_link_class(LinkType.UPROBE_MULTI, UprobeMultiLink)
 
 
 class MultiPerfGroup(LinkGroup):
@@ -800,3 +807,105 @@ def uprobe_session(
                        AttachMode.AUTO, progress, None, session=True)
     assert isinstance(lk, UprobeMultiLink)  # MULTI: never the perf-event fallback
     return lk
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _modes(options: AttachOptions) -> tuple[MultiMode, AttachMode]:
+    """AttachOptions.mode -> (MultiMode, perf AttachMode): IOCTL asks for the legacy path,
+    which is one perf event per target."""
+    perf = AttachMode.of(options.mode)
+    return (MultiMode.PERF if perf == AttachMode.IOCTL else MultiMode.AUTO), perf
+
+
+def _probe_kprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``kprobe:[MODULE:]FN[+OFF]``/``kretprobe:``: a perf-event kprobe; a wildcard is one
+    kprobe_multi link (else a perf event per match)."""
+    retprobe = spec.kind == "kretprobe"
+    if spec.is_wildcard:
+        if spec.module:
+            raise NotSupportedError(f"wildcard probe {spec} with a module", "kprobe_multi matches plain function names")
+        no_wildcard_offset(spec)
+        mode, perf = _modes(o)
+        return kprobe_multi(spec.function, prog, cookies=same_cookie(o.cookie), retprobe=retprobe, mode=mode,
+                            perf_mode=perf, progress=o.progress, max_perf_targets=o.max_perf_targets)
+    symbol = f"{spec.module}:{spec.function}" if spec.module else spec.function
+    if retprobe:
+        return kretprobe(symbol, prog, mode=o.mode, cookie=o.cookie)
+    return kprobe(symbol, prog, offset=spec.offset, mode=o.mode, cookie=o.cookie)
+
+
+def _probe_uprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``uprobe:BIN:FN[+OFF]``/``uretprobe:``: a perf-event uprobe; a wildcard is one
+    uprobe_multi link (else a perf event per match)."""
+    retprobe = spec.kind == "uretprobe"
+    if spec.is_wildcard:
+        no_wildcard_offset(spec)
+        mode, perf = _modes(o)
+        return uprobe_multi(spec.binary, spec.function, prog, cookies=same_cookie(o.cookie), pid=o.pid,
+                            retprobe=retprobe, mode=mode, perf_mode=perf, progress=o.progress,
+                            max_perf_targets=o.max_perf_targets)
+    exe = Executable(spec.binary)
+    symbol = None if spec.address is not None else spec.function
+    if retprobe:
+        return exe.uretprobe(symbol, prog, address=spec.address, pid=o.pid, mode=o.mode, cookie=o.cookie)
+    return exe.uprobe(symbol, prog, address=spec.address, offset=spec.offset, pid=o.pid, mode=o.mode,
+                      cookie=o.cookie)
+
+
+def _probe_session(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``kprobe.session:PATTERN`` or ``uprobe.session:BINARY:PATTERN``: one session link (names
+    or wildcards). ``mode=ioctl`` is refused: sessions have no perf-event form."""
+    if AttachMode.of(o.mode) == AttachMode.IOCTL:
+        raise UsageError(f"{spec}: a session has no perf-event (ioctl) form; drop --mode ioctl")
+    if spec.kind == "kprobe.session":
+        return kprobe_session(spec.function, prog, cookies=same_cookie(o.cookie), progress=o.progress)
+    return uprobe_session(spec.binary, spec.function, prog, pid=o.pid, cookies=same_cookie(o.cookie),
+                          progress=o.progress)
+
+
+def _section_kprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``kprobe.multi/PATTERN`` and ``kretprobe.multi/PATTERN`` (libbpf)."""
+    pattern = require_pattern(target, "kprobe_multi")
+    mode, perf = _modes(o)
+    return kprobe_multi(pattern, prog, retprobe=target.kind == "kretprobe_multi", mode=mode, perf_mode=perf,
+                        cookies=same_cookie(o.cookie))
+
+
+def _section_uprobe_multi(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``uprobe.multi/BINARY:PATTERN`` (and uretprobe.multi, the ``.s`` kinds)."""
+    binary, pattern = binary_pattern(target, "uprobe_multi")
+    mode, perf = _modes(o)
+    return uprobe_multi(binary, pattern, prog, pid=o.pid, retprobe=target.kind == "uretprobe_multi",
+                        mode=mode, perf_mode=perf, cookies=same_cookie(o.cookie))
+
+
+def _section_kprobe_session(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``kprobe.session/PATTERN`` (libbpf)."""
+    return kprobe_session(require_pattern(target, "kprobe_session"), prog, cookies=same_cookie(o.cookie))
+
+
+def _section_uprobe_session(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``uprobe.session/BINARY:PATTERN`` (and ``uprobe.session.s``)."""
+    binary, pattern = binary_pattern(target, "uprobe_session")
+    return uprobe_session(binary, pattern, prog, pid=o.pid, cookies=same_cookie(o.cookie))
+
+
+KIND = LinkKind(
+    "multi",
+    sections=(
+        Section("uprobe.multi", "uprobe_multi", _section_uprobe_multi),
+        Section("uprobe.multi.s", "uprobe_multi", _section_uprobe_multi),
+        Section("uretprobe.multi", "uretprobe_multi", _section_uprobe_multi),
+        Section("uretprobe.multi.s", "uretprobe_multi", _section_uprobe_multi),
+        Section("kprobe.multi", "kprobe_multi", _section_kprobe_multi),
+        Section("kretprobe.multi", "kretprobe_multi", _section_kprobe_multi),
+        Section("kprobe.session", "kprobe_session", _section_kprobe_session),
+        Section("uprobe.session", "uprobe_session", _section_uprobe_session),
+        Section("uprobe.session.s", "uprobe_session", _section_uprobe_session),
+    ),
+    probes={"kprobe": _probe_kprobe, "kretprobe": _probe_kprobe, "uprobe": _probe_uprobe, "uretprobe": _probe_uprobe,
+            "kprobe.session": _probe_session, "uprobe.session": _probe_session},
+    link_classes={LinkType.KPROBE_MULTI: KprobeMultiLink, LinkType.UPROBE_MULTI: UprobeMultiLink},
+    info_decoders={LinkType.KPROBE_MULTI: _decode_kprobe_multi, LinkType.UPROBE_MULTI: _decode_uprobe_multi},
+    features=("kprobe_multi", "uprobe_multi", "kprobe_session", "uprobe_session"),
+)

@@ -27,7 +27,8 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_name
-from .base import RawLink, register_info_decoder, register_link_class
+from .base import RawLink
+from .kind import LinkKind
 
 __all__ = ["NetfilterFamily", "NetfilterHook", "NetfilterInfo", "NetfilterLink", "attach_netfilter",
            "have_netfilter_link"]
@@ -107,7 +108,6 @@ def _decode_netfilter(raw: Any) -> NetfilterInfo:
                          int(nf.priority), int(nf.flags))
 
 
-register_info_decoder(LinkType.NETFILTER, _decode_netfilter)
 
 
 class NetfilterLink(RawLink):
@@ -127,7 +127,6 @@ class NetfilterLink(RawLink):
         return f"{self.where}, " if self.where else ""
 
 
-register_link_class(LinkType.NETFILTER, NetfilterLink)
 
 def have_netfilter_link() -> bool:
     """Whether the kernel has netfilter links (6.4+, CONFIG_NETFILTER_BPF_LINK): the cached
@@ -193,3 +192,14 @@ def attach_netfilter(
                 exc = explained(exc, _hint(exc.errno, defrag))
             raise exc.wrap(f"attach netfilter program {prog_name(prog)!r} at {where}") from None
     return NetfilterLink(fd, where=where)
+
+
+# ----------------------------------------------------------------------- the kind's record
+KIND = LinkKind(
+    "netfilter",
+    never_auto={"netfilter": ("a netfilter program needs a family, hook and priority, which a section does not name; "
+                              "attach with bpfkit.link.attach_netfilter(prog, family, hook, priority)")},
+    link_classes={LinkType.NETFILTER: NetfilterLink},
+    info_decoders={LinkType.NETFILTER: _decode_netfilter},
+    features=("netfilter_link",),
+)

@@ -25,17 +25,23 @@ from __future__ import annotations
 import dataclasses
 import enum
 import errno
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import NetLinkUpdate, Target, check_program, explained, prog_name, resolve_target
-from .base import RawLink, register_info_decoder, register_link_class
-from .tc import Anchor, TcxProgram, mprog_link_args
+from ..errors import BPFKitError, KernelError, NotSupportedError, ParseError, UsageError
+from ._net import NetAttachMode, NetLinkUpdate, Target, check_program, explained, prog_name, resolve_target
+from .anchor import Anchor, mprog_link_args
+from .base import Link, RawLink
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
+from .tc import TcxProgram
 from .tc import _hint as _mprog_hint
+from .xdp import refuse_xdp_mode
 
 __all__ = ["NetkitRole", "NetkitInfo", "NetkitLink", "NetkitQuery", "attach_netkit", "netkit_query",
            "have_netkit_link"]
@@ -85,9 +91,6 @@ def _decode_netkit(raw: Any) -> NetkitInfo:
     return NetkitInfo(int(raw.netkit.ifindex), role)
 
 
-register_info_decoder(LinkType.NETKIT, _decode_netkit)
-
-
 class NetkitLink(NetLinkUpdate, RawLink):
     """A program attached to a netkit device through a link (BPF_LINK_TYPE_NETKIT)."""
 
@@ -107,9 +110,6 @@ class NetkitLink(NetLinkUpdate, RawLink):
 
     def _where(self) -> str:
         return f"{self.iface} {self.role.value if self.role else ''}, " if self.iface else ""
-
-
-register_link_class(LinkType.NETKIT, NetkitLink)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,3 +200,36 @@ def netkit_query(iface: str | int, peer: bool = False, *, netns: Any = None) -> 
     return NetkitQuery(target.name, target.ifindex, role, [TcxProgram(p, lk) for p, lk in zip(progs, links)],
                        revision)
 
+
+
+# ----------------------------------------------------------------------- the kind's record
+NEEDS_NETKIT = ("a section names the device of the pair, not the pair: pass netkit= (the primary's name; "
+                "bpfkit attach --netkit IFACE)")
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``netkit/primary`` and ``netkit/peer`` (libbpf): on the device the caller names."""
+    if o.netkit is None:
+        raise NotSupportedError(f"auto-attach of netkit program {getattr(prog, 'name', '')!r}", NEEDS_NETKIT)
+    if target.target not in ("primary", "peer"):
+        raise ParseError(f"section netkit/{target.target}: expected netkit/primary or netkit/peer")
+    return attach_netkit(prog, o.netkit, target.target == "peer", netns=o.netns)
+
+
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    refuse_xdp_mode(spec, o)
+    if NetAttachMode.of(o.net_mode) == NetAttachMode.NETLINK:
+        raise UsageError(f"{spec}: netkit programs attach only through links (no netlink mode)")
+    return attach_netkit(prog, spec.iface, spec.direction == "peer", netns=o.netns)
+
+
+KIND = LinkKind(
+    "netkit",
+    sections=(Section("netkit", "netkit", _attach_section),),
+    needs=("netkit", f"a netkit program: {NEEDS_NETKIT}"),
+    probes={"netkit": _attach_probe},
+    network=True,
+    link_classes={LinkType.NETKIT: NetkitLink},
+    info_decoders={LinkType.NETKIT: _decode_netkit},
+    features=("netkit_link",),
+)

@@ -38,7 +38,8 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_id_of, prog_name
-from .base import RawLink, _enum, _prog_fd, register_info_decoder, register_link_class
+from .base import RawLink, _enum, _prog_fd
+from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
 __all__ = ["NETNS_HOOKS", "NetnsInfo", "NetnsLink", "NetnsProgAttachment", "NetnsQuery", "attach_netns",
@@ -91,7 +92,6 @@ def _decode_netns(raw: Any) -> NetnsInfo:
     return NetnsInfo(int(raw.netns.netns_ino), typed)
 
 
-register_info_decoder(LinkType.NETNS, _decode_netns)
 
 
 class NetnsLink(RawLink):
@@ -113,7 +113,6 @@ class NetnsLink(RawLink):
         return f"{self.hook} in {self.netns}, " if self.hook else ""
 
 
-register_link_class(LinkType.NETNS, NetnsLink)
 
 
 class NetnsProgAttachment(ProgAttachment):
@@ -223,3 +222,18 @@ def netns_query(hook: str | AttachType, netns: Any = None) -> NetnsQuery:
         except BPFKitError as exc:
             raise exc.wrap(f"query {name} programs of {_where(ns)}")
         return NetnsQuery(ns.name, name, ids)
+
+
+# ----------------------------------------------------------------------- the kind's record
+KIND = LinkKind(
+    "netns",
+    never_auto={
+        "sk_lookup": ("an sk_lookup program acts on a whole network namespace, which a section does not name; attach "
+                      "with bpfkit.link.attach_netns(prog, netns)"),
+        "flow_dissector": ("a flow dissector acts on a whole network namespace, which a section does not name; "
+                           "attach with bpfkit.link.attach_netns(prog, netns)"),
+    },
+    link_classes={LinkType.NETNS: NetnsLink},
+    info_decoders={LinkType.NETNS: _decode_netns},
+    features=("netns_link", "sk_lookup_link"),
+)

@@ -38,7 +38,8 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from . import tracefs_probes
-from .base import FdOnlyLink, RawLink, _prog_fd, choice_of, register_link_class
+from .base import FdOnlyLink, RawLink, _prog_fd, choice_of
+from .kind import LinkKind
 from .tracefs_probes import TracefsProbe
 
 __all__ = ["AttachMode", "PerfEvent", "PerfEventLink", "PerfEventIoctlLink", "attach_perf_event", "have_perf_link"]
@@ -147,7 +148,6 @@ class PerfEventLink(_PerfEventOwner, RawLink):
         return f"{self.description}, " if self.description else ""
 
 
-register_link_class(LinkType.PERF_EVENT, PerfEventLink)
 
 
 class PerfEventIoctlLink(_PerfEventOwner, FdOnlyLink):
@@ -156,6 +156,8 @@ class PerfEventIoctlLink(_PerfEventOwner, FdOnlyLink):
     There is no kernel link object, so pin, unpin, update, detach and info raise
     NotSupportedError.
     """
+
+    attached_by = "ioctl"  # how `bpfkit attach` says it was attached (a link: "link")
 
     kind = "perf_event (ioctl)"
 
@@ -250,3 +252,9 @@ def attach_perf_event(
         event.close()
         raise
 
+
+
+# ----------------------------------------------------------------------- the kind's record
+# The links of kprobes, uprobes, tracepoints and sampling events (their modules' records
+# declare their sections and probe specs); LinkInfo's perf-event detail: base._decode_info.
+KIND = LinkKind("perf_event", link_classes={LinkType.PERF_EVENT: PerfEventLink}, features=("perf_link",))

@@ -31,7 +31,10 @@ from __future__ import annotations
 import dataclasses
 import errno
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 from .._kernel import perf as _perf
 from .._kernel.consts import (
@@ -49,6 +52,7 @@ from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .base import Link, _prog_fd
 from .group import LinkGroup, close_links
+from .kind import AttachOptions, LinkKind
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 
 __all__ = [
@@ -368,3 +372,33 @@ def perf_event_sample(
         return SamplingGroup(links, f"perf_event {ev.name} {rate} on CPUs {where}{who}")
     except BPFKitError as exc:
         raise exc.wrap(what)
+
+
+# ----------------------------------------------------------------------- the kind's record
+_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
+
+
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``profile:UNIT:N`` / ``interval:UNIT:N`` / ``software:EVENT[:COUNT]`` /
+    ``hardware:EVENT[:COUNT]`` with bpftrace's meaning: profile is cpu-clock on every CPU
+    (``hz``: a frequency, else a period of N seconds/ms/us of CPU time); interval the same on
+    one CPU (the first online); software/hardware sample EVENT on every CPU every COUNT events
+    (bpftrace's default period without one). ``pid`` follows one process instead."""
+    if spec.kind in ("profile", "interval"):
+        freq = spec.count if spec.unit == "hz" else None
+        period = None if spec.unit == "hz" else spec.count * _UNIT_NS[spec.unit]
+        cpu = online_cpus()[0] if spec.kind == "interval" and o.pid is None else None
+        return perf_event_sample(prog, PerfSwId.CPU_CLOCK, period=period, freq=freq, cpu=cpu, pid=o.pid,
+                                 cookie=o.cookie, mode=o.mode)
+    ev = resolve_event(f"{spec.kind}:{spec.event}")
+    return perf_event_sample(prog, ev, period=spec.count or ev.default_period, pid=o.pid, cookie=o.cookie,
+                             mode=o.mode)
+
+
+KIND = LinkKind(
+    "sampling",
+    probes={kind: _attach_probe for kind in ("profile", "interval", "software", "hardware")},
+    never_auto={"perf_event": ("perf_event programs sample counters chosen at run time; attach with "
+                               "bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)")},
+    features=("prog_type_perf_event",),
+)

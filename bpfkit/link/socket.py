@@ -37,7 +37,8 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._net import check_program, explained, prog_id_of, prog_name
-from .base import FdOnlyLink, RawLink, _enum, _prog_fd, raw_fd, register_info_decoder, register_link_class
+from .base import FdOnlyLink, RawLink, _enum, _prog_fd, raw_fd
+from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
 __all__ = ["SocketFilter", "ReuseportProgram", "SockmapLink", "SockmapProgAttachment", "SockmapInfo",
@@ -239,7 +240,6 @@ def _decode_sockmap(raw: Any) -> SockmapInfo:
     return SockmapInfo(int(raw.sockmap.map_id), typed)
 
 
-register_info_decoder(LinkType.SOCKMAP, _decode_sockmap)
 
 
 class SockmapLink(RawLink):
@@ -258,7 +258,6 @@ class SockmapLink(RawLink):
         return f"map {self.map_name} {self.hook}" if self.hook else "sockmap"
 
 
-register_link_class(LinkType.SOCKMAP, SockmapLink)
 
 
 class SockmapProgAttachment(ProgAttachment):
@@ -345,3 +344,18 @@ def attach_sockmap(
 
     mine = FD(fcntl.fcntl(map_fd, fcntl.F_DUPFD_CLOEXEC, 1))
     return SockmapProgAttachment(mine, prog, at, 0, f"sockmap {map_name}", name)
+
+
+# ----------------------------------------------------------------------- the kind's record
+KIND = LinkKind(
+    "socket",
+    never_auto={
+        "socket": "a socket filter goes on a socket chosen at run time: attach with bpfkit.link.attach_socket_filter",
+        "sk_reuseport": "a reuseport program goes on a socket group: attach with bpfkit.link.attach_reuseport",
+        "sk_skb": "sk_skb programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+        "sk_msg": "sk_msg programs attach to a sockmap: attach with bpfkit.link.attach_sockmap(map, prog)",
+    },
+    link_classes={LinkType.SOCKMAP: SockmapLink},
+    info_decoders={LinkType.SOCKMAP: _decode_sockmap},
+    features=("sockmap_link",),
+)

@@ -29,7 +29,8 @@ from .._kernel.abi import ffi
 from .._kernel.consts import AttachType, LinkType, MapFlag, MapType
 from .._protocols import MapLike, ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from .base import RawLink, register_info_decoder, register_link_class
+from .base import RawLink
+from .kind import LinkKind
 
 __all__ = ["StructOpsLink", "StructOpsMapLink", "StructOpsInfo", "struct_ops"]
 
@@ -45,7 +46,6 @@ def _decode(raw: Any) -> StructOpsInfo:
     return StructOpsInfo(int(raw.struct_ops.map_id))
 
 
-register_info_decoder(LinkType.STRUCT_OPS, _decode)
 
 
 def _what(m: Any) -> str:
@@ -129,7 +129,6 @@ def _struct_ops_map(m: MapLike | ProgramArg) -> MapLike:
     return m
 
 
-register_link_class(LinkType.STRUCT_OPS, StructOpsLink)
 
 
 class StructOpsMapLink(ClosesOnExit):
@@ -137,6 +136,8 @@ class StructOpsMapLink(ClosesOnExit):
     6.4): it stays registered until :meth:`close` deletes the map's element (the map itself
     belongs to its Collection), even past the process: the kernel holds a registered map.
     :meth:`pin` pins the map and leaves it registered; update and info raise NotSupportedError."""
+
+    attached_by = "map update, no link"  # how `bpfkit attach` says it was attached
 
     kind = "struct_ops (map)"
     description = ""
@@ -235,3 +236,15 @@ def struct_ops(m: Any) -> StructOpsLink | StructOpsMapLink:
     lk = StructOpsLink(fd)
     lk.description = _what(m)  # type: ignore[attr-defined]
     return lk
+
+
+# ----------------------------------------------------------------------- the kind's record
+_CALLBACK = "struct_ops callbacks run through their struct_ops map, which attach_all registers (link.struct_ops)"
+# struct_ops maps (not programs) are what attach_all registers, by map name: bpfkit.link.attach.
+KIND = LinkKind(
+    "struct_ops",
+    never_auto={"struct_ops": _CALLBACK, "struct_ops.s": _CALLBACK},
+    link_classes={LinkType.STRUCT_OPS: StructOpsLink},
+    info_decoders={LinkType.STRUCT_OPS: _decode},
+    features=("map_type_struct_ops",),
+)

@@ -29,12 +29,14 @@ import dataclasses
 import enum
 import errno
 import threading
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
-from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK, AttachType, LinkType, ProgType
+from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
@@ -53,7 +55,10 @@ from ._net import (
     prog_name,
     resolve_target,
 )
-from .base import RawLink, _prog_fd, choice_of, register_info_decoder, register_link_class
+from .anchor import Anchor, mprog_link_args
+from .base import Link, RawLink, _prog_fd, choice_of
+from .kind import AttachOptions, LinkKind
+from .xdp import refuse_xdp_mode
 
 __all__ = ["TcDirection", "Anchor", "TcxInfo", "TcxLink", "ClsBpfLink", "TcxProgram", "TcQuery", "TcFilter",
            "tc", "tcx", "tc_query"]
@@ -91,74 +96,6 @@ def _direction(direction: Any, prog: ProgramArg) -> TcDirection:
     if at == AttachType.TCX_EGRESS:
         return TcDirection.EGRESS
     raise UsageError(f"program {prog_name(prog)!r} does not name a direction: pass 'ingress' or 'egress'")
-
-
-# ------------------------------------------------------------------------------- anchors
-@dataclasses.dataclass(frozen=True)
-class Anchor:
-    """Where a tcx program goes in its hook's list.
-
-    ``Anchor.head()``/``Anchor.tail()``; ``Anchor.before(x)``/``Anchor.after(x)`` with ``x`` a
-    Link or a Program attached there, or by kernel id: ``Anchor.before(prog_id=N)``,
-    ``Anchor.after(link_id=N)``.
-    """
-
-    position: str  # "before" or "after"
-    target: Any = None  # a link or program object
-    prog_id: int = 0
-    link_id: int = 0
-
-    @classmethod
-    def head(cls) -> Anchor:
-        return cls("before")
-
-    @classmethod
-    def tail(cls) -> Anchor:
-        return cls("after")
-
-    @classmethod
-    def before(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
-        return cls._relative("before", target, prog_id, link_id)
-
-    @classmethod
-    def after(cls, target: Any = None, *, prog_id: int = 0, link_id: int = 0) -> Anchor:
-        return cls._relative("after", target, prog_id, link_id)
-
-    @classmethod
-    def _relative(cls, position: str, target: Any, prog_id: int, link_id: int) -> Anchor:
-        if sum(1 for x in (target is not None, bool(prog_id), bool(link_id)) if x) != 1:
-            raise UsageError(f"Anchor.{position}() takes one of: a link or program, prog_id=, link_id=")
-        return cls(position, target, prog_id, link_id)
-
-    def resolve(self) -> tuple[int, int]:
-        """(BPF_F_* flags, relative fd or id) for BPF_LINK_CREATE."""
-        flags = BPF_F_BEFORE if self.position == "before" else BPF_F_AFTER
-        if self.prog_id:
-            return flags | BPF_F_ID, self.prog_id
-        if self.link_id:
-            return flags | BPF_F_ID | BPF_F_LINK, self.link_id
-        if self.target is None:
-            return flags, 0  # head or tail
-        if _is_link(self.target):
-            fd = self.target.fd
-            if isinstance(fd, FD) and fd.closed:
-                raise UsageError(f"anchor {self}: the link is closed")
-            return flags | BPF_F_LINK, int(fd)
-        return flags, _prog_fd(self.target)
-
-    def __str__(self) -> str:
-        if self.prog_id:
-            return f"{self.position} program id {self.prog_id}"
-        if self.link_id:
-            return f"{self.position} link id {self.link_id}"
-        if self.target is None:
-            return "head" if self.position == "before" else "tail"
-        what = "link" if _is_link(self.target) else f"program {prog_name(self.target)!r}"
-        return f"{self.position} {what}"
-
-
-def _is_link(obj: Any) -> bool:
-    return isinstance(obj, RawLink)
 
 
 # ------------------------------------------------------------------------------ queries
@@ -271,9 +208,6 @@ def _decode_tcx(raw: Any) -> TcxInfo:
     return TcxInfo(int(raw.tcx.ifindex), dirn)
 
 
-register_info_decoder(LinkType.TCX, _decode_tcx)
-
-
 class TcxLink(NetLinkUpdate, RawLink):
     """A program attached to a tc hook through a tcx link (BPF_LINK_TYPE_TCX)."""
 
@@ -287,22 +221,6 @@ class TcxLink(NetLinkUpdate, RawLink):
 
     def _where(self) -> str:
         return f"{self.iface} {self.direction.value if self.direction else ''}, " if self.iface else ""
-
-
-register_link_class(LinkType.TCX, TcxLink)
-
-
-def mprog_link_args(anchor: Anchor | None, expected_revision: int) -> tuple[int, Callable[[Any], None]]:
-    """BPF_LINK_CREATE flags and the union filler placing a program on a multi-program hook:
-    link_create.tcx, whose layout netkit's and cgroup's (6.16) members share (relative_fd or
-    relative_id, then expected_revision)."""
-    flags, relative = anchor.resolve() if anchor is not None else (0, 0)
-
-    def fill(attr: Any) -> None:
-        attr.link_create.tcx.relative_fd = relative
-        attr.link_create.tcx.expected_revision = expected_revision
-
-    return flags, fill
 
 
 def _attach_tcx(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
@@ -575,3 +493,19 @@ def tcx(
             netns=netns)
     assert isinstance(lk, TcxLink)
     return lk
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    refuse_xdp_mode(spec, o)
+    return tc(spec.iface, prog, spec.direction, mode=o.net_mode, netns=o.netns)
+
+
+KIND = LinkKind(
+    "tc",
+    probes={"tc": _attach_probe},
+    network=True,
+    link_classes={LinkType.TCX: TcxLink},
+    info_decoders={LinkType.TCX: _decode_tcx},
+    features=("prog_type_sched_cls",),
+)

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from .._kernel import tracefs as _tracefs
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, UsageError
+from ..errors import BPFKitError, NotSupportedError, ParseError, UsageError
+from .base import Link
+from .kind import AttachOptions, LinkKind, NamedSection, SectionTarget
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 __all__ = ["tracepoint", "split_tracepoint"]
 
@@ -46,3 +52,31 @@ def tracepoint(
         return attach_perf_event(PerfEvent(fd, what), prog, cookie=cookie, mode=mode)
     except BPFKitError as exc:
         raise exc.wrap(f"attach {what}")
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _parse_section(sec: NamedSection, section: str, target: str) -> SectionTarget:
+    try:
+        group, event = split_tracepoint(target)
+    except UsageError:
+        raise ParseError(f"section {section!r}: expected {sec.prefix}/GROUP/NAME") from None
+    return SectionTarget(sec.kind, target, event, group=group)
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions, section: str) -> Link:
+    return tracepoint(target.group, target.symbol, prog, mode=o.mode, cookie=o.cookie)
+
+
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    if spec.is_wildcard:
+        raise NotSupportedError(f"wildcard probe {spec}", "a tracepoint spec names one event; attach each event")
+    return tracepoint(spec.category, spec.function, prog, mode=o.mode, cookie=o.cookie)
+
+
+KIND = LinkKind(
+    "tracepoint",
+    sections=(NamedSection("tracepoint", "tracepoint", _parse_section, _attach_section),
+              NamedSection("tp", "tracepoint", _parse_section, _attach_section)),
+    probes={"tracepoint": _attach_probe},
+    features=("prog_type_tracepoint",),
+)

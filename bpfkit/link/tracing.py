@@ -35,10 +35,12 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
-from .base import FdOnlyLink, RawLink, _prog_fd, register_info_decoder, register_link_class
+from .base import FdOnlyLink, Link, RawLink, _prog_fd
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
 
 if TYPE_CHECKING:
     from ..ext import FreplaceTarget
+    from ..probespec import ProbeSpec
 
 __all__ = [
     "RawTracepointLink",
@@ -79,9 +81,6 @@ def _decode_tracing(raw: Any) -> TracingInfo:
     return TracingInfo(attach_type, int(t.target_obj_id), int(t.target_btf_id))
 
 
-register_info_decoder(LinkType.TRACING, _decode_tracing)
-
-
 class _NoUpdate(RawLink):
     """Raw tracepoint and tracing links cannot swap their program: the kernel's link ops have no
     update_prog, so BPF_LINK_UPDATE gives EINVAL (EOPNOTSUPP on some kinds)."""
@@ -111,10 +110,6 @@ class TracingLink(_NoUpdate):
     (BPF_LINK_TYPE_RAW_TRACEPOINT); ``info().detail`` is TracingInfo or RawTracepointInfo."""
 
     kind = "tracing"
-
-
-register_link_class(LinkType.RAW_TRACEPOINT, RawTracepointLink)
-register_link_class(LinkType.TRACING, TracingLink)
 
 
 class RawTracepointFd(FdOnlyLink):
@@ -372,3 +367,60 @@ def freplace(prog: ProgramArg, target: FreplaceTarget | None = None, function: s
 # ---------------------------------------------------------------- load-time target
 def _spec_target(prog: Any) -> str:
     return getattr(prog, "attach_to", "") or getattr(getattr(prog, "spec", None), "attach_to", "")
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _probe_raw_tracepoint(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``rawtracepoint:[MODULE:]NAME`` (the kernel finds module tracepoints by name)."""
+    return raw_tracepoint(spec.function, prog, cookie=o.cookie)
+
+
+def _probe_tracing(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``fentry:[MODULE:]FN`` / ``fexit:[MODULE:]FN``: ``prog`` must have been loaded for that
+    function (a tracing program's target is part of the program, fixed at load)."""
+    want = AttachType.TRACE_FENTRY if spec.kind == "fentry" else AttachType.TRACE_FEXIT
+    name = getattr(prog, "name", "")
+    have = getattr(prog, "attach_type", None)
+    if have is not None and have != want:
+        raise UsageError(f"probe {spec}: program {name!r} was loaded as "
+                         f"{_TRACING_KINDS.get(have, getattr(have, 'name', have))}, not {spec.kind}")
+    loaded_for = _spec_target(prog)
+    wanted = f"{spec.module}:{spec.function}" if spec.module else spec.function
+    if loaded_for and loaded_for != wanted and loaded_for.rpartition(":")[2] != wanted:
+        raise UsageError(
+            f"probe {spec}: program {name!r} was loaded for {loaded_for!r}, and a tracing program's target is "
+            f"fixed at load time; load it for {wanted!r} (spec.programs[{name!r}].set_attach_target({wanted!r}))"
+        )
+    return attach_tracing(prog, cookie=o.cookie)
+
+
+def _section_raw_tracepoint(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``raw_tp/NAME``, ``raw_tracepoint/NAME`` and their ``.w`` forms."""
+    name = target.target or _spec_target(prog)
+    if not name:
+        raise NotSupportedError(f"auto-attach of raw tracepoint program {getattr(prog, 'name', '')!r}",
+                                "its section names no tracepoint; attach it with link.raw_tracepoint(name, prog)")
+    return raw_tracepoint(name, prog, cookie=o.cookie)
+
+
+def _section_tracing(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """tp_btf, fentry, fexit, fmod_ret (and .s), lsm (and .s), freplace: the target was fixed
+    at load time (attach_btf_id, and freplace's target program), so the section's text is not
+    needed here."""
+    return attach_tracing(prog, cookie=o.cookie)
+
+
+KIND = LinkKind(
+    "tracing",
+    sections=(
+        *(Section(prefix, "raw_tracepoint", _section_raw_tracepoint)
+          for prefix in ("raw_tp", "raw_tracepoint", "raw_tp.w", "raw_tracepoint.w")),
+        *(Section(prefix, prefix.removesuffix(".s"), _section_tracing)
+          for prefix in ("tp_btf", "fentry", "fexit", "fmod_ret", "fentry.s", "fexit.s", "fmod_ret.s", "lsm", "lsm.s",
+                         "freplace")),
+    ),
+    probes={"rawtracepoint": _probe_raw_tracepoint, "fentry": _probe_tracing, "fexit": _probe_tracing},
+    link_classes={LinkType.RAW_TRACEPOINT: RawTracepointLink, LinkType.TRACING: TracingLink},
+    info_decoders={LinkType.TRACING: _decode_tracing},
+    features=("tracing_programs", "raw_tracepoint_link"),
+)

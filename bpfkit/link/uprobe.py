@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from typing import Any
 
 from .._kernel import pmu as _pmu
 from .._kernel import tracefs as _tracefs
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, UsageError
+from ..errors import BPFKitError, KernelError, NotFoundError, NotSupportedError, ParseError, UsageError
 from ._binary import STT_FUNC, STT_GNU_IFUNC, BinaryImage, ElfSymbol, resolve_binary
+from .base import Link
+from .kind import FUNC_OFF, AttachOptions, LinkKind, NamedSection, SectionTarget
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 from .tracefs_probes import TracefsProbe
 
@@ -319,3 +322,37 @@ def uprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> Perf
 def uretprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
     """``Executable(binary).uretprobe(symbol, prog, **kw)``."""
     return Executable(binary).uretprobe(symbol, prog, **kw)
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _parse_section(sec: NamedSection, section: str, target: str) -> SectionTarget:
+    prefix, kind = sec.prefix, sec.kind
+    binary, colon, func = target.rpartition(":")
+    if not colon or not binary or not func:
+        raise ParseError(f"section {section!r}: expected {prefix}/BINARY:FUNCTION[+OFFSET] or {prefix}/BINARY:0xOFFSET")
+    if re.fullmatch(r"0x[0-9a-fA-F]+|\d+", func):
+        return SectionTarget(kind, target, binary=binary, file_offset=int(func, 0))
+    m = FUNC_OFF.match(func)
+    if not m:
+        raise ParseError(f"section {section!r}: bad function {func!r}")
+    return SectionTarget(kind, target, m["func"], int(m["off"] or "0", 0), binary=binary)
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions, section: str) -> Link:
+    exe = Executable(target.binary)
+    symbol = target.symbol if target.file_offset is None else None
+    if target.kind == "uprobe":
+        return exe.uprobe(symbol, prog, offset=target.offset, file_offset=target.file_offset, pid=o.pid,
+                          mode=o.mode, cookie=o.cookie)
+    if target.offset:
+        raise ParseError(f"section {section!r}: a uretprobe takes no offset")
+    return exe.uretprobe(symbol, prog, file_offset=target.file_offset, pid=o.pid, mode=o.mode, cookie=o.cookie)
+
+
+# uprobe:BIN:FN and uretprobe:BIN:FN probe specs are bpfkit.link.multi's (a wildcard is a multi link).
+KIND = LinkKind(
+    "uprobe",
+    sections=tuple(NamedSection(prefix, prefix.removesuffix(".s"), _parse_section, _attach_section)
+                   for prefix in ("uprobe", "uprobe.s", "uretprobe", "uretprobe.s")),
+    features=("uprobe_pmu",),
+)

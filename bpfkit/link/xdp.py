@@ -30,7 +30,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import errno
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..probespec import ProbeSpec
 
 from .._kernel import bpf as _bpf
 from .._kernel import netlink as _nl
@@ -53,7 +56,8 @@ from ._net import (
     prog_name,
     resolve_target,
 )
-from .base import RawLink, _prog_fd, choice_of, register_info_decoder, register_link_class
+from .base import Link, RawLink, _prog_fd, choice_of
+from .kind import AttachOptions, LinkKind
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
 
@@ -183,9 +187,6 @@ class XdpInfo:
     ifindex: int
 
 
-register_info_decoder(LinkType.XDP, lambda raw: XdpInfo(int(raw.xdp.ifindex)))
-
-
 class XdpLink(NetLinkUpdate, RawLink):
     """A program attached to an interface's XDP hook through a bpf_link (BPF_LINK_TYPE_XDP).
 
@@ -204,9 +205,6 @@ class XdpLink(NetLinkUpdate, RawLink):
 
     def _where(self) -> str:
         return (f"{self.iface}, " if self.iface else "") + (f"{self.mode.value}, " if self.mode else "")
-
-
-register_link_class(LinkType.XDP, XdpLink)
 
 
 class XdpNetlinkLink(NetlinkAttachment):
@@ -393,3 +391,24 @@ def xdp_detach(iface: str | int, *, xdp_mode: XdpMode | str | None = XdpMode.AUT
         return True
     finally:
         target.netns.close()
+
+
+# ----------------------------------------------------------------------- the kind's record
+def refuse_xdp_mode(spec: ProbeSpec, options: AttachOptions) -> None:
+    """xdp_mode= is for xdp specs: the other network kinds refuse one."""
+    if XdpMode.of(options.xdp_mode) != XdpMode.AUTO:
+        raise UsageError(f"xdp_mode= applies to xdp specs, not {spec}")
+
+
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    return xdp(spec.iface, prog, mode=o.net_mode, xdp_mode=o.xdp_mode, netns=o.netns)
+
+
+KIND = LinkKind(
+    "xdp",
+    probes={"xdp": _attach_probe},
+    network=True,
+    link_classes={LinkType.XDP: XdpLink},
+    info_decoders={LinkType.XDP: lambda raw: XdpInfo(int(raw.xdp.ifindex))},
+    features=("prog_type_xdp",),
+)

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 from .. import features
 from .._kernel import bpf as _bpf
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, NotFoundError, NotSupportedError, UsageError
+from ..errors import BPFKitError, NotFoundError, NotSupportedError, ParseError, UsageError
 from ..link.base import Link, _prog_fd
 from ..link.group import LinkGroup, attach_many
+from ..link.kind import AttachOptions, LinkKind, Section, SectionTarget
 from ..link.perf_event import AttachMode
 from ..link.uprobe import Executable
 from .args import MAX_ARGS, USDTArg
@@ -42,6 +43,7 @@ from .notes import USDTProbe, find_probes, read_probes
 
 if TYPE_CHECKING:
     from ..maps import Map
+    from ..probespec import ProbeSpec
 
 __all__ = ["attach_usdt", "USDTLink", "pack_spec", "SPECS_MAP", "IP_MAP", "SPEC_SIZE"]
 
@@ -335,3 +337,30 @@ def attach_usdt(
             raise exc.wrap(what)
         raise
     return USDTLink(group.links, sites, site_ids, maps, ips, map_id)
+
+
+# ----------------------------------------------------------------------- the kind's record
+def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
+    """``usdt:BINARY:[PROVIDER:]NAME`` (bpftrace's form)."""
+    return attach_usdt(prog, spec.binary, spec.provider, spec.function, pid=o.pid, cookie=o.cookie,
+                       mode=o.mode, progress=o.progress)
+
+
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``SEC("usdt/BINARY:PROVIDER:NAME")`` (libbpf's form; ``usdt/BINARY:NAME`` also)."""
+    if not target.target:
+        raise NotSupportedError("auto-attach of a usdt section without a target",
+                                "SEC(\"usdt\") names no probe; attach with bpfkit.usdt.attach_usdt")
+    parts = target.target.rsplit(":", 2)
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ParseError(f"USDT target {target.target!r}: expected usdt/BINARY:PROVIDER:NAME")
+    binary, provider, name = parts if len(parts) == 3 else (parts[0], "", parts[1])
+    return attach_usdt(prog, binary, provider, name, pid=o.pid, cookie=o.cookie, mode=o.mode)
+
+
+KIND = LinkKind(
+    "usdt",
+    sections=(Section("usdt", "usdt", _attach_section),),
+    probes={"usdt": _attach_probe},
+    features=("uprobe_pmu", "uprobe_ref_ctr_pmu"),
+)
