@@ -54,3 +54,18 @@ def test_probe_list_words_a_kernel_error_by_its_message(monkeypatch: pytest.Monk
     notes = []
     probelist._kprobe_functions(notes)
     assert "available_filter_functions: EPERM (Operation not permitted)" in notes[0]
+
+
+def test_auto_attach_skips_a_bare_section_only_for_bpfkits_own_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare SEC("fentry") that bpfkit cannot attach is skipped; one the kernel refused with
+    EOPNOTSUPP (a NotSupportedError too, now) is an error, as before."""
+    from bpfkit.errors import NotSupportedError
+    from bpfkit.link import attach
+
+    prog = types.SimpleNamespace(section="fentry")
+    monkeypatch.setattr(attach, "_attach_at_section", lambda *a: (_ for _ in ()).throw(NotSupportedError("x")))
+    assert attach.auto_attach("p", prog) == "section 'fentry' names no target: x is not supported"  # type: ignore[arg-type]
+    refused = KernelError("BPF_LINK_CREATE", errno.EOPNOTSUPP)
+    monkeypatch.setattr(attach, "_attach_at_section", lambda *a: (_ for _ in ()).throw(refused))
+    with pytest.raises(KernelError, match="^auto-attach program 'p': BPF_LINK_CREATE: EOPNOTSUPP"):
+        attach.auto_attach("p", prog)  # type: ignore[arg-type]

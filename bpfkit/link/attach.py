@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from .._closing import ClosesOnExit
 from .._kernel.fd import FD
-from ..errors import BPFKitError, NotSupportedError, UsageError
+from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ..probespec import ProbeSpec, parse_probe
 from . import _kinds
 from ._net import NetAttachMode
@@ -284,10 +284,11 @@ def auto_attach(
         return _attach_at_section(prog, section, _options(mode, pid, cookie, cgroup, netkit))
     except NotSupportedError as exc:
         target = parse_section(section)
-        if target is None or target.target:
+        if target is None or target.target or isinstance(exc, KernelError):
             raise exc.wrap(f"auto-attach program {name!r}")
         # A bare SEC("uprobe.multi"): some kinds find their target elsewhere (fentry's
-        # attach_btf_id), the others say they need one; skip those like bare kprobes.
+        # attach_btf_id), the others say they need one; skip those like bare kprobes (not
+        # those the kernel refused: EOPNOTSUPP/ENOTSUPP are NotSupportedErrors too).
         return f"section {section!r} names no target: {exc}"
     except BPFKitError as exc:
         raise exc.wrap(f"auto-attach program {name!r}")
