@@ -22,13 +22,12 @@ import struct
 from collections.abc import Iterator, Mapping
 
 from ._kernel import bpf as _bpf
-from ._kernel import info as _info
 from ._kernel import map_elems as _elems
 from ._kernel.consts import BPF_ANY, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD, PinnableObject
-from ._kernel.info import MapInfo as MapInfo  # what Map.info() gives, re-exported: bpfkit.maps.MapInfo
 from ._kernel.rlimit import bump_memlock
+from ._lazy import lazy_getattr
 from .btf.types import Datasec
 from .errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
 from .spec.consts import MapFlag
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeVar
 
+    from ._kernel.info import MapInfo as MapInfo  # what Map.info() gives: bpfkit.maps.MapInfo
     from .btf import BTF
     from .btf.values import Record, ValueCodec
 
@@ -83,6 +83,9 @@ if TYPE_CHECKING:
 _ENOTSUPP = 524  # kernel-internal ENOTSUPP: a map type without the operation
 
 __all__ = ["MapSpec", "Map", "MapInfo", "PinType", "PERCPU_TYPES"]
+# MapInfo is bpfkit._kernel.info's, re-exported on first use (as Map.info() imports it): that
+# module is ~0.4 ms of every start-up, most of which never ask a map for its info.
+__getattr__ = lazy_getattr(__name__, {"MapInfo": "bpfkit._kernel.info"}, globals())
 
 _MAP_IN_MAP = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
 _FD_VALUE_TYPES = _MAP_IN_MAP | {MapType.PROG_ARRAY, MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY}
@@ -208,6 +211,8 @@ class Map(PinnableObject, _Generic["K", "V"]):
     def from_fd(cls, fd: FD, name: str | None = None) -> Map[Any, Any]:
         """Adopt ``fd`` (ownership moves to the Map), describing it from the kernel's info.
         Keys and values are typed through the map's BTF in the kernel, fetched on first use."""
+        from ._kernel import info as _info
+
         info = _info.read_adopted(fd, _info.map_info)
         spec = MapSpec(name or info.name, MapType(info.type), info.key_size, info.value_size, info.max_entries,
                        flags=info.map_flags, map_extra=info.map_extra, btf_key_type_id=info.btf_key_type_id,
@@ -717,11 +722,15 @@ class Map(PinnableObject, _Generic["K", "V"]):
 
     def info(self) -> MapInfo:
         """The kernel's description of this map (struct bpf_map_info, BPF_OBJ_GET_INFO_BY_FD)."""
+        from ._kernel import info as _info
+
         return _info.map_info(self.fd)
 
     @property
     def id(self) -> int:
-        return _info.object_id(self.fd, "map")
+        from ._kernel.info import object_id
+
+        return object_id(self.fd, "map")
 
     def __repr__(self) -> str:
         return f"Map({self.name!r}, {self.type.kernel_name}, fd={self.fd!r})"

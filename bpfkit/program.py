@@ -8,11 +8,10 @@ import dataclasses
 import errno
 
 from ._kernel import bpf as _bpf
-from ._kernel import info as _info
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD, PinnableObject
-from ._kernel.info import ProgramInfo as ProgramInfo  # what Program.info() gives: bpfkit.program.ProgramInfo
 from ._kernel.rlimit import bump_memlock
+from ._lazy import lazy_getattr
 from .errors import BPFKitError, KernelError, NotSupportedError, VerifierError, permission_hint
 from .spec.programs import ProgramSpec as ProgramSpec  # the spec names, re-exported (bpfkit.program.ProgramSpec)
 from .spec.programs import Reference as Reference
@@ -22,7 +21,12 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._kernel.info import ProgramInfo as ProgramInfo  # what Program.info() gives: bpfkit.program.ProgramInfo
+
 __all__ = ["ProgramSpec", "Program", "ProgramInfo", "LoadOptions", "Reference", "RefKind"]
+# ProgramInfo is bpfkit._kernel.info's, re-exported on first use (as Program.info() imports it):
+# that module is ~0.4 ms of every start-up, most of which never ask a program for its info.
+__getattr__ = lazy_getattr(__name__, {"ProgramInfo": "bpfkit._kernel.info"}, globals())
 
 
 @dataclasses.dataclass
@@ -112,6 +116,8 @@ class Program(PinnableObject):
     @classmethod
     def from_fd(cls, fd: FD, name: str | None = None) -> Program:
         """Adopt ``fd`` (ownership moves to the Program), described by the kernel's info."""
+        from ._kernel import info as _info
+
         info = _info.read_adopted(fd, lambda f: _info.program_info(f, with_map_ids=False))
         spec = ProgramSpec(
             name=name or info.name,
@@ -136,11 +142,15 @@ class Program(PinnableObject):
     def info(self) -> ProgramInfo:
         """The kernel's description of this program (struct bpf_prog_info, BPF_OBJ_GET_INFO_BY_FD),
         with the ids of the maps it uses."""
-        return _info.program_info(self.fd)
+        from ._kernel.info import program_info
+
+        return program_info(self.fd)
 
     @property
     def id(self) -> int:
-        return _info.object_id(self.fd, "prog")
+        from ._kernel.info import object_id
+
+        return object_id(self.fd, "prog")
 
     def test_run(self, data: bytes = b"", data_out_size: int = 0, ctx: bytes = b"", ctx_out_size: int = 0,
                  repeat: int = 1, flags: int = 0) -> tuple[int, bytes]:

@@ -22,7 +22,7 @@ PUBLIC_MODULES = [
     "bpfkit.user_events", "bpfkit.probespec", "bpfkit.sections", "bpfkit.asm",
 ]
 # Names that packages resolve lazily (a module __getattr__): resolved first so pdoc sees them.
-LAZY = {"bpfkit.usdt": ["attach_usdt", "USDTLink"]}
+LAZY = {"bpfkit.usdt": ["attach_usdt", "USDTLink"], "bpfkit.maps": ["MapInfo"], "bpfkit.program": ["ProgramInfo"]}
 
 
 def main(argv: list[str]) -> int:
