@@ -10,25 +10,8 @@ The top level re-exports the everyday names lazily, so ``import bpfkit`` stays c
 
 from __future__ import annotations
 
-import sys as _sys
-
-if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
-    # Run as the `bpfkit` console script: quiet SIGINT/SIGTERM handling from the first import
-    # of the package on, before anything else is imported (bpfkit.cli: no traceback when
-    # Ctrl-C lands while the command is still starting). First through the C module _signal,
-    # always loaded, because importing `signal` runs Python code a Ctrl-C could interrupt.
-    import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module (the Python one is `signal`)
-    import os as _os
-
-    def _exit_at_once(signum: int, frame: object) -> None:
-        _os._exit(128 + signum)
-
-    _signal.signal(_signal.SIGINT, _exit_at_once)
-    _signal.signal(_signal.SIGTERM, _exit_at_once)
-    from .cli import start_command as _start_command
-
-    _start_command()
-
+# Importing bpfkit does the same in every process, whatever the program is called: the bpfkit
+# command sets itself up in bpfkit.cli.main.main() (bpfkit.cli.start_command).
 from ._lazy import lazy_getattr
 from ._version import __version__
 

@@ -5,10 +5,10 @@ whose scripts directory is not on PATH."""
 if __name__ == "__main__":
     from bpfkit.cli import start_command
 
-    # What bpfkit/__init__.py does for the console script, which it cannot tell from another
-    # `python -m` that imports bpfkit: the same signal handling from here on (so main() runs as
-    # the command: its KeyboardInterrupt unwinding, its start-up and exit shortcuts), argparse
-    # without gettext, the collector's threshold.
+    # What the console script's main() does first, done here before main's module imports:
+    # the same signal handling from here on (so main() runs as the command: its
+    # KeyboardInterrupt unwinding, its start-up and exit shortcuts), argparse without gettext,
+    # the collector's threshold.
     start_command()
     from bpfkit.cli.main import main
 

@@ -77,9 +77,9 @@ def signals_are_quiet() -> bool:
     return _signal.getsignal(_signal.SIGINT) is _exit_quietly
 
 
-# As the console script (``bpfkit``), from the first import on (bpfkit/__init__.py calls
-# start_command, which calls quiet_signals, first thing): Python's own SIGINT handler would
-# raise KeyboardInterrupt inside whatever import is running and print a traceback.
+# As the command (the console script's main(), python -m bpfkit: start_command calls
+# quiet_signals first thing): Python's own SIGINT handler would raise KeyboardInterrupt inside
+# whatever import is running and print a traceback.
 
 
 class _Untranslated(_types.ModuleType):
@@ -123,8 +123,8 @@ def argparse_without_gettext() -> None:
     (gettext and the locale module it imports for locale.normalize, then a catalog search per
     message as the parser is built). argparse gets a stand-in that answers as gettext would
     without a catalog; it is in sys.modules for the length of that import only, so any other
-    ``import gettext`` gets the real module. The command only (bpfkit/__init__.py, __main__.py):
-    a library caller's process is left as it is."""
+    ``import gettext`` gets the real module. bpfkit.cli.main imports argparse through it (a
+    process that imported argparse or gettext already is left as it is)."""
     if "argparse" in _sys.modules or "gettext" in _sys.modules or not _no_catalog():
         return
     with StandIn(_Untranslated("gettext")):
@@ -155,8 +155,8 @@ class StandIn:
 
 
 def start_command() -> None:
-    """What the bpfkit command's process does first (the console script, from bpfkit/__init__.py;
-    python -m bpfkit and python -m bpfkit.cli): quiet signals, argparse without gettext, and a
+    """What the bpfkit command's process does first (the console script's main(), called without
+    arguments; python -m bpfkit and python -m bpfkit.cli): quiet signals, bpfkit._process.COMMAND, argparse without gettext, and a
     collector that runs its young generation every 20,000 allocations instead of 700. Start-up
     makes ~100k objects that all live to the end (modules, functions, classes): collecting them
     every 700 found nothing and cost ~1.2 ms of `bpfkit load`, measured. Cyclic garbage still
@@ -164,7 +164,10 @@ def start_command() -> None:
     by reference count, as ever)."""
     import gc  # built in: no import cost
 
+    from .. import _process
+
     quiet_signals()
+    _process.COMMAND = True
     argparse_without_gettext()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(20_000, older, oldest)

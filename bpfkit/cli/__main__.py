@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """``python -m bpfkit.cli``: as the console script, SIGINT and SIGTERM while the command's
-modules import end it quietly (exit 128+N; see bpfkit/__init__.py, which cannot tell this
-case apart: argv[0] is still ``-m`` while the package imports)."""
+modules import end it quietly (exit 128+N; bpfkit.cli.start_command)."""
 
 # The C module: `import signal` first runs Python code a Ctrl-C could interrupt.
 import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module

@@ -16,13 +16,16 @@ Exit codes (documented in docs/cli.md):
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from .._version import __version__
+from . import argparse_without_gettext
+
+argparse_without_gettext()  # before argparse (the command's start-up; no catalog: the same answers)
+import argparse  # noqa: E402
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a few ms at start-up, for annotations only
 if TYPE_CHECKING:
@@ -339,9 +342,13 @@ def setup_warnings(offline: bool, verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import command_running, signals_are_quiet
+    """The ``bpfkit`` command. Without ``argv`` it is the console script (it reads sys.argv and
+    ends the process); with it, a library caller's run (its handlers and exit are its own)."""
+    from . import command_running, signals_are_quiet, start_command
 
-    command_line = signals_are_quiet()  # else a library caller's process: its handlers are its own
+    if argv is None:
+        start_command()
+    command_line = signals_are_quiet()
     try:
         code = _main(argv, command_line)
     except KeyboardInterrupt:

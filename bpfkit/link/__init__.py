@@ -40,6 +40,7 @@ from __future__ import annotations
 import sys
 import types
 
+from .. import _process
 from .._lazy import lazy_getattr
 
 # typing costs start-up time; mypy treats TYPE_CHECKING as true.
@@ -317,11 +318,11 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 _lazy = lazy_getattr(__name__, _LAZY, globals(), _SUBMODULES)
 
-# Only the `bpfkit` command (the rule bpfkit/__init__.py uses to recognise it) imports link kinds
-# on first use, to start fast. A program importing the library gets every kind now, as this
-# package always gave them: it may drop privileges later and then be unable to read a module
-# it had not imported yet (a lazy import would then fail where an attach used to).
-if not (sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "bpfkit"):
+# Only the `bpfkit` command (bpfkit._process.COMMAND, which it sets first thing) imports link
+# kinds on first use, to start fast. A program importing the library gets every kind now, as
+# this package always gave them: it may drop privileges later and then be unable to read a
+# module it had not imported yet (a lazy import would then fail where an attach used to).
+if not _process.COMMAND:
     from . import (  # type: ignore[assignment]  # noqa: F401  # the modules; their functions win (_Package)
         _binary,
         _net,

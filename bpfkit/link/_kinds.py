@@ -3,7 +3,7 @@
 claims a section prefix, a probe-spec kind or a BPF_LINK_TYPE_*.
 
 The records are the truth; this index is generated from them (scripts/gen_link_kinds.py, and
-tests/test_link_kinds.py fails until it is rerun), so that the attach path and link_from_fd
+tests/test_link_records.py fails until it is rerun), so that the attach path and link_from_fd
 import only the kinds they meet: attaching one tracepoint imports the tracepoint kind, not the
 twenty others (measured: all of them cost `bpfkit attach` ~10 ms of start-up). It imports
 nothing of bpfkit but the lazy-import helper.

@@ -18,7 +18,7 @@ cilium/ebpf keeps one file per link kind. bpfkit does both: every link-kind modu
 
 The names of the sections (what program type, attach type and flags a ``SEC()`` means) stay
 libbpf's one table, :data:`bpfkit.sections.SECTION_DEFS`: a record only claims prefixes of it
-(tests/test_link_kinds.py checks each one). :mod:`bpfkit.link.attach` reads the records
+(tests/test_link_records.py checks each one). :mod:`bpfkit.link.attach` reads the records
 through :mod:`bpfkit.link._kinds`, an index generated from them (scripts/gen_link_kinds.py), so
 attaching one tracepoint imports the tracepoint kind, not all of them.
 """
