@@ -157,17 +157,19 @@ class KernelError(BPFKitError, OSError):
     def __init__(self, op: str, err: int, detail: str = "", *, hints: Iterable[str] = ()) -> None:
         self.op = op
         self.errno = err
-        self.strerror = strerror(err)
+        self.strerror = text = _STRERROR.get(err) or strerror(err)
         self.detail = detail
-        text = f"{op}: {errno_name(err)} ({self.strerror})"
-        parts: tuple[str, ...] = ()
-        if hints:
+        text = f"{op}: {errno_name(err)} ({text})"
+        if hints:  # the detail (or the first hint) after ": ", the rest after "; "
             self.hints = parts = _hint_tuple(hints)
-        if detail:
-            parts = (detail, *parts)
-        if parts:  # the detail (or the first hint) after ": ", the rest after "; "
-            text += ": " + "; ".join(parts)
-        BPFKitError.__init__(self, text)
+            if detail or parts:
+                text += ": " + "; ".join((detail, *parts) if detail else parts)
+        elif detail:
+            text += f": {detail}"
+        # BPFKitError.__init__'s work without its calls: kernel errors are raised often
+        # (every missing map key), and OSError.__init__ does nothing here (see __new__).
+        self.message = text
+        self.args = (text,)
 
 
 class KernelPermissionError(KernelError):
@@ -381,5 +383,6 @@ def kernel_error(op: str, err: int, detail: str = "", path: str | None = None, *
         exc = BusyError(op, err, detail, hints=hints)
     else:
         exc = KernelError(op, err, detail, hints=hints)  # KernelNotSupportedError for EOPNOTSUPP/ENOTSUPP
-    exc.filename = path
+    if path is not None:
+        exc.filename = path
     return exc
