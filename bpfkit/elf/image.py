@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .._files import BINARY_LIMIT, open_regular
+from .._files import BINARY_LIMIT, open_regular, read_regular
 from ..errors import KernelError, NotFoundError, ParseError
 
 __all__ = ["Image", "open_binary"]
@@ -34,12 +34,23 @@ class Image:
     @classmethod
     def open(cls, path: str, what: str, limit: int) -> Image:
         fd, st = open_regular(path, what, limit)
+        if st.st_size == 0:
+            # Files in procfs and sysfs report st_size 0: what one holds is read whole (to
+            # ``limit``, as bpfkit._files.read_regular reads it), and an error reading it is
+            # the file's (EIO for /proc/PID/mem). An empty file stays empty.
+            try:
+                held = os.pread(fd, 1, 0)
+            except OSError as exc:
+                raise KernelError(f"read {what}", exc.errno or errno.EIO, path) from None
+            finally:
+                os.close(fd)
+            return cls.of_bytes(read_regular(path, what, limit) if held else b"", path, st)
         return cls(path, st.st_size, fd=fd, st=st)
 
     @classmethod
-    def of_bytes(cls, data: bytes | bytearray | memoryview, path: str = "") -> Image:
+    def of_bytes(cls, data: bytes | bytearray | memoryview, path: str = "", st: os.stat_result | None = None) -> Image:
         view = memoryview(data).cast("B")
-        return cls(path, len(view), data=view)
+        return cls(path, len(view), data=view, st=st)
 
     @property
     def in_memory(self) -> bool:
