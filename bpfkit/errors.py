@@ -25,8 +25,8 @@ Errors are data: what a message says is also a field, set when the error is buil
 
 So ``except NotSupportedError`` catches "this kernel cannot" whether bpfkit's own probe found
 it or the kernel answered EOPNOTSUPP/ENOTSUPP (as cilium/ebpf's ``ErrNotSupported``, which
-its feature tests return and its syscall wrappers attach to ENOTSUPP), and ``except OSError``
-catches every kernel failure with its errno. ``KernelError(op, err)`` picks
+its feature tests return and its link code returns for those errnos, site by site), and
+``except OSError`` catches every kernel failure with its errno. ``KernelError(op, err)`` picks
 KernelNotSupportedError by itself for those errnos, as ``OSError(errno.ENOENT, ...)`` gives a
 FileNotFoundError; :func:`kernel_error` also picks the permission and busy classes.
 """
