@@ -79,7 +79,8 @@ def test_symbols_parse_every_line(sample: str) -> None:
 
 
 def test_symbols_stream_across_read_boundaries(sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pieces of 7 bytes cut every line somewhere: the lines come out whole and the same."""
+    """A 7-byte buffer, shorter than every line: it grows to hold one, and the lines come out
+    whole and the same."""
     whole = list(kallsyms.symbols(sample))
     monkeypatch.setattr(kallsyms, "_READ_SIZE", 7)
     assert list(kallsyms.symbols(sample)) == whole
