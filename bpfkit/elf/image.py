@@ -53,9 +53,10 @@ class Image:
         return cls(path, len(view), data=view, st=st)
 
     @property
-    def in_memory(self) -> bool:
-        """Bytes in memory (pieces are memoryviews, free), not a file (pieces are read)."""
-        return self._data is not None
+    def memory(self) -> memoryview | None:
+        """All of the image when it is bytes in memory (pieces of it are free), else None (a
+        file: pieces are read)."""
+        return self._data
 
     def bad(self, why: str) -> ParseError:
         """A ParseError about this image: ``why``, after its path when it has one."""

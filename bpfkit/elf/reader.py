@@ -261,7 +261,7 @@ class ElfImage(ElfHeaders):
         image, headers = self.image, self.shdrs
         if headers and self._shstrndx >= len(headers):
             raise self._bad(f"section name table index {self._shstrndx} out of range ({len(headers)} sections)")
-        in_memory = image.in_memory
+        memory = image.memory  # None: a file, whose sections are read when first used
         empty = memoryview(b"")
         datas: list[memoryview | None] = []
         for index, (_, sh_type, _, _, offset, size, *_rest) in enumerate(headers):
@@ -270,7 +270,7 @@ class ElfImage(ElfHeaders):
                 continue
             if offset + size > image.size:
                 raise self._bad(f"truncated ELF: section {index} ({size} bytes at offset {offset}) runs past the end")
-            datas.append(memoryview(image.read(offset, size, f"section {index}")) if in_memory else None)
+            datas.append(None if memory is None else memory[offset : offset + size])
         names = b""
         if headers and headers[self._shstrndx][1] not in (SHT_NOBITS, SHT_NULL):
             names = self.strings(self._shstrndx)
