@@ -18,7 +18,7 @@ Pure data: no kernel access (the spec layer).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from .spec import BTF
 from .types import Datasec, Enum, Float, Int, IntEncoding, Member, Pointer, Struct, Type, Union
@@ -40,11 +40,12 @@ def scalar_format(t: Type) -> str:
     for a one-byte ``_Bool``), enums, pointers and floats; ``""`` for anything else (an INT
     that is a bit range of its bytes, odd sizes, aggregates)."""
     if isinstance(t, Int):
-        if t.bit_offset or (t.bits and t.bits != t.size * 8):
+        size = t.size
+        if t.bit_offset or (t.bits and t.bits != size * 8):
             return ""
-        if t.encoding & IntEncoding.BOOL and t.size == 1:
+        if size == 1 and t.encoding & IntEncoding.BOOL:
             return "?"
-        return INT_FORMATS.get((t.size, t.signed), "")
+        return INT_FORMATS.get((size, t.signed), "")
     if isinstance(t, Enum):
         return INT_FORMATS.get((t.size, t.signed), "")
     if isinstance(t, Pointer):
@@ -70,49 +71,47 @@ def opens_structs(t: Type, depth: int) -> bool:
 class Leaf:
     """A part of a value :func:`leaves` did not open: the members leading to it (empty for
     the value itself), its byte offset from the value's start (of the byte holding its first
-    bit, for a bitfield), its type id and resolved type (typedefs and qualifiers skipped)."""
+    bit, for a bitfield), its type id and resolved type (typedefs and qualifiers skipped), and
+    whether it is a bitfield (or a member not at a whole byte)."""
 
-    __slots__ = ("path", "offset", "type_id", "type")
+    __slots__ = ("path", "offset", "type_id", "type", "bitfield")
 
-    def __init__(self, path: tuple[Member, ...], offset: int, type_id: int, type: Type) -> None:
+    def __init__(self, path: tuple[Member, ...], offset: int, type_id: int, type: Type, bitfield: bool = False) -> None:
         self.path = path
         self.offset = offset
         self.type_id = type_id
         self.type = type
+        self.bitfield = bitfield
 
     @property
     def member(self) -> Member | None:
         """The member this leaf is (None for the value itself)."""
         return self.path[-1] if self.path else None
 
-    @property
-    def bitfield(self) -> bool:
-        """A bitfield, or a member not at a whole byte."""
-        m = self.member
-        return m is not None and bool(m.bitfield_size or m.bit_offset % 8)
-
     def __repr__(self) -> str:
         names = ".".join(m.name or "<anon>" for m in self.path)
         return f"<Leaf {names or '<value>'} @{self.offset} {self.type!r}>"
 
 
-def leaves(btf: BTF, type_id: int, opens: Callable[[Type, int], bool] = opens_structs) -> Iterator[Leaf]:
+def leaves(btf: BTF, type_id: int, opens: Callable[[Type, int], bool] = opens_structs) -> list[Leaf]:
     """The leaves of type ``type_id`` in member order: every struct ``opens(type, depth)``
     accepts is opened into its members (the value itself at depth 0), anything else is a
     leaf. A bitfield member is a leaf whatever its type (its type is not opened)."""
-    yield from _leaves(btf, type_id, (), 0, opens, 0)
+    out: list[Leaf] = []
+    _collect(btf, type_id, (), 0, opens, 0, out)
+    return out
 
 
-def _leaves(btf: BTF, type_id: int, path: tuple[Member, ...], offset: int, opens: Callable[[Type, int], bool],
-            depth: int) -> Iterator[Leaf]:
+def _collect(btf: BTF, type_id: int, path: tuple[Member, ...], offset: int, opens: Callable[[Type, int], bool],
+             depth: int, out: list[Leaf]) -> None:
     t = btf.resolve(type_id)
     if not isinstance(t, (Struct, Datasec)) or not opens(t, depth):
-        yield Leaf(path, offset, type_id, t)
+        out.append(Leaf(path, offset, type_id, t))
         return
-    for m in members(btf, t):
-        sub = (*path, m)
-        at = offset + m.bit_offset // 8
-        if m.bitfield_size or m.bit_offset % 8:
-            yield Leaf(sub, at, m.type, btf.resolve(m.type))
+    resolve = btf.resolve
+    for m in t.members if isinstance(t, Struct) else members(btf, t):
+        bit_offset = m.bit_offset
+        if m.bitfield_size or bit_offset & 7:
+            out.append(Leaf((*path, m), offset + (bit_offset >> 3), m.type, resolve(m.type), True))
         else:
-            yield from _leaves(btf, m.type, sub, at, opens, depth + 1)
+            _collect(btf, m.type, (*path, m), offset + (bit_offset >> 3), opens, depth + 1, out)

@@ -190,14 +190,18 @@ class RecordFormat:
             return None
 
         for leaf in leaves(btf, struct_type.id):
-            parts, at = [], 0
-            for m in leaf.path:  # ``outer.inner``; an anonymous member is _anon<its offset>
-                at += m.bit_offset // 8
-                parts.append(m.name or f"_anon{at}")
+            path = leaf.path
+            if len(path) == 1:
+                parts = [path[0].name or f"_anon{leaf.offset}"]
+            else:  # ``outer.inner``; an anonymous member is _anon<its offset>
+                parts, at = [], 0
+                for m in path:
+                    at += m.bit_offset // 8
+                    parts.append(m.name or f"_anon{at}")
             mt, off, name = leaf.type, leaf.offset, ".".join(parts)
             if leaf.bitfield:
                 prefix = "".join(p + "." for p in parts[:-1])
-                raise UsageError(f"BTF struct member {prefix}{leaf.path[-1].name} is a bitfield: no struct format for it")
+                raise UsageError(f"BTF struct member {prefix}{path[-1].name} is a bitfield: no struct format for it")
             code = scalar(mt)
             if code is not None:
                 codes.append((off, code, struct.calcsize("<" + code), name))

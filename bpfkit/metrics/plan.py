@@ -177,10 +177,10 @@ def _leaves(btf: BTF, type_id: int) -> list[_Leaf]:
     under their parent, as bpfkit.btf.values decodes them), as bpfkit.btf.layout lays them out."""
     out: list[_Leaf] = []
     for leaf in layout.leaves(btf, type_id, _opens):
-        m, t = leaf.member, leaf.type
-        if m is not None and not m.name and not isinstance(t, Struct):
+        t, members = leaf.type, leaf.path
+        if members and not members[-1].name and not isinstance(t, Struct):
             continue  # an anonymous bitfield (padding) or scalar: nothing C can name
-        path = ".".join(m.name for m in leaf.path if m.name)
+        path = ".".join([m.name for m in members if m.name]) if len(members) > 1 else members[0].name if members else ""
         if leaf.bitfield:
             out.append(_Leaf(path, "enum" if isinstance(t, Enum) else "int", leaf.type_id))
         elif isinstance(t, Int):
