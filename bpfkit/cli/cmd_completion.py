@@ -39,9 +39,7 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError("bpfkit completion: name the shell: bpfkit completion bash|zsh")
-    from .main import build_parser
-
-    tables = parser_tables(build_parser())
+    tables = parser_tables(args._build_parser())  # bpfkit.cli.main's, passed in (main imports this module)
     sys.stdout.write(bash_script(tables) if args.shell == "bash" else zsh_script(tables))
     return 0
 

@@ -16,7 +16,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .main import COMMANDS
+    from .commands import COMMANDS
 
     parser.add_argument("page", nargs="?", metavar="COMMAND", choices=[name for name, _ in COMMANDS],
                         help="the command whose page to show (default: bpfkit's own)")
@@ -25,8 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .main import build_parser
     from .manpage import render, write_pages
+
+    build_parser = args._build_parser  # bpfkit.cli.main's, passed in (main imports this module)
 
     if args.directory:
         for path in write_pages(build_parser(), args.directory):

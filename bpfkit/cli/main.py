@@ -5,13 +5,9 @@ Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``HE
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only to build the
 parser, and they import the library lazily inside ``run``, so ``bpfkit --help`` stays fast.
 
-Exit codes (documented in docs/cli.md):
-    0  success
-    1  the operation failed (kernel refused, verifier rejected, ...)
-    2  bad input or usage (malformed object, bad probe spec, bad arguments)
-    3  this kernel lacks a feature the operation needs
-    4  permission denied (a capability is missing)
-    130 interrupted (Ctrl-C) before finishing
+Sub-commands and exit codes: bpfkit.cli.commands (COMMANDS, EXIT_CODES; docs/cli.md). The
+``man`` and ``completion`` commands get the parser from the namespace (``args._build_parser``,
+set with each command's ``run``), not by importing this module back.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from types import ModuleType
 
 from .._version import __version__
 from . import argparse_without_gettext
+from .commands import COMMANDS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PERMISSION, EXIT_UNSUPPORTED, EXIT_USAGE
 
 argparse_without_gettext()  # before argparse (the command's start-up; no catalog: the same answers)
 import argparse  # noqa: E402
@@ -30,30 +27,6 @@ import argparse  # noqa: E402
 TYPE_CHECKING = False  # not typing's: importing typing costs a few ms at start-up, for annotations only
 if TYPE_CHECKING:
     from typing import Any
-
-
-# Every sub-command in the order `bpfkit --help` lists them, with its module's HELP (the same
-# text; tests/test_cli_lazy.py checks): the top-level parser needs no sub-command module, and a
-# sub-command's module (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so
-# `bpfkit load ...` imports one of the sixteen.
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("attach", "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"),
-    ("inspect", "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"),
-    ("load", "load an object's programs and pin them and its maps in bpffs"),
-    ("features", "probe the running kernel's BPF features"),
-    ("prog", "list or show the system's BPF programs"),
-    ("link", "list, show, pin or detach the system's BPF links"),
-    ("cgroup", "show the programs attached to a cgroup, or to every cgroup of a tree"),
-    ("map", "list, show or dump the system's BPF maps"),
-    ("gc", "remove tracefs probes left by bpfkit processes that died"),
-    ("events", "print the records of a pinned ring buffer or perf event array"),
-    ("user-event", "list, register, emit and delete user_events (trace events defined from user space)"),
-    ("usdt", "list the USDT probes of a binary"),
-    ("list", "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"),
-    ("gen", "generate code from an object: a typed Python skeleton"),
-    ("completion", "print a bash or zsh completion script for bpfkit"),
-    ("man", "show the man page of bpfkit or of one of its commands (generated from the parser)"),
-)
 
 
 def command_module(name: str) -> ModuleType:
@@ -125,9 +98,6 @@ def command_module(name: str) -> ModuleType:
     raise KeyError(name)
 
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_PERMISSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-
-
 def terminal_columns() -> int:
     """shutil.get_terminal_size().columns, without importing shutil (which imports zlib, bz2 and
     lzma: ~1.5 ms of every command's start-up, for argparse's help width): $COLUMNS if positive,
@@ -172,7 +142,8 @@ class IntermixedParser(argparse.ArgumentParser):
         self.description = getattr(module, "DESCRIPTION", module.HELP)
         module.add_arguments(self)
         _verbose_everywhere(self)
-        self.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)))
+        self.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)),
+                          _build_parser=build_parser)
 
     def format_usage(self) -> str:
         self._load()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .main import COMMANDS
+from .commands import COMMANDS, EXIT_CODES
 
 SECTION = "1"
 
@@ -194,12 +194,8 @@ def _command_page(parser: argparse.ArgumentParser, command: str, summary: str) -
 
 
 def _exit_status() -> str:
-    """The exit codes as bpfkit.cli.main's docstring lists them (one source for both)."""
-    from . import main
-
-    doc = main.__doc__ or ""
-    rows = re.findall(r"^\s+(\d+)\s+(.+)$", doc.split("Exit codes", 1)[-1], flags=re.M)
-    return "".join(f".TP\n.B {code}\n{_text(text)}\n" for code, text in rows)
+    """The exit codes of bpfkit.cli.commands.EXIT_CODES (one source for the page and the command)."""
+    return "".join(f".TP\n.B {code}\n{_text(text)}\n" for code, text in EXIT_CODES)
 
 
 def write_pages(parser: argparse.ArgumentParser, directory: str) -> list[str]:
