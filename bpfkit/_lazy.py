@@ -14,6 +14,13 @@ if TYPE_CHECKING:
 
 __all__ = ["lazy_getattr"]
 
+# Whether this process is the ``bpfkit`` command, which says so itself first thing
+# (bpfkit.cli.start_command: the console script's main(), python -m bpfkit); nothing is inferred
+# from the program's name. bpfkit.link reads it: the command imports link kinds on first use, to
+# start fast; a program importing the library gets every kind at ``import bpfkit.link``, as it
+# always did (it may drop privileges later and then be unable to read a module not yet imported).
+IN_COMMAND = False
+
 
 def lazy_getattr(package: str, table: Mapping[str, str], namespace: dict[str, Any],
                  submodules: Collection[str] = ()) -> Callable[[str], Any]:

@@ -164,3 +164,36 @@ def test_importing_bpfkit_does_not_depend_on_the_program_name() -> None:
     assert _import_state("myprog") == library
     # The command says so itself (bpfkit.cli.start_command: the console script's main()).
     assert _import_state("anything", command=True) == ["False", "False", "True"]
+
+
+def test_link_is_a_sealed_base_whose_info_is_one_type() -> None:
+    from bpfkit import link
+    from bpfkit.link.base import GroupInfo, Link, LinkInfo
+
+    with pytest.raises(TypeError, match=r"bpfkit\.link\.Link is sealed"):
+        type("MyLink", (Link,), {"__module__": "myprog"})
+    for kind in _kinds.all_kinds():
+        for cls in kind.link_classes.values():
+            assert issubclass(cls, Link), cls  # type: ignore[arg-type]
+    for cls in (link.PerfEventIoctlLink, link.RawTracepointFd, link.SocketFilter, link.XdpNetlinkLink, link.ClsBpfLink,
+                link.CgroupProgAttachment, link.NetnsProgAttachment, link.StructOpsMapLink, link.LinkGroup,
+                link.MultiPerfGroup, link.RawLink):
+        assert issubclass(cls, Link), cls
+
+    class Member:  # a LinkGroup holds any object with close() and info()
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def info(self) -> LinkInfo:
+            return LinkInfo(7, self.n, 9)
+
+        def close(self) -> None:
+            pass
+
+    group = link.LinkGroup([Member(1), Member(2)])  # type: ignore[list-item]
+    info = group.info()
+    assert isinstance(info, LinkInfo) and isinstance(info, GroupInfo)
+    assert (info.type, info.id, info.program_id, len(info)) == (7, 0, 9, 2)
+    assert [i.id for i in info] == [1, 2] and info[1].id == 2 and [i.id for i in info[:1]] == [1]
+    nested = link.LinkGroup([group, Member(3)]).info()  # type: ignore[list-item]
+    assert isinstance(nested[0], GroupInfo) and nested.type == 7 and nested.program_id == 9

@@ -156,7 +156,7 @@ class StandIn:
 
 def start_command() -> None:
     """What the bpfkit command's process does first (the console script's main(), called without
-    arguments; python -m bpfkit and python -m bpfkit.cli): quiet signals, bpfkit._process.COMMAND, argparse without gettext, and a
+    arguments; python -m bpfkit and python -m bpfkit.cli): quiet signals, bpfkit._lazy.IN_COMMAND, argparse without gettext, and a
     collector that runs its young generation every 20,000 allocations instead of 700. Start-up
     makes ~100k objects that all live to the end (modules, functions, classes): collecting them
     every 700 found nothing and cost ~1.2 ms of `bpfkit load`, measured. Cyclic garbage still
@@ -164,10 +164,10 @@ def start_command() -> None:
     by reference count, as ever)."""
     import gc  # built in: no import cost
 
-    from .. import _process
+    from .. import _lazy
 
     quiet_signals()
-    _process.COMMAND = True
+    _lazy.IN_COMMAND = True
     argparse_without_gettext()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(20_000, older, oldest)

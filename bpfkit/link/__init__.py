@@ -40,7 +40,7 @@ from __future__ import annotations
 import sys
 import types
 
-from .. import _process
+from .. import _lazy as _lazy_imports
 from .._lazy import lazy_getattr
 
 # typing costs start-up time; mypy treats TYPE_CHECKING as true.
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .anchor import Anchor
     from .base import (
         EventInfo,
+        GroupInfo,
         KprobeInfo,
         Link,
         LinkInfo,
@@ -160,6 +161,7 @@ _LAZY = {
     "have_tcx": "bpfkit.link._net",
     "have_xdp_link": "bpfkit.link._net",
     "EventInfo": "bpfkit.link.base",
+    "GroupInfo": "bpfkit.link.base",
     "KprobeInfo": "bpfkit.link.base",
     "Link": "bpfkit.link.base",
     "LinkInfo": "bpfkit.link.base",
@@ -318,11 +320,11 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 _lazy = lazy_getattr(__name__, _LAZY, globals(), _SUBMODULES)
 
-# Only the `bpfkit` command (bpfkit._process.COMMAND, which it sets first thing) imports link
+# Only the `bpfkit` command (bpfkit._lazy.IN_COMMAND, which it sets first thing) imports link
 # kinds on first use, to start fast. A program importing the library gets every kind now, as
 # this package always gave them: it may drop privileges later and then be unable to read a
 # module it had not imported yet (a lazy import would then fail where an attach used to).
-if not _process.COMMAND:
+if not _lazy_imports.IN_COMMAND:
     from . import (  # type: ignore[assignment]  # noqa: F401  # the modules; their functions win (_Package)
         _binary,
         _net,
@@ -475,6 +477,7 @@ __all__ = [
     "iter_links",
     # what info() and the queries report
     "LinkInfo",
+    "GroupInfo",
     "KprobeInfo",
     "UprobeInfo",
     "TracepointInfo",

@@ -16,7 +16,7 @@ import enum
 import errno
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 from .._closing import ClosesOnExit
 from .._kernel import bpf as _bpf
@@ -31,6 +31,7 @@ __all__ = [
     "Link",
     "RawLink",
     "LinkInfo",
+    "GroupInfo",
     "PerfEventInfo",
     "KprobeInfo",
     "UprobeInfo",
@@ -63,37 +64,51 @@ def choice_of(cls: type[E], value: E | str, what: str, aliases: Mapping[str, str
         raise UsageError(f"unknown {what} {value!r}: expected {expected}") from None
 
 
-@runtime_checkable
-class Link(Protocol):
-    """What every attach function returns.
+class Link(ClosesOnExit):
+    """What every attach function returns: the base of every link class bpfkit has.
 
     ``close()`` detaches (unless pinned) and frees what the attachment made (perf events,
     tracefs probes); it is idempotent. ``pin``/``unpin``/``update``/``detach``/``info`` raise
-    NotSupportedError where the link kind or the kernel cannot.
+    NotSupportedError where the link kind or the kernel cannot. ``info()`` is a
+    :class:`LinkInfo` for every link, a group's (:class:`GroupInfo`) included.
+
+    Sealed, as cilium/ebpf's Link interface is (an unexported method): only bpfkit's modules
+    subclass it, so code that holds a Link can rely on these methods and on ``info()``'s one
+    type. A :class:`~bpfkit.link.LinkGroup` holds any object with ``close()``.
     """
 
-    @property
-    def closed(self) -> bool: ...
+    __slots__ = ()
 
-    @property
-    def pinned_path(self) -> str | None: ...
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__module__.startswith("bpfkit."):
+            raise TypeError(f"class {cls.__qualname__}: bpfkit.link.Link is sealed (the link classes of bpfkit's link "
+                            "kinds subclass it); a LinkGroup holds any object with close()")
 
-    def close(self) -> None: ...
+    if TYPE_CHECKING:  # properties or attributes of each subclass (a property here would forbid the latter)
+        @property
+        def closed(self) -> bool: ...
 
-    def pin(self, path: str) -> None: ...
+        @property
+        def pinned_path(self) -> str | None: ...
 
-    def unpin(self) -> None: ...
+    def close(self) -> None:
+        raise NotImplementedError
 
-    def update(self, prog: ProgramArg) -> None: ...
+    def pin(self, path: str) -> None:
+        raise NotImplementedError
 
-    def detach(self) -> None: ...
+    def unpin(self) -> None:
+        raise NotImplementedError
 
-    # A LinkGroup (perf_event_sample on every CPU, attach_many) answers with its members' list.
-    def info(self) -> LinkInfos: ...
+    def update(self, prog: ProgramArg) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> Any: ...
+    def detach(self) -> None:
+        raise NotImplementedError
 
-    def __exit__(self, *exc: object) -> None: ...
+    def info(self) -> LinkInfo:
+        raise NotImplementedError
 
 
 # ------------------------------------------------------------------------------- info
@@ -160,8 +175,39 @@ class LinkInfo:
         return self.type.kernel_name if isinstance(self.type, LinkType) else f"type {self.type}"
 
 
-# What Link.info() gives: one link's LinkInfo, or a group's list of its members' (which may be groups).
-LinkInfos: TypeAlias = LinkInfo | list["LinkInfos"]
+@dataclasses.dataclass(frozen=True)
+class GroupInfo(LinkInfo):
+    """A LinkGroup's info: a LinkInfo (``type`` and ``program_id`` its members' when they all
+    share one, else 0; ``id`` 0: a group is no kernel object) that is also the sequence of its
+    members' LinkInfo, in member order (a member that is a group gives its GroupInfo)."""
+
+    members: tuple[LinkInfo, ...] = ()
+
+    @classmethod
+    def of(cls, members: list[LinkInfo]) -> GroupInfo:
+        types = {info.type for info in members}
+        programs = {info.program_id for info in members}
+        return cls(types.pop() if len(types) == 1 else 0, 0, programs.pop() if len(programs) == 1 else 0, None,
+                   tuple(members))
+
+    def __iter__(self) -> Iterator[LinkInfo]:
+        return iter(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @overload
+    def __getitem__(self, index: int) -> LinkInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[LinkInfo, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> LinkInfo | tuple[LinkInfo, ...]:
+        return self.members[index]
+
+
+# What Link.info() gave before GroupInfo: one type now (the name stays for annotations).
+LinkInfos: TypeAlias = LinkInfo
 
 
 def _enum(cls: Any, value: int) -> Any:
@@ -245,7 +291,7 @@ def _prog_fd(prog: ProgramArg) -> int:
 
 
 # ----------------------------------------------------------------------------- RawLink
-class RawLink(ClosesOnExit):
+class RawLink(Link):
     """Any bpf_link fd: pin, unpin, update, detach, info, close.
 
     Classes for specific link kinds subclass it; :func:`link_from_fd` picks the right class
@@ -354,13 +400,16 @@ class RawLink(ClosesOnExit):
         return f"{type(self).__name__}({self._where()}fd={self.fd!r}{pinned})"
 
 
-class FdOnlyLink(ClosesOnExit):
+class FdOnlyLink(Link):
     """An attachment that is a plain fd, not a bpf_link (PERF_EVENT_IOC_SET_BPF, a pre-5.7
     raw tracepoint): the program runs until the fd closes, and pin, unpin, update, detach and
     info raise the NotSupportedError that :meth:`_unsupported` describes."""
 
-    pinned_path = None
     description = ""
+
+    @property
+    def pinned_path(self) -> str | None:
+        return None
 
     def _unsupported(self, what: str) -> NotSupportedError:
         raise NotImplementedError

@@ -27,10 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
-from .._closing import ClosesOnExit
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotFoundError, UsageError
-from .base import Link, LinkInfos, load_pinned_link
+from .base import GroupInfo, Link, LinkInfo, load_pinned_link
 from .perf_event import PerfEventIoctlLink, PerfEventLink
 
 __all__ = ["LinkGroup", "attach_many", "close_links", "DEFAULT_CLOSE_WORKERS"]
@@ -133,7 +132,7 @@ def close_links(links: Iterable[_Closable], workers: int | None = None) -> list[
     return errors
 
 
-class LinkGroup(ClosesOnExit):
+class LinkGroup(Link):
     """An ordered set of links that is itself a Link.
 
     ``close()`` closes every member concurrently; ``pin(dir)`` pins member *i* at ``dir/i``;
@@ -249,11 +248,12 @@ class LinkGroup(ClosesOnExit):
         for lk in self._links:
             lk.detach()
 
-    def info(self, index: int | None = None) -> LinkInfos:
-        """The members' LinkInfo in order, or member ``index``'s alone."""
+    def info(self, index: int | None = None) -> LinkInfo:
+        """The members' LinkInfo as one :class:`~bpfkit.link.base.GroupInfo` (a sequence of
+        them, in order), or member ``index``'s alone."""
         if index is not None:
             return self._links[index].info()
-        return [lk.info() for lk in self._links]
+        return GroupInfo.of([lk.info() for lk in self._links])
 
     @classmethod
     def load_pinned(cls, path: str) -> LinkGroup:

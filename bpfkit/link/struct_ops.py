@@ -23,13 +23,12 @@ import dataclasses
 import errno
 from typing import Any, NoReturn, TypeGuard, overload
 
-from .._closing import ClosesOnExit
 from .._kernel import bpf as _bpf
 from .._kernel.abi import ffi
 from .._kernel.consts import AttachType, LinkType, MapFlag, MapType
 from .._protocols import MapLike, ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from .base import RawLink
+from .base import Link, LinkInfo, RawLink
 from .kind import LinkKind
 
 __all__ = ["StructOpsLink", "StructOpsMapLink", "StructOpsInfo", "struct_ops"]
@@ -131,7 +130,7 @@ def _struct_ops_map(m: MapLike | ProgramArg) -> MapLike:
 
 
 
-class StructOpsMapLink(ClosesOnExit):
+class StructOpsMapLink(Link):
     """A struct_ops map registered without a bpf_link (a ``.struct_ops`` map, or any before
     6.4): it stays registered until :meth:`close` deletes the map's element (the map itself
     belongs to its Collection), even past the process: the kernel holds a registered map.
@@ -189,7 +188,7 @@ class StructOpsMapLink(ClosesOnExit):
     def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         raise self._unsupported("update")
 
-    def info(self) -> Any:
+    def info(self) -> LinkInfo:
         raise self._unsupported("info")
 
     def detach(self) -> None:
