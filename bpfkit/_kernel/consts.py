@@ -159,15 +159,6 @@ PERF_RECORD_MISC_MMAP_BUILD_ID = 1 << 14
 PERF_EVENT_IOC_FLAG_GROUP = 1
 
 
-# ------------------------------------------------------------------------------- ioctls
-def _ioc(direction: int, type_char: str, nr: int, size: int) -> int:
-    """The _IOC() macro of asm-generic/ioctl.h (x86, arm64, riscv share it)."""
-    return (direction << 30) | (size << 16) | (ord(type_char) << 8) | nr
-
-
-_IOC_NONE, _IOC_WRITE, _IOC_READ = 0, 1, 2
-
-
 # ------------------------------------------------------------------------------ syscalls
 _SYSCALLS = {
     "x86_64": {"bpf": 321, "perf_event_open": 298},

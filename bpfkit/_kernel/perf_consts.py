@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 
 from ..spec.consts import _CEnum
-from .consts import _IOC_NONE, _IOC_READ, _IOC_WRITE, _ioc
+from .ioctl import IOC_NONE, IOC_READ, IOC_WRITE, ioc
 
 
 # ----------------------------------------------------------------------------- perf_event
@@ -191,18 +191,18 @@ class PerfAttrFlag(enum.IntFlag):
 class PerfIoctl(_CEnum):
     """PERF_EVENT_IOC_* request numbers, derived exactly as linux/perf_event.h does."""
 
-    ENABLE = _ioc(_IOC_NONE, "$", 0, 0)
-    DISABLE = _ioc(_IOC_NONE, "$", 1, 0)
-    REFRESH = _ioc(_IOC_NONE, "$", 2, 0)
-    RESET = _ioc(_IOC_NONE, "$", 3, 0)
-    PERIOD = _ioc(_IOC_WRITE, "$", 4, 8)  # _IOW('$', 4, __u64)
-    SET_OUTPUT = _ioc(_IOC_NONE, "$", 5, 0)
-    SET_FILTER = _ioc(_IOC_WRITE, "$", 6, 8)  # _IOW('$', 6, char *)
-    ID = _ioc(_IOC_READ, "$", 7, 8)  # _IOR('$', 7, __u64 *)
-    SET_BPF = _ioc(_IOC_WRITE, "$", 8, 4)  # _IOW('$', 8, __u32)
-    PAUSE_OUTPUT = _ioc(_IOC_WRITE, "$", 9, 4)  # _IOW('$', 9, __u32)
-    QUERY_BPF = _ioc(_IOC_READ | _IOC_WRITE, "$", 10, 8)  # _IOWR('$', 10, struct ... *)
-    MODIFY_ATTRIBUTES = _ioc(_IOC_WRITE, "$", 11, 8)  # _IOW('$', 11, struct perf_event_attr *)
+    ENABLE = ioc(IOC_NONE, "$", 0, 0)
+    DISABLE = ioc(IOC_NONE, "$", 1, 0)
+    REFRESH = ioc(IOC_NONE, "$", 2, 0)
+    RESET = ioc(IOC_NONE, "$", 3, 0)
+    PERIOD = ioc(IOC_WRITE, "$", 4, 8)  # _IOW('$', 4, __u64)
+    SET_OUTPUT = ioc(IOC_NONE, "$", 5, 0)
+    SET_FILTER = ioc(IOC_WRITE, "$", 6, 8)  # _IOW('$', 6, char *)
+    ID = ioc(IOC_READ, "$", 7, 8)  # _IOR('$', 7, __u64 *)
+    SET_BPF = ioc(IOC_WRITE, "$", 8, 4)  # _IOW('$', 8, __u32)
+    PAUSE_OUTPUT = ioc(IOC_WRITE, "$", 9, 4)  # _IOW('$', 9, __u32)
+    QUERY_BPF = ioc(IOC_READ | IOC_WRITE, "$", 10, 8)  # _IOWR('$', 10, struct ... *)
+    MODIFY_ATTRIBUTES = ioc(IOC_WRITE, "$", 11, 8)  # _IOW('$', 11, struct perf_event_attr *)
 
 
 type.__setattr__(PerfIoctl, "C_PREFIX", "PERF_EVENT_IOC_")

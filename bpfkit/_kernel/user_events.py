@@ -40,8 +40,8 @@ from ..errors import (
     kernel_error,
 )
 from . import tracefs
-from .consts import _IOC_READ, _IOC_WRITE, _ioc
 from .fd import FD
+from .ioctl import IOC_READ, IOC_WRITE, ioc
 
 USER_EVENTS_SYSTEM = "user_events"
 USER_EVENTS_MULTI_SYSTEM = "user_events_multi"  # USER_EVENT_REG_MULTI_FORMAT events (6.10)
@@ -102,9 +102,9 @@ class Ioctl(enum.IntEnum):
     """DIAG_IOC* requests. The header encodes a pointer's size (``struct user_reg *``), not the
     struct's, in each number."""
 
-    REG = _ioc(_IOC_READ | _IOC_WRITE, "*", 0, 8)  # _IOWR('*', 0, struct user_reg *)
-    DEL = _ioc(_IOC_WRITE, "*", 1, 8)  # _IOW('*', 1, char *)
-    UNREG = _ioc(_IOC_WRITE, "*", 2, 8)  # _IOW('*', 2, struct user_unreg *)
+    REG = ioc(IOC_READ | IOC_WRITE, "*", 0, 8)  # _IOWR('*', 0, struct user_reg *)
+    DEL = ioc(IOC_WRITE, "*", 1, 8)  # _IOW('*', 1, char *)
+    UNREG = ioc(IOC_WRITE, "*", 2, 8)  # _IOW('*', 2, struct user_unreg *)
 
     @property
     def c_name(self) -> str:
