@@ -76,19 +76,19 @@ def main() -> int:
     import mmap
 
     import bpfkit
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel import sysfs_btf as _sysfs_btf
     from bpfkit.btf.core import CORERelocator
 
     spec = bpfkit.load_spec(args.object)
     relos = [(p.name, i, r) for p in spec.programs.values() for i, r in p.core_relos]
 
     def read() -> bytes | mmap.mmap:
-        """The blob as bpfkit gets it (bpfkit._kernel.bpf.vmlinux_btf, without its per-process
+        """The blob as bpfkit gets it (bpfkit._kernel.sysfs_btf.vmlinux_btf, without its per-process
         cache): a read-only mapping of the file where the kernel allows one (6.16+), read in
         place; else read(2). libbpf's btf__parse read(2)s it (into fresh memory: its page
         faults are part of its time, as they would be of ours)."""
         with open(args.btf, "rb") as f:
-            return _bpf._mapped(f.fileno()) or f.read()
+            return _sysfs_btf._mapped(f.fileno()) or f.read()
 
     # The kernel's own BTF cannot change: read in place, as bpfkit.btf.kernel reads it (a
     # mapping of another file is copied, since the file could change under it).

@@ -162,9 +162,9 @@ def main() -> int:
         raise SystemExit("needs root (loading BPF programs)")
     bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
     sys.path.insert(0, str(REPO))
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if args.scaling:
         return scaling(args, bpftool, env)

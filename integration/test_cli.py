@@ -275,7 +275,7 @@ def test_bad_spec_points_at_the_bad_part(example: str) -> None:
 
 @pytest.mark.feature("perf_link")  # pinning needs a bpf_link
 def test_pin_then_list_show_and_remove(example: str, tmp_path: Path) -> None:
-    from bpfkit._kernel.bpf import bpffs_mount_of
+    from bpfkit._kernel.bpffs import bpffs_mount_of
 
     pin_dir = f"/sys/fs/bpf/bpfkit_cli_test_{os.getpid()}"
     pinned_ids: set[int] = set()

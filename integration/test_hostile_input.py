@@ -42,9 +42,9 @@ def error_line(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture
 def pin_root():
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs(BPFFS)
+    ensure_bpffs(BPFFS)
     root = f"{BPFFS}/bpfkit-hostile-{uuid.uuid4().hex[:8]}"
     os.mkdir(root)
     yield root

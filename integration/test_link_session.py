@@ -131,7 +131,7 @@ def test_uprobe_session_refuses_perf_mode_and_needs_the_session_program(bpf_obj:
 
 def test_uprobe_session_cli_spec(bpf_obj: Any, target: Target) -> None:
     need("uprobe_session", "uprobe sessions")
-    from bpfkit._kernel.bpf import bpffs_mount_of
+    from bpfkit._kernel.bpffs import bpffs_mount_of
     from bpfkit.maps import Map
 
     try:

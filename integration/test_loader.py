@@ -38,9 +38,9 @@ def u64(raw: bytes | int) -> int:
 def pin_dir():
     """A fresh directory under /sys/fs/bpf (mounting bpffs if needed), removed afterwards;
     the test fails if it leaves pins behind that it did not expect."""
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit-loader-{uuid.uuid4().hex[:8]}"
     yield path
     if os.path.exists(path):

@@ -36,9 +36,9 @@ def bpfkit_cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def pin_root():
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     root = f"/sys/fs/bpf/bpfkit-cli-{uuid.uuid4().hex[:8]}"
     yield root
     if os.path.exists(root):

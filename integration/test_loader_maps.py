@@ -82,9 +82,9 @@ def test_queue_pop_and_freeze():
 
 
 def test_pin_and_load_pinned():
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit-map-{uuid.uuid4().hex[:8]}"
     try:
         with Map(MapSpec("t_pin", MapType.ARRAY, 4, 8, 2)) as m:

@@ -44,9 +44,9 @@ def bpfkit_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def pin_root() -> Iterator[str]:
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     root = f"/sys/fs/bpf/bpfkit-dump-{uuid.uuid4().hex[:8]}"
     yield root
     if os.path.exists(root):

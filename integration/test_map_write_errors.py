@@ -134,9 +134,9 @@ def test_a_loaded_skeleton_keeps_its_variables_on_a_bad_write() -> None:
 
 @pytest.fixture
 def pin_dir() -> Iterator[str]:
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit-values-{uuid.uuid4().hex[:8]}"
     yield path
     shutil.rmtree(path, ignore_errors=True)

@@ -138,7 +138,7 @@ def test_queues_and_stacks(coll: Collection) -> None:
 
 
 def test_maps_opened_by_id_and_pin_are_typed_through_kernel_btf(coll: Collection) -> None:
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
     trigger(coll)
     h = coll.maps["typed_hash"]
@@ -150,7 +150,7 @@ def test_maps_opened_by_id_and_pin_are_typed_through_kernel_btf(coll: Collection
         assert [(k, {f: x for f, x in v.to_dict().items() if f != "sign"}) for k, v in again.items()] == strip
         (k, v), = again.items()
         assert v.comm == "tag" and v.color.name == "MT_GREEN"
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit-typed-{uuid.uuid4().hex[:8]}"
     try:
         coll.maps["typed_lru"].pin(path)
@@ -228,9 +228,9 @@ def _pinned_attach(pin_dir: str, *sets: str) -> None:
 
 @pytest.fixture
 def pin_dir() -> Iterator[str]:
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit-typed-{uuid.uuid4().hex[:8]}"
     yield path
     shutil.rmtree(path, ignore_errors=True)  # the link pins go too: the program detaches

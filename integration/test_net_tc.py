@@ -19,7 +19,7 @@ import pytest
 
 import bpfkit
 from bpfkit import link
-from bpfkit._kernel import bpf as kbpf
+from bpfkit._kernel.bpffs import ensure_bpffs
 from bpfkit._kernel import netlink as nl
 from bpfkit.errors import BusyError, KernelError, NotFoundError, NotSupportedError, UsageError
 
@@ -161,7 +161,7 @@ def test_tcx_and_cls_bpf_share_a_hook(pair: NetPair, coll) -> None:
 def test_tcx_link_update_detach_pin(pair: NetPair, coll) -> None:
     require_tcx()
     a, b = coll.programs["tc_order_a"], coll.programs["tc_order_b"]
-    kbpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit_test_net_tcx_{os.getpid()}"
     lk = link.tcx("va", a, "egress", netns=pair.a)
     try:

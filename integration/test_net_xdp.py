@@ -19,7 +19,7 @@ import pytest
 
 import bpfkit
 from bpfkit import link
-from bpfkit._kernel import bpf as kbpf
+from bpfkit._kernel.bpffs import ensure_bpffs
 from bpfkit.errors import BusyError, KernelError, NotFoundError, NotSupportedError, UsageError
 
 from .test_net_support import BPF_OUT, NetPair, counter, drain, interface_state, wait_for
@@ -117,7 +117,7 @@ def test_attach_from_a_thread_inside_the_namespace(pair: NetPair, coll) -> None:
 
 def test_link_update_detach_and_pin(pair: NetPair, coll) -> None:
     drop, count = coll.programs["xdp_drop_udp"], coll.programs["xdp_count_udp"]
-    kbpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     path = f"/sys/fs/bpf/bpfkit_test_net_xdp_{os.getpid()}"
     lk = link.xdp("vb", drop, mode="link", netns=pair.b)
     try:

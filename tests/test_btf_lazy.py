@@ -273,13 +273,13 @@ def test_vmlinux_blob_is_a_read_only_mapping_where_the_kernel_allows_it():
     it read-only instead of copying its megabytes; before, it reads the file."""
     import mmap
 
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel import sysfs_btf as _sysfs_btf
 
-    blob = _bpf.vmlinux_btf()
+    blob = _sysfs_btf.vmlinux_btf()
     with open(VMLINUX, "rb") as f:
         assert blob[:4096] == f.read(4096)
     with open(VMLINUX, "rb") as f:
-        mapping = _bpf._mapped(f.fileno())
+        mapping = _sysfs_btf._mapped(f.fileno())
     if mapping is None:
         assert isinstance(blob, bytes)  # an older kernel refuses the mapping
     else:

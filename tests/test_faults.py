@@ -26,6 +26,7 @@ import pytest
 import bpfkit
 from bpfkit import link
 from bpfkit._kernel import bpf as _bpf
+from bpfkit._kernel.bpffs import ensure_bpffs
 from bpfkit._kernel import perf as _perf
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.errors import BPFKitError, kernel_error
@@ -133,7 +134,7 @@ def _link_ids_of(prog_ids: set[int]) -> set[int]:
 
 @pytest.fixture
 def bpffs_dir() -> Iterator[Path]:
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     d = Path("/sys/fs/bpf") / f"bpfkit-faults-{uuid.uuid4().hex[:8]}"
     yield d
     shutil.rmtree(d, ignore_errors=True)

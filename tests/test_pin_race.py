@@ -28,9 +28,9 @@ MAP = "loader_pinned_counter"
 
 @pytest.fixture
 def pin_dir() -> Iterator[Path]:
-    from bpfkit._kernel import bpf as _bpf
+    from bpfkit._kernel.bpffs import ensure_bpffs
 
-    _bpf.ensure_bpffs("/sys/fs/bpf")
+    ensure_bpffs("/sys/fs/bpf")
     d = Path("/sys/fs/bpf") / f"bpfkit-test-{uuid.uuid4().hex[:8]}"
     yield d
     shutil.rmtree(d, ignore_errors=True)

@@ -19,8 +19,13 @@ from .fd import FD
 
 TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
 if TYPE_CHECKING:
-    import mmap
     from typing import Any
+
+    # The kernel's BTF files, bpfkit._kernel.sysfs_btf's: their callers in btf/kernel.py,
+    # features/probes.py, collection.py and struct_ops.py still name them here (__getattr__).
+    from .sysfs_btf import module_btf as module_btf
+    from .sysfs_btf import module_btf_names as module_btf_names
+    from .sysfs_btf import vmlinux_btf as vmlinux_btf
 
 _NR_BPF = syscall_number("bpf")
 ATTR_SIZE = ffi.sizeof("union bpf_attr")
@@ -851,102 +856,6 @@ def iter_create(link_fd: FD | int) -> FD:
     return bpf_fd(Cmd.ITER_CREATE, attr)
 
 
-# --------------------------------------------------------------------------------- bpffs
-BPFFS_DEFAULT = "/sys/fs/bpf"
-
-
-def bpffs_mount_of(path: str) -> str:
-    """The mount point of the bpf filesystem holding ``path`` (its nearest existing parent),
-    or '' when ``path`` is not on bpffs (pinning there fails with EPERM)."""
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            mounts = []
-            for line in f:
-                head, _, tail = line.partition(" - ")
-                if tail:
-                    mounts.append((head.split()[4], tail.split()[0]))
-    except OSError:
-        return ""
-    best = ("", "")
-    for point, fstype in mounts:
-        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
-            best = (point, fstype)
-    return best[0] if best[1] == "bpf" else ""
-
-
-def ensure_bpffs(path: str) -> None:
-    """Make sure ``path`` lies on a bpf filesystem: mount one at /sys/fs/bpf when that is
-    where ``path`` is and nothing is mounted there (as systemd does at boot). See
-    bpfkit._kernel.bpffs.check_pin_dir (statfs of the nearest existing ancestor)."""
-    from .bpffs import check_pin_dir
-
-    check_pin_dir(path)
-
-
-# ---------------------------------------------------------------------------- kernel BTF
-VMLINUX_BTF = "/sys/kernel/btf/vmlinux"
-_vmlinux_btf_cache: list[bytes | mmap.mmap] = []
-
-
-def _mapped(fd: int) -> mmap.mmap | None:
-    """The file mapped read-only, or None where it cannot be mapped. sysfs hands out at most a
-    page per read(2) (1,350 calls for a 5.5 MB vmlinux BTF); since 6.16
-    /sys/kernel/btf/vmlinux can be mmapped (btf_sysfs_vmlinux_mmap maps the kernel's own
-    read-only .BTF pages), one call and no copy: BTF.from_bytes reads a read-only mapping in
-    place (copying vmlinux's 6.8 MB into fresh memory cost ~2.5 ms, mostly page faults). Older
-    kernels refuse (ENODEV): the caller reads instead."""
-    import mmap
-
-    try:
-        return mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
-    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
-        return None
-
-
-def vmlinux_btf() -> bytes | mmap.mmap:
-    """The running kernel's BTF blob (CONFIG_DEBUG_INFO_BTF, 5.4+), read once per process: a
-    read-only mapping of it where the kernel allows one (6.16+; it stays mapped for the
-    process's life), else its bytes."""
-    if not _vmlinux_btf_cache:
-        try:
-            with open(VMLINUX_BTF, "rb") as f:
-                _vmlinux_btf_cache.append(_mapped(f.fileno()) or f.read())
-        except FileNotFoundError:
-            from ..errors import NotSupportedError
-
-            raise NotSupportedError("kernel BTF", f"{VMLINUX_BTF} is missing (CONFIG_DEBUG_INFO_BTF)", "5.4") from None
-        except OSError as exc:
-            raise kernel_error(f"read {VMLINUX_BTF}", exc.errno or 0) from None
-    return _vmlinux_btf_cache[0]
-
-
-KERNEL_BTF_DIR = "/sys/kernel/btf"
-
-
-def module_btf_names() -> list[str]:
-    """Kernel modules that expose BTF (/sys/kernel/btf/<module>, CONFIG_DEBUG_INFO_BTF_MODULES,
-    5.11+), sorted; empty when there are none or no kernel BTF at all."""
-    try:
-        return sorted(name for name in os.listdir(KERNEL_BTF_DIR) if name != "vmlinux")
-    except OSError:
-        return []
-
-
-def module_btf(name: str) -> bytes:
-    """The split BTF blob of kernel module ``name`` (its ids continue vmlinux's)."""
-    path = os.path.join(KERNEL_BTF_DIR, name)
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        from ..errors import NotFoundError
-
-        raise NotFoundError(f"kernel module {name!r} has no BTF ({path} is missing: not loaded?)") from None
-    except OSError as exc:
-        raise kernel_error(f"read {path}", exc.errno or 0) from None
-
-
 def btf_info(fd: FD | int) -> tuple[int, str, bool]:
     """(id, name, is kernel BTF) of a BTF object: ``vmlinux``, a module's name, or '' for a
     program's BTF. The name fields came in 5.11; older kernels give ('', False)."""
@@ -1000,3 +909,14 @@ def kernel_btf_fd(module: str) -> FD:
     from ..errors import NotFoundError
 
     raise NotFoundError(f"no kernel BTF object named {module!r} (BPF_BTF_GET_NEXT_ID found none)")
+
+
+def __getattr__(name: str) -> object:
+    """vmlinux_btf, module_btf and module_btf_names: reads of /sys/kernel/btf, not bpf(2)
+    (bpfkit._kernel.sysfs_btf), found here by the callers not yet moved to that module."""
+    if name in ("vmlinux_btf", "module_btf", "module_btf_names"):
+        from . import sysfs_btf
+
+        value = globals()[name] = getattr(sysfs_btf, name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

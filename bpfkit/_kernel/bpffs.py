@@ -17,9 +17,10 @@ import errno
 import os
 
 from ..errors import UsageError, kernel_error
+from .mountinfo import mountinfo
 
 __all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pin_dir", "check_pin_name",
-           "pin_path", "make_dirs", "remove_dirs", "pin_object"]
+           "pin_path", "make_dirs", "remove_dirs", "pin_object", "ensure_bpffs", "bpffs_mount_of"]
 
 BPF_FS_MAGIC = 0xCAFE4A11  # include/uapi/linux/magic.h
 BPFFS_DEFAULT = "/sys/fs/bpf"
@@ -78,6 +79,23 @@ def check_pin_dir(path: str | os.PathLike[str], what: str = "pin directory") -> 
             return real
     raise UsageError(f"{what} {shown} is not on a bpf filesystem ({nearest_existing(real)} is not bpffs); "
                      "pins live in bpffs (mount -t bpf bpf DIR); nothing was created")
+
+
+def ensure_bpffs(path: str) -> None:
+    """Make sure ``path`` lies on a bpf filesystem: mount one at /sys/fs/bpf when that is
+    where ``path`` is and nothing is mounted there (as systemd does at boot); see check_pin_dir."""
+    check_pin_dir(path)
+
+
+def bpffs_mount_of(path: str) -> str:
+    """The mount point of the bpf filesystem holding ``path`` (its nearest existing parent),
+    or '' when ``path`` is not on bpffs (pinning there fails with EPERM)."""
+    real = os.path.realpath(path)
+    best = ("", "")
+    for point, fstype in mountinfo():
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, fstype)
+    return best[0] if best[1] == "bpf" else ""
 
 
 def check_pin_name(name: str, what: str) -> None:

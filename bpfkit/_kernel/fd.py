@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""File-descriptor ownership: every kernel object bpfkit makes is held by exactly one FD."""
+"""File-descriptor ownership: every kernel object bpfkit makes is held by exactly one FD (pinning
+it in bpffs: bpfkit._kernel.pinnable)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,9 @@ import warnings
 import weakref
 
 from .._closing import ClosesOnExit
-from ..errors import KernelError, NotFoundError, UsageError
-from .bpffs import pin_object
+from ..errors import KernelError, UsageError
 
-__all__ = ["FD", "PinnableObject"]
-
-TYPE_CHECKING = False  # typing's TypeVar with a bound compiles the bound's text: start-up time
-if TYPE_CHECKING:
-    from typing import ClassVar, TypeVar
-
-    _P = TypeVar("_P", bound="PinnableObject")
+__all__ = ["FD"]
 
 
 def _close_leaked(raw: int) -> None:
@@ -98,52 +92,3 @@ class FD(ClosesOnExit):
 
     def __repr__(self) -> str:
         return f"FD({self._raw})" if self._raw >= 0 else "FD(closed)"
-
-
-class PinnableObject(ClosesOnExit):
-    """Pin, unpin and close for a kernel object held through ``self.fd`` and named ``self.name``
-    (Map, Program): a pin in bpffs keeps the object alive after this process closes its fd."""
-
-    KIND: ClassVar[str] = "object"  # what errors call it: "map", "program"
-    fd: FD
-    name: str
-    pinned_path: str | None
-
-    @classmethod
-    def _open_pinned(cls, path: str, flags: int = 0) -> FD:
-        """A new fd for the object pinned at ``path`` (BPF_OBJ_GET); NotFoundError if none."""
-        import errno
-
-        from .bpf import obj_get  # bpf imports this module
-
-        try:
-            return obj_get(path, flags)
-        except KernelError as exc:
-            if exc.errno == errno.ENOENT:
-                raise NotFoundError(f"no pinned object at {path}") from None
-            raise exc.wrap(f"open pinned {cls.KIND} {path}")
-
-    def pin(self, path: str) -> None:
-        """Pin in bpffs at ``path`` so the object outlives this process (missing directories
-        under bpffs are made, as libbpf does)."""
-        pin_object(self.fd, path, f"{self.KIND} {self.name!r}")
-        self.pinned_path = path
-
-    def unpin(self) -> None:
-        """Remove the pin made by :meth:`pin` or found by ``load_pinned`` (gone already: fine)."""
-        if self.pinned_path is None:
-            return
-        try:
-            os.unlink(self.pinned_path)
-        except FileNotFoundError:
-            pass
-        self.pinned_path = None
-
-    def close(self) -> None:
-        """Release this process's reference (a pinned object stays in the kernel)."""
-        self.fd.close()
-
-    @property
-    def closed(self) -> bool:
-        return self.fd.closed
-
