@@ -49,13 +49,19 @@ NT_GNU_BUILD_ID = 3
 VERSYM_HIDDEN, VERSYM_VERSION = 0x8000, 0x7FFF
 
 ELF_MAGIC = b"\x7fELF"
-# Elf64_Ehdr/Elf32_Ehdr, _Shdr, _Phdr and _Sym, by (64-bit, little-endian).
-_LAYOUTS = {
-    (is64, little): tuple(struct.Struct(("<" if little else ">") + f) for f in (
-        ("16sHHIQQQIHHHHHH", "IIQQQQIIQQ", "IIQQQQQQ", "IBBHQQ") if is64
-        else ("16sHHIIIIIHHHHHH", "IIIIIIIIII", "IIIIIIII", "IIIBBH")))
-    for is64 in (True, False) for little in (True, False)
-}
+# Elf64_Ehdr/Elf32_Ehdr, _Shdr, _Phdr and _Sym (without a byte order), by 64-bit; compiled
+# per (64-bit, little-endian) when a file of that kind is first read.
+_FORMATS = {True: ("16sHHIQQQIHHHHHH", "IIQQQQIIQQ", "IIQQQQQQ", "IBBHQQ"),
+            False: ("16sHHIIIIIHHHHHH", "IIIIIIIIII", "IIIIIIII", "IIIBBH")}
+_LAYOUTS: dict[tuple[bool, bool], tuple[struct.Struct, ...]] = {}
+
+
+def _layouts(is64: bool, little: bool) -> tuple[struct.Struct, ...]:
+    got = _LAYOUTS.get((is64, little))
+    if got is None:
+        got = _LAYOUTS[is64, little] = tuple(struct.Struct(("<" if little else ">") + f) for f in _FORMATS[is64])
+    return got
+
 
 MiB = 1 << 20
 # Section headers of one file: linked binaries have 30-40, debug files about as many; only
@@ -205,7 +211,7 @@ class ElfHeaders:
         self._check_ident(cls, enc)
         self.is64, self.little = cls == 2, enc == 1
         self._e = "<" if self.little else ">"
-        ehdr, shdr, self._phdr, self._sym = _LAYOUTS[self.is64, self.little]
+        ehdr, shdr, self._phdr, self._sym = _layouts(self.is64, self.little)
         if size < ehdr.size:
             raise self._not_elf(f"truncated ELF header ({size} bytes, need {ehdr.size})")
         (_, self.type, self.machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
