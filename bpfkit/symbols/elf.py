@@ -23,11 +23,12 @@ table at lookup.
 
 Limits (docs/security.md): these files belong to whoever runs the profiled processes, so every
 size a header states is checked against the file's size and against a limit before anything is
-allocated, and what one binary may cost is bounded (bpfkit.elf.headers' limits and
-:class:`Limits`, counted over the binary and its debug file or MiniDebugInfo together). A file over a limit, malformed, or that runs
-out of memory gets no symbols (its frames show as ``[file]``) and one warning; the rest of the
-profile is symbolized. String tables are read once per section and shared by the symbol
-tables that link to them; symbol tables are read in chunks.
+allocated, and what one binary may cost is bounded (bpfkit.elf.headers' limits and its
+:class:`Limits`, counted over the binary and its debug file or MiniDebugInfo together; the
+MiniDebugInfo limits are here). A file over a limit, malformed, or that runs out of memory gets
+no symbols (its frames show as ``[file]``) and one warning; the rest of the profile is
+symbolized. String tables are read once per section and shared by the symbol tables that link
+to them; symbol tables are read in chunks.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ class FileSymbols:
     ".gnu_debugdata"): the last two are read when a lookup first misses."""
 
     def __init__(self, path: str, tables: list[FunctionTable], loads: list[tuple[int, int, int, bool]],
-                 build_id: str | None, sources: list[str], extra: Callable[[], tuple[list[FunctionTable], str] | None] | None
-                 ) -> None:
+                 build_id: str | None, sources: list[str],
+                 extra: Callable[[], tuple[list[FunctionTable], str] | None] | None) -> None:
         self.path = path
         self.build_id = build_id
         self.sources = sources
