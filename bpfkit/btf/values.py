@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Typed values: bytes laid out as a BTF type <-> Python values (issue #21).
+"""Typed values: bytes laid out as a BTF type <-> Python values.
 
     codec = value_codec(btf, type_id)          # compiled once per type
     rec = codec.decode(raw)                    # mt_value(count=3, comm='bash', ...)
@@ -11,18 +11,22 @@ when the bytes up to the first NUL are printable text (else ``bytes``), other ar
 structs and unions -> :class:`StructValue` (anonymous members flattened into their parent, as C
 names them), bitfields extracted, typedefs and qualifiers resolved, pointers -> ``int``.
 
+The struct codes of scalars and a data section's members come from :mod:`bpfkit.btf.layout`,
+which bpftool JSON, event record formats and metrics plans read too.
+
 Speed: a type is compiled once into one :class:`struct.Struct` covering every field that has a
 fixed place (nested structs and arrays included) and a small builder that turns the unpacked
 tuple into Python values; unions, bitfield groups and odd-sized integers take a bytes slot and
 a converter. A plain struct decodes with one ``unpack_from`` and one ``dict(zip(...))``.
 
 Encoding accepts ints, bools, enum members or names, ``str``/``bytes`` for char arrays, lists
-for arrays, Records or dicts for structs (missing fields are zero, as in C initialisers), and
-``bytes`` of exactly the type's size anywhere; a wrong field, type or range raises
-:class:`bpfkit.errors.BTFValueError` naming the field path (``value.comm``), the expected type
-and the range, and nothing else (issue #35: not struct.error, OverflowError, UnicodeEncodeError
-or RecursionError), showing the value cut short (:func:`describe_value`: a huge integer by its
-size, never its digits). Host byte order (maps live in this machine's memory).
+for arrays, StructValues (Records) or dicts for structs (missing fields are zero, as in C
+initialisers), and ``bytes`` of exactly the type's size anywhere; a wrong field, type or range
+raises :class:`bpfkit.errors.BTFValueError` naming the field path (``value.comm``), the expected
+type and the range, and nothing else (issue #35: not struct.error, OverflowError,
+UnicodeEncodeError or RecursionError), showing the value cut short (:func:`describe_value`: a
+huge integer by its size, never its digits). Host byte order (maps live in this machine's
+memory).
 
 Pure data: no kernel access (the spec layer).
 """
