@@ -60,6 +60,18 @@ def bpf_fd(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> FD:
     return FD(bpf(cmd, attr, size, detail))
 
 
+def bpf_found(cmd: Cmd, attr: Any) -> bool:
+    """``bpf(cmd, attr)``, False where the kernel answers ENOENT: no such element, no next key
+    or id, the last (partial) batch."""
+    try:
+        bpf(cmd, attr)
+    except Exception as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return False
+        raise
+    return True
+
+
 def addr(cdata: Any) -> int:
     """The address of a cffi buffer as the u64 bpf_attr expects (0 for None)."""
     if cdata is None:
@@ -130,12 +142,8 @@ def iter_ids(kind: str) -> Iterator[int]:
     while True:
         attr = new_attr()
         attr.start_id = current
-        try:
-            bpf(next_cmd, attr)
-        except Exception as exc:
-            if getattr(exc, "errno", None) == errno.ENOENT:
-                return
-            raise
+        if not bpf_found(next_cmd, attr):
+            return
         current = attr.next_id
         yield current
 
@@ -188,21 +196,10 @@ def map_create(
 
 
 def btf_by_id(btf_id: int) -> bytes:
-    """The raw BTF blob of a loaded BTF object (BPF_BTF_GET_FD_BY_ID, then
-    BPF_OBJ_GET_INFO_BY_FD twice: once for btf_size, once with a buffer that large). Module and
+    """The raw BTF blob of a loaded BTF object (BPF_BTF_GET_FD_BY_ID, then btf_blob). Module and
     vmlinux BTF come back split (types only, ids continuing vmlinux's)."""
-    fd = fd_by_id("btf", btf_id)
-    try:
-        size = int(obj_info(fd, "struct bpf_btf_info").btf_size)
-        buf = ffi.new("char[]", max(size, 1))
-        info = ffi.new("struct bpf_btf_info *")
-        info.btf = addr(buf)
-        info.btf_size = size
-        obj_info_into(fd, info, ffi.sizeof("struct bpf_btf_info"))
-        data: bytes = ffi.buffer(buf, min(size, int(info.btf_size)))[:]
-        return data
-    finally:
-        fd.close()
+    with fd_by_id("btf", btf_id) as fd:
+        return btf_blob(fd)
 
 
 def _elem_attr(map_fd: FD | int, key: Any, value: Any = None, flags: int = 0) -> Any:
@@ -216,13 +213,7 @@ def _elem_attr(map_fd: FD | int, key: Any, value: Any = None, flags: int = 0) ->
 
 def map_lookup(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> bool:
     """Fill ``value`` for ``key``; False if the key is absent."""
-    try:
-        bpf(Cmd.MAP_LOOKUP_ELEM, _elem_attr(map_fd, key, value, flags))
-    except Exception as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return False
-        raise
-    return True
+    return bpf_found(Cmd.MAP_LOOKUP_ELEM, _elem_attr(map_fd, key, value, flags))
 
 
 def map_update(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> None:
@@ -231,24 +222,12 @@ def map_update(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> None:
 
 def map_delete(map_fd: FD | int, key: Any) -> bool:
     """Delete ``key``; False if it was absent."""
-    try:
-        bpf(Cmd.MAP_DELETE_ELEM, _elem_attr(map_fd, key))
-    except Exception as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return False
-        raise
-    return True
+    return bpf_found(Cmd.MAP_DELETE_ELEM, _elem_attr(map_fd, key))
 
 
 def map_lookup_and_delete(map_fd: FD | int, key: Any, value: Any, flags: int = 0) -> bool:
     """Pop ``key`` (or the head of a queue/stack when key is None) into ``value``."""
-    try:
-        bpf(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, _elem_attr(map_fd, key, value, flags))
-    except Exception as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return False
-        raise
-    return True
+    return bpf_found(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, _elem_attr(map_fd, key, value, flags))
 
 
 def map_next_key(map_fd: FD | int, key: Any, next_key: Any) -> bool:
@@ -257,13 +236,7 @@ def map_next_key(map_fd: FD | int, key: Any, next_key: Any) -> bool:
     attr.map_fd = int(map_fd)
     attr.key = addr(key)
     attr.next_key = addr(next_key)
-    try:
-        bpf(Cmd.MAP_GET_NEXT_KEY, attr)
-    except Exception as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return False
-        raise
-    return True
+    return bpf_found(Cmd.MAP_GET_NEXT_KEY, attr)
 
 
 def map_freeze(map_fd: FD | int) -> None:
@@ -291,14 +264,9 @@ def map_batch(
     attr.batch.in_batch = addr(in_batch)
     attr.batch.out_batch = addr(out_batch)
     attr.batch.elem_flags = elem_flags
-    try:
-        bpf(cmd, attr)
-    except Exception as exc:
-        # The lookup batches return ENOENT with the last partial batch in count.
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return int(attr.batch.count), True
-        raise
-    return int(attr.batch.count), False
+    # The lookup batches return ENOENT with the last partial batch in count.
+    at_end = not bpf_found(cmd, attr)
+    return int(attr.batch.count), at_end
 
 
 # ---------------------------------------------------------------------------- programs

@@ -31,6 +31,7 @@ from typing import Any
 import cffi
 
 from ..errors import (
+    BPFKitError,
     BusyError,
     KernelError,
     KernelPermissionError,
@@ -147,6 +148,15 @@ def _ioctl(fd: FD | int, request: Ioctl, arg: Any) -> None:
             raise OSError(err, os.strerror(err))
 
 
+def _failed(op: str, exc: OSError, missing: str) -> BPFKitError:
+    """What a failed DIAG ioctl ``op`` raises: NotFoundError saying ``missing`` for ENOENT,
+    else the kernel's error."""
+    err = exc.errno or errno.EIO
+    if err == errno.ENOENT:
+        return NotFoundError(f"{op}: {missing}")
+    return kernel_error(op, err)
+
+
 @dataclasses.dataclass(frozen=True)
 class Enabler:
     """Where the kernel reflects the enabled state: ``bit`` of the ``size``-byte word at ``addr``."""
@@ -236,10 +246,7 @@ def unregister(fd: FD | int, enabler: Enabler) -> None:
     try:
         _ioctl(fd, Ioctl.UNREG, unreg)
     except OSError as exc:
-        err = exc.errno or errno.EIO
-        if err == errno.ENOENT:
-            raise NotFoundError(f"{Ioctl.UNREG.c_name}: no enabler at {enabler.addr:#x} bit {enabler.bit}") from None
-        raise kernel_error(Ioctl.UNREG.c_name, err) from None
+        raise _failed(Ioctl.UNREG.c_name, exc, f"no enabler at {enabler.addr:#x} bit {enabler.bit}") from None
 
 
 def delete(fd: FD | int, name: str) -> None:
@@ -251,13 +258,11 @@ def delete(fd: FD | int, name: str) -> None:
         _ioctl(fd, Ioctl.DEL, text)
     except OSError as exc:
         err = exc.errno or errno.EIO
-        if err == errno.ENOENT:
-            raise NotFoundError(f"{op}: no user event named {name!r}") from None
         if err in (errno.EPERM, errno.EACCES):
             raise KernelPermissionError(op, err, "CAP_PERFMON", "deleting a persistent event") from None
         if err == errno.EBUSY:
             raise BusyError(op, err, "the event is still registered, enabled or traced") from None
-        raise kernel_error(op, err) from None
+        raise _failed(op, exc, f"no user event named {name!r}") from None
 
 
 def write(fd: FD | int, write_index: bytes, parts: Sequence[bytes | bytearray | memoryview]) -> int:
