@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-from . import argtypes
+from . import argtypes, spec_edits
 from .stop_signals import StopSignals
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~1.5 ms of start-up, for annotations only
@@ -71,10 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct that decodes --events records (default: event; else hex)")
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
-    from .cmd_load import add_map_size_argument, add_set_argument
-
-    add_map_size_argument(parser)
-    add_set_argument(parser)
+    spec_edits.add_arguments(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
     parser.add_argument("--metrics", metavar="ADDR",
                         help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
@@ -513,8 +510,6 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_quietly if signals_are_quiet() else early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
-        from .cmd_load import apply_map_sizes, apply_sets
-
         pin_dir = None
         if args.pin:  # judged (resolved, on bpffs) before anything is loaded or created
             from .._kernel.bpffs import check_pin_dir
@@ -525,8 +520,7 @@ def run(args: argparse.Namespace) -> int:
         _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
         stack_maps = _stack_maps(args, spec) if args.stacks else None
-        apply_sets(spec, args.set)
-        apply_map_sizes(spec, args.map_size)
+        spec_edits.apply(spec, args)
         if pin_dir:
             try:
                 _check_pin_names(pin_dir, spec)

@@ -26,8 +26,7 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("prog_id", "PROG"), ("prog_name", "N
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add_list_show(sub, "link", argtypes.id_or_path("link"))
+    sub = add_list_show(parser, "link")
     pin = sub.add_parser("pin", help="pin a link (by id) in bpffs")
     pin.add_argument("target", metavar="ID", type=argtypes.object_id("link"))
     pin.add_argument("path", metavar="PATH")

@@ -34,8 +34,7 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("key_size", "KEY")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add_list_show(sub, "map", argtypes.id_or_path("map"))
+    sub = add_list_show(parser, "map")
     dump = sub.add_parser("dump", help="the entries of one map")
     dump.add_argument("target", metavar="MAP", type=argtypes.id_or_path("map"),
                       help="a map id, a pinned path (with a '/'), or a map name")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from . import argtypes
 from .output import add_list_show
 
 if TYPE_CHECKING:
@@ -27,8 +26,7 @@ COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("tag", "TAG"), ("m
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add_list_show(sub, "program", argtypes.id_or_path("program"))
+    add_list_show(parser, "program")
 
 
 def describe(prog: Program) -> dict[str, Any]:

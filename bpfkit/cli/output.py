@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
+from . import argtypes
+
 __all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable", "shown"]
 
 
@@ -162,13 +164,16 @@ def rows_of(items: Iterable[Any], fields: Sequence[str], getter: Callable[[Any, 
 
 
 # ----------------------------------------------------- list/show of kernel objects (map, prog, link)
-def add_list_show(sub: Any, what: str, target_type: Callable[[str], Any]) -> None:
-    """The ``list [--json]`` and ``show ID|PATH [--json]`` subcommands of ``bpfkit map|prog|link``."""
+def add_list_show(parser: Any, what: str) -> Any:
+    """The ACTION sub-commands of ``bpfkit map|prog|link`` with their ``list [--json]`` and
+    ``show ID|PATH [--json]``; returns them, for the command's own actions (``map dump``)."""
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     lst = sub.add_parser("list", help=f"every {what}")
     lst.add_argument("--json", action="store_true", help="one JSON object a line")
     show = sub.add_parser("show", help=f"one {what} by id or pinned path")
-    show.add_argument("target", metavar="ID|PATH", type=target_type)
+    show.add_argument("target", metavar="ID|PATH", type=argtypes.id_or_path(what))
     show.add_argument("--json", action="store_true", help="one JSON object")
+    return sub
 
 
 def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], as_json: bool) -> None:
