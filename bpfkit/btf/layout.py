@@ -77,11 +77,7 @@ class Leaf:
     __slots__ = ("path", "offset", "type_id", "type", "bitfield")
 
     def __init__(self, path: tuple[Member, ...], offset: int, type_id: int, type: Type, bitfield: bool = False) -> None:
-        self.path = path
-        self.offset = offset
-        self.type_id = type_id
-        self.type = type
-        self.bitfield = bitfield
+        self.path, self.offset, self.type_id, self.type, self.bitfield = path, offset, type_id, type, bitfield
 
     @property
     def member(self) -> Member | None:
