@@ -393,33 +393,39 @@ def prog_test_run(
 ) -> tuple[int, bytes, bytes, int]:
     """BPF_PROG_TEST_RUN: returns (retval, data_out, ctx_out, duration ns)."""
     attr = new_attr()
-    keep = []
-    attr.test.prog_fd = int(prog_fd)
-    if data_in:
-        cin = ffi.from_buffer(data_in)
-        keep.append(cin)
-        attr.test.data_in = addr(cin)
-        attr.test.data_size_in = len(data_in)
-    out = ffi.new("char[]", data_out_size) if data_out_size else None
-    if out is not None:
-        attr.test.data_out = addr(out)
-        attr.test.data_size_out = data_out_size
-    if ctx_in:
-        cctx = ffi.from_buffer(ctx_in)
-        keep.append(cctx)
-        attr.test.ctx_in = addr(cctx)
-        attr.test.ctx_size_in = len(ctx_in)
-    ctx_out = ffi.new("char[]", ctx_out_size) if ctx_out_size else None
-    if ctx_out is not None:
-        attr.test.ctx_out = addr(ctx_out)
-        attr.test.ctx_size_out = ctx_out_size
-    attr.test.repeat = repeat
-    attr.test.flags = flags
-    attr.test.cpu = cpu
+    test = attr.test
+    test.prog_fd = int(prog_fd)
+    data = _TestBuffers(test, "data", data_in, data_out_size)
+    ctx = _TestBuffers(test, "ctx", ctx_in, ctx_out_size)
+    test.repeat = repeat
+    test.flags = flags
+    test.cpu = cpu
     bpf(Cmd.PROG_TEST_RUN, attr)
-    data = ffi.buffer(out, attr.test.data_size_out)[:] if out is not None else b""
-    ctx = ffi.buffer(ctx_out, attr.test.ctx_size_out)[:] if ctx_out is not None else b""
-    return int(attr.test.retval), data, ctx, int(attr.test.duration)
+    return int(test.retval), data.output(), ctx.output(), int(test.duration)
+
+
+class _TestBuffers:
+    """BPF_PROG_TEST_RUN's ``{what}_in`` pointed at ``given`` and ``{what}_out`` at a new buffer
+    of ``out_size`` bytes (none where empty or 0), both kept alive while the call runs."""
+
+    __slots__ = ("test", "what", "given", "out")
+
+    def __init__(self, test: Any, what: str, given: bytes, out_size: int) -> None:
+        self.test, self.what, self.given, self.out = test, what, None, None
+        if given:
+            self.given = ffi.from_buffer(given)
+            setattr(test, f"{what}_in", addr(self.given))
+            setattr(test, f"{what}_size_in", len(given))
+        if out_size:
+            self.out = ffi.new("char[]", out_size)
+            setattr(test, f"{what}_out", addr(self.out))
+            setattr(test, f"{what}_size_out", out_size)
+
+    def output(self) -> bytes:
+        """What the program left in the out buffer (the size the kernel reports)."""
+        if self.out is None:
+            return b""
+        return ffi.buffer(self.out, getattr(self.test, f"{self.what}_size_out"))[:]  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------------------------- BTF
