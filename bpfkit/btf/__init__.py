@@ -8,7 +8,8 @@ CO-RE relocations and sanitising for older kernels.
 
 Modules: ``types`` (one class per kind), ``spec`` (BTF blobs, lazy parsing, lookups),
 ``ext`` (.BTF.ext), ``core`` (CO-RE relocations), ``sanitize`` (rewrites for older kernels),
-``kernel`` (the running kernel's BTF, cached). Pure data except ``kernel``, which gets the
+``kernel`` (the running kernel's BTF, cached), ``layout`` (where each part of a typed value
+lies: the one walker), ``values`` (typed values <-> bytes), ``bpftool_json`` (bpftool's JSON). Pure data except ``kernel``, which gets the
 bytes from bpfkit._kernel (loading BTF is bpfkit._kernel.bpf.btf_load). docs/core.md.
 """
 
