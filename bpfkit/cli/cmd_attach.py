@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-HELP = "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"
 DESCRIPTION = (
     "Load a BPF object and attach its programs: every program whose section names its target "
     "(kprobe/SYM, tracepoint/GROUP/NAME, uprobe/BINARY:FUNC, ...) when no SPEC is given, else the "

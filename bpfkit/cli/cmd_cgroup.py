@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = "show the programs attached to a cgroup, or to every cgroup of a tree"
 DESCRIPTION = ("List the BPF programs attached to a cgroup v2 directory, hook by hook (show), or to every "
                "cgroup below ROOT (tree; default: the cgroup2 mount), like bpftool cgroup.")
 

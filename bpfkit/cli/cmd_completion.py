@@ -18,7 +18,6 @@ import argparse
 import sys
 
 OFFLINE = True  # reads the parser and object files: no kernel object made
-HELP = "print a bash or zsh completion script for bpfkit"
 DESCRIPTION = (
     "Print a completion script for bash or zsh, generated from bpfkit's parser: "
     'eval "$(bpfkit completion bash)", or save it in /etc/bash_completion.d/bpfkit.'

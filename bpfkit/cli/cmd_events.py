@@ -21,7 +21,6 @@ from typing import Any
 from . import argtypes
 from .stop_signals import StopSignals
 
-HELP = "print the records of a pinned ring buffer or perf event array"
 DESCRIPTION = (
     "Read a BPF_MAP_TYPE_RINGBUF or PERF_EVENT_ARRAY map pinned in bpffs and print each record: "
     "hex by default, decoded through a BTF struct with --btf OBJ --event-type NAME, one JSON "

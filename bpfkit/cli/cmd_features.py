@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "probe the running kernel's BPF features"
 DESCRIPTION = (
     "Probe the running kernel for the BPF features bpfkit uses (system call, links, kprobes and "
     "uprobes, BTF kinds, program and map types, iterator targets) and print whether each is supported "

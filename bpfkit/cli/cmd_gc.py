@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "remove tracefs probes left by bpfkit processes that died"
 DESCRIPTION = (
     "Find the k/uprobes in tracefs kprobe_events and uprobe_events whose bpfkit_<pid>_<start>_... "
     "group names a process that no longer runs (its pid gone, or reused by a process started at "

@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 
-HELP = "generate code from an object: a typed Python skeleton"
 DESCRIPTION = (
     "gen skeleton OBJ writes a Python module for OBJ: a Record subclass per struct its maps and "
     "variables use (and event structs), an IntEnum per enum, and a class (bpfkit.skeleton.Skeleton) "

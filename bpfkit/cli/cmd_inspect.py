@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 OFFLINE = True  # reads files only: prints no warnings (bpfkit.cli.main.setup_warnings)
-HELP = "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"
 DESCRIPTION = (
     "Parse a BPF ELF object (no kernel access, no root needed) and list its programs (section, "
     "type, attach type and target, instruction count), maps (type, sizes, flags) and global "

@@ -19,7 +19,6 @@ from typing import Any
 from . import argtypes
 from .output import add_list_show
 
-HELP = "list, show, pin or detach the system's BPF links"
 DESCRIPTION = "List every bpf_link in the system, show one, pin one, or detach one (like bpftool link)."
 
 COLUMNS = [("id", "ID"), ("type", "TYPE"), ("prog_id", "PROG"), ("prog_name", "NAME"), ("target", "TARGET")]

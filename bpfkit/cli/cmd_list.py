@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 
-HELP = "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"
 DESCRIPTION = (
     "List the probes this kernel (or a binary) offers, one a line, in bpftrace's spelling: "
     "tracepoint:GROUP:NAME, kprobe:FN, rawtracepoint:NAME, fentry:FN, fexit:FN (kernel modules: "

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-HELP = "load an object's programs and pin them and its maps in bpffs"
 DESCRIPTION = (
     "Load every program of a BPF object (maps first, then programs), pin each program at "
     "PIN_DIR/<program> and each map at PIN_DIR/<map> (or --maps-dir), then exit; the pins keep "

@@ -7,7 +7,6 @@ import argparse
 import sys
 
 OFFLINE = True  # reads the parser only
-HELP = "show the man page of bpfkit or of one of its commands (generated from the parser)"
 DESCRIPTION = (
     "Show the man page of bpfkit, or of bpfkit COMMAND, generated from bpfkit's parser: through "
     "man(1) on a terminal, as roff otherwise (bpfkit man attach > bpfkit-attach.1). The wheel "

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..btf import BTF
     from ..maps import Map, MapInfo
 
-HELP = "list, show or dump the system's BPF maps"
 DESCRIPTION = "List every BPF map in the system, show one, or dump its entries (like bpftool map)."
 
 COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("key_size", "KEY"), ("value_size", "VALUE"),

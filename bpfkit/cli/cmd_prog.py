@@ -18,7 +18,6 @@ from .output import add_list_show
 if TYPE_CHECKING:
     from ..program import Program
 
-HELP = "list or show the system's BPF programs"
 DESCRIPTION = "List every BPF program loaded in the system, or show one by id or pinned path (like bpftool prog)."
 
 COLUMNS = [("id", "ID"), ("type", "TYPE"), ("name", "NAME"), ("tag", "TAG"), ("map_count", "MAPS"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 
 OFFLINE = True  # reads files only: prints no warnings (bpfkit.cli.main.setup_warnings)
-HELP = "list the USDT probes of a binary"
 DESCRIPTION = (
     "List the USDT (sys/sdt.h) probes in a binary's .note.stapsdt notes: provider, name, address, "
     "uprobe file offset, semaphore and argument specs. BINARY is a path, a program on $PATH or a "

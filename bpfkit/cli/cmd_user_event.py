@@ -22,7 +22,6 @@ from typing import Any
 
 from . import argtypes
 
-HELP = "list, register, emit and delete user_events (trace events defined from user space)"
 DESCRIPTION = (
     "Linux user_events (CONFIG_USER_EVENTS, 6.4+): trace events that user processes define and "
     "write, traced like kernel tracepoints under user_events/. Fields use the kernel's syntax: "

@@ -5,7 +5,7 @@ commands that describe it (``man``, ``completion``, the man page writer) read it
 so none of them imports the others.
 """
 
-# Every sub-command with its module's HELP (the same text; tests/test_cli_lazy.py checks): the
+# Every sub-command with its one-line help (its module has the longer DESCRIPTION): the
 # top-level parser needs no sub-command module, and a sub-command's module
 # (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so `bpfkit load ...`
 # imports one of the sixteen.

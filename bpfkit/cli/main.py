@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Entry point of the ``bpfkit`` command: argument parsing, dispatch and exit codes.
 
-Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only to build the
+Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``DESCRIPTION``,
+``add_arguments(parser)`` and ``run(args) -> int`` (its one-line help is in COMMANDS). Modules are imported only to build the
 parser, and they import the library lazily inside ``run``, so ``bpfkit --help`` stays fast.
 
 Sub-commands and exit codes: bpfkit.cli.commands (COMMANDS, EXIT_CODES; docs/cli.md). The
@@ -139,7 +139,7 @@ class IntermixedParser(argparse.ArgumentParser):
         if self._command is None:
             return
         module, self._command = command_module(self._command), None
-        self.description = getattr(module, "DESCRIPTION", module.HELP)
+        self.description = module.DESCRIPTION
         module.add_arguments(self)
         _verbose_everywhere(self)
         self.set_defaults(_run=module.run, _offline=bool(getattr(module, "OFFLINE", False)),
