@@ -1,20 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Pieces shared by the perf and ring buffer readers: header validation of fixed-size runs,
-waiting (sync and asyncio), and how lost records are reported."""
+"""Pieces shared by the perf and ring buffer readers: header validation of fixed-size runs, the
+delivery of a validated run (views, decoded records or one batch) with the ring position stored
+after it, waiting (sync and asyncio), and how lost records are reported."""
 
 from __future__ import annotations
 
 import struct
 import sys
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
+from itertools import starmap
+from operator import length_hint
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._closing import ClosesOnExit
+from .._kernel import ring as _ring
 from ..errors import UsageError
+from .records import as_format
 
 if TYPE_CHECKING:
-    from .._kernel import ring as _ring
+    from .records import RecordFormat
 
 # A fast path starts when at least this many records of one size are waiting; the window
 # of records validated at once grows 4x per success up to RUN_MAX and falls back on a miss,
@@ -102,31 +108,81 @@ def _record_slices(stride: int, skip: int, length: int) -> list[slice]:
     return got
 
 
-def deliver_views(cb: Any, cpu: int | None, data: memoryview, off: int, m: int, stride: int, skip: int,
-                  length: int, done: list[int]) -> None:
-    """Call ``cb(view)`` (``cb(cpu, view)`` when ``cpu`` is not None) for ``m`` records laid
-    out every ``stride`` bytes from ``off`` in ``data``, each view ``length`` bytes from
-    ``skip`` bytes into its record. If ``cb`` raises, ``done[0]`` is set to the number of
-    records consumed (those before it and the failing one) before the exception propagates."""
-    whole = _record_slices(stride, skip, length)
-    first = 0
-    s: slice | None = None
+def published(pos: memoryview[int], at: int, cons: int) -> int:
+    """The producer's position, ``pos[at]`` (a ring buffer's producer_pos, a perf ring's
+    data_head), loaded before the records up to it are read: when it is past ``cons``, with the
+    read barrier a weakly ordered CPU needs in between (bpfkit._kernel.ring.fence; nothing on
+    x86-64). Every walk of a ring, either kind, starts a pass here."""
+    prod = pos[at]
+    if prod > cons and _ring.NEEDS_FENCE:
+        _ring.fence()
+    return prod
+
+
+def deliver_run(cb: Any, cpu: int | None, fmt: RecordFormat | None, strides: dict[int, struct.Struct],
+                data: memoryview, off: int, m: int, stride: int, skip: int, length: int,
+                pos: memoryview[int], at: int, start: int) -> int:
+    """Deliver a validated run of ``m`` records laid out every ``stride`` bytes from ``off`` in
+    ``data``, each one's payload ``skip`` bytes in: ``cb(view)`` with its ``length`` bytes
+    (``cb(cpu, view)`` when ``cpu`` is not None), or, given ``fmt``, ``cb(*fields)`` (``strides``
+    keeps the consume call's Structs by stride). Stores the ring position after the run,
+    ``start + m * stride``, into ``pos[at]`` and returns it; if ``cb`` raises, the position after
+    the failing record (it and those before it consumed) is stored before the exception
+    propagates. Both readers' runs come here: one call per run, never per record."""
+    if fmt is not None:
+        st = strides.get(stride)
+        if st is None:
+            st = strides[stride] = fmt.struct_for_stride(stride, skip)
+        it = st.iter_unpack(data[off : off + m * stride])
+        try:
+            deque(starmap(cb, it), 0)
+        except BaseException:
+            pos[at] = start + (m - length_hint(it)) * stride
+            raise
+    else:
+        whole = _record_slices(stride, skip, length)
+        first = 0
+        s: slice | None = None
+        try:
+            while first < m:
+                s = None  # nothing of this chunk delivered yet
+                c = min(m - first, VIEW_CHUNK)
+                base = off + first * stride
+                sub = data[base : base + c * stride]
+                if cpu is None:
+                    for s in whole if c == VIEW_CHUNK else whole[:c]:
+                        cb(sub[s])
+                else:
+                    for s in whole if c == VIEW_CHUNK else whole[:c]:
+                        cb(cpu, sub[s])
+                first += c
+        except BaseException:
+            pos[at] = start + (first + (0 if s is None else (s.start - skip) // stride + 1)) * stride
+            raise
+    end = start + m * stride
+    pos[at] = end
+    return end
+
+
+def deliver_batch(cb: Any, np: Any, fmt: RecordFormat, buf: memoryview, base: int, m: int, stride: int, skip: int,
+                  pos: memoryview[int], at: int, start: int) -> int:
+    """Deliver ``m`` records (every ``stride`` bytes from ``base`` in ``buf``, each ``skip`` bytes
+    in) decoded by ``fmt`` in one ``cb(batch)``: a numpy structured array viewing ``buf`` (``np``
+    given), else a list of tuples. Stores the ring position after them, ``start + m * stride``,
+    into ``pos[at]`` and returns it, also when ``cb`` raises (the batch counts as consumed)."""
+    if np is not None:
+        # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an array kept
+        # past close() stays valid instead of pointing at unmapped memory
+        batch = np.frombuffer(buf, fmt.dtype_for_stride(stride, skip), m, base)
+    else:
+        batch = list(fmt.struct_for_stride(stride, skip).iter_unpack(buf[base : base + m * stride]))
+    end = start + m * stride
     try:
-        while first < m:
-            s = None  # nothing of this chunk delivered yet
-            c = min(m - first, VIEW_CHUNK)
-            base = off + first * stride
-            sub = data[base : base + c * stride]
-            if cpu is None:
-                for s in whole if c == VIEW_CHUNK else whole[:c]:
-                    cb(sub[s])
-            else:
-                for s in whole if c == VIEW_CHUNK else whole[:c]:
-                    cb(cpu, sub[s])
-            first += c
-    except BaseException:
-        done[0] = first + (0 if s is None else (s.start - skip) // stride + 1)
-        raise
+        cb(batch)
+    finally:
+        del batch
+        pos[at] = end
+    return end
 
 
 def release(*views: memoryview | None) -> None:
@@ -174,10 +230,12 @@ _T = TypeVar("_T")
 
 class PolledReader(Generic[_T], ClosesOnExit):
     """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
-    their rings, ``consume``/``poll`` of their own, and this lifecycle, iteration and asyncio
-    face. ``_T`` is what iterating yields: a record's view, or ``(cpu, view)``."""
+    their rings (``self._by_fd``: each ring by the fd a wakeup names), ``consume`` and ``poll``
+    over the rings' own consuming loops, and this lifecycle, iteration and asyncio face. ``_T``
+    is what iterating yields: a record's view, or ``(cpu, view)``."""
 
     _poller: _ring.Poller
+    _by_fd: dict[int, Any]
     _WHAT = "reader"  # what "... is closed" names
 
     def _check_readable(self) -> None:
@@ -190,8 +248,39 @@ class PolledReader(Generic[_T], ClosesOnExit):
             raise UsageError("reader is closed")
         return bool(self._poller.wait(timeout))
 
-    def consume(self, callback: Any = None, limit: int | None = None, format: Any = None) -> int:  # pragma: no cover
+    def _all_rings(self) -> Iterable[Any]:  # pragma: no cover - overridden
+        """Every ring, in the order they are consumed."""
         raise NotImplementedError
+
+    def _consume_rings(self, rings: Iterable[Any], callback: Any, limit: int, fmt: RecordFormat | None) -> int:
+        """Consume ``rings`` in turn (at most ``limit`` records, < 0: no limit); how many."""
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def consume(self, callback: Any = None, limit: int | None = None, format: Any = None) -> int:
+        """Process every record available now, on every ring, without waiting; returns how many.
+
+        ``format`` (a struct format, RecordFormat): decode each record and call
+        ``callback(*fields)`` instead of passing the view.
+        """
+        self._check_readable()
+        return self._consume_rings(self._all_rings(), callback, -1 if limit is None else limit, as_format(format))
+
+    def poll(self, timeout: float | None = None, callback: Any = None, format: Any = None, limit: int | None = None) -> int:
+        """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings that
+        woke us (after a timeout: every ring holding records). Returns the number processed:
+        at most ``limit`` (None: all there are); the rest stay in the rings for the next call."""
+        self._check_readable()
+        ready = self._poller.wait(timeout)
+        if ready:
+            rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
+        else:
+            # No wakeup, yet records may be there: a ring buffer's producer may pass
+            # BPF_RB_NO_WAKEUP, or a wakeup was lost (the adaptive check in bpf_ringbuf_commit
+            # races with our consumer_pos store); a perf buffer with wakeup_events > 1 or a
+            # watermark leaves the tail of a burst unannounced. Take what is there, so a missed
+            # wakeup costs one timeout, never a stall.
+            rings = [r for r in self._all_rings() if r.available()]
+        return self._consume_rings(rings, callback, -1 if limit is None else limit, as_format(format))
 
     def close(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -220,17 +309,12 @@ class PolledReader(Generic[_T], ClosesOnExit):
 
     async def aread(self, timeout: float | None = None) -> AsyncIterator[_T]:
         """``async for rec in reader.aread(timeout)``: :meth:`read` for asyncio."""
-        self._check_readable()
         while True:
-            got = False
-            for source in self._sources():
-                for item in source:
-                    got = True
-                    yield item
-            if not got:
-                if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
-                    return
-                self._poller.wait(0)
+            for item in self.read(0):  # what is there now, as read() gives it
+                yield item
+            if not await wait_readable(self._poller.fileno(), timeout) and not self.available():
+                return
+            self._poller.wait(0)
 
     def __iter__(self) -> Iterator[_T]:
         return self.read()

@@ -38,10 +38,7 @@ from __future__ import annotations
 import errno
 import struct
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import starmap
-from operator import length_hint
 from typing import Any
 
 from .._kernel import perf as _kperf
@@ -51,8 +48,8 @@ from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from .._protocols import UpdatableMapLike
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_views, release, warn_lost
-from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release, warn_lost
+from .records import HAVE_NUMPY, RecordFormat, collect_batches, numpy_module, require_format
 
 __all__ = ["PerfBuffer", "PerfRing"]
 
@@ -150,15 +147,9 @@ class PerfRing:
         single = fmt.record_struct() if fmt is not None and not batches else None
         need = fmt.size if fmt is not None else 0  # 0: a view takes any length
         strides: dict[int, struct.Struct] = {}
-        done = [0]  # records a failing callback's run consumed (deliver_views)
         tail = ctl[_TAIL]
         n = 0
-        while True:
-            head = ctl[_HEAD]
-            if tail >= head:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
+        while (head := published(ctl, _HEAD, tail)) > tail:
             while tail < head:
                 off = tail & mask
                 w = off >> 2
@@ -186,17 +177,7 @@ class PerfRing:
                                 k = min(k, limit - n)
                             if k > 1:
                                 m = self._run(off, k, rsize, raw, k, BATCH_MAX)
-                        if np is not None:  # arrays
-                            # frombuffer keeps an export of the mapping (see ringbuf.py)
-                            batch = np.frombuffer(buf, fmt.dtype_for_stride(rsize, _RAW_AT), m, base)
-                        else:
-                            batch = list(fmt.struct_for_stride(rsize, _RAW_AT).iter_unpack(buf[base : base + m * rsize]))
-                        tail += m * rsize
-                        try:
-                            cb(batch)
-                        finally:
-                            del batch
-                            ctl[_TAIL] = tail
+                        tail = deliver_batch(cb, np, fmt, buf, base, m, rsize, _RAW_AT, ctl, _TAIL, tail)
                         n += m
                         if n == limit:
                             return n
@@ -209,25 +190,7 @@ class PerfRing:
                             left = limit - n if limit >= 0 else RUN_MAX
                             m = self._run(off, k, rsize, raw, left, RUN_MAX)
                             if m > 1:
-                                if single is None:  # views
-                                    try:
-                                        deliver_views(cb, cpu, data, off, m, rsize, _RAW_AT, raw, done)
-                                    except BaseException:
-                                        ctl[_TAIL] = tail + done[0] * rsize
-                                        raise
-                                else:
-                                    assert fmt is not None
-                                    st = strides.get(rsize)
-                                    if st is None:
-                                        st = strides[rsize] = fmt.struct_for_stride(rsize, _RAW_AT)
-                                    it = st.iter_unpack(data[off : off + m * rsize])
-                                    try:
-                                        deque(starmap(cb, it), 0)
-                                    except BaseException:
-                                        ctl[_TAIL] = tail + (m - length_hint(it)) * rsize
-                                        raise
-                                tail += m * rsize
-                                ctl[_TAIL] = tail
+                                tail = deliver_run(cb, cpu, fmt, strides, data, off, m, rsize, _RAW_AT, raw, ctl, _TAIL, tail)
                                 n += m
                                 if n == limit:
                                     return n
@@ -253,6 +216,7 @@ class PerfRing:
                     continue
                 tail += rsize  # THROTTLE etc. carry nothing for a BPF output event
                 ctl[_TAIL] = tail
+        return n
 
     def samples(self, lost_cb: Callable[[int, int], Any]) -> Iterator[tuple[int, Any]]:
         """Yield ``(cpu, raw)`` per sample; each is consumed when the next is requested."""
@@ -273,12 +237,7 @@ class PerfRing:
             raise UsageError("an overwritable ring is read with snapshot(), not consumed")
         ctl, words, mask = self.ctl, self.words, self.mask
         tail = ctl[_TAIL]
-        while True:
-            head = ctl[_HEAD]
-            if tail >= head:
-                return
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
+        while (head := published(ctl, _HEAD, tail)) > tail:
             while tail < head:
                 off = tail & mask
                 w = off >> 2
@@ -441,6 +400,9 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
             raise UsageError(f"perf buffer {self.map.name!r}: no callback given")
         return cb
 
+    def _all_rings(self) -> Iterable[PerfRing]:
+        return self._rings.values()
+
     def _consume_rings(self, rings: Iterable[PerfRing], callback: Any, limit: int, fmt: RecordFormat | None) -> int:
         cb = self._cb(callback)
         n = 0
@@ -453,28 +415,6 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
             else:
                 n += ring.consume_decoded(cb, self._on_lost, fmt, left)
         return n
-
-    def consume(self, callback: Callable[..., Any] | None = None, limit: int | None = None, format: Any = None) -> int:
-        """Process every record available now on every CPU, without waiting; returns how
-        many samples. ``format``: call ``callback(*fields)`` with decoded payloads instead."""
-        self._check_readable()
-        return self._consume_rings(self._rings.values(), callback, -1 if limit is None else limit, as_format(format))
-
-    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None,
-             limit: int | None = None) -> int:
-        """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings of
-        the CPUs that woke us (after a timeout: every ring holding records, so the tail of a
-        burst below the wakeup threshold is not left behind). Returns the number of samples:
-        at most ``limit`` (None: all there are); the rest stay in the rings for the next call."""
-        self._check_readable()
-        ready = self._poller.wait(timeout)
-        if ready:
-            rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
-        else:
-            # No wakeup: with wakeup_events > 1 or a watermark the tail of a burst never
-            # wakes us; take what is there.
-            rings = [r for r in self._rings.values() if r.available()]
-        return self._consume_rings(rings, callback, -1 if limit is None else limit, as_format(format))
 
     def consume_batch(self, callback: Callable[[Any], Any], format: Any, limit: int | None = None, arrays: bool | None = None) -> int:
         """Zero-copy batches: ``callback(batch)`` once per run of same-sized samples (usually

@@ -22,10 +22,7 @@ ring, valid while the callback runs (or until the iterator advances); ``bytes(re
 from __future__ import annotations
 
 import struct
-from collections import deque
-from collections.abc import Callable, Iterator
-from itertools import starmap
-from operator import length_hint
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._closing import ClosesOnExit
@@ -33,8 +30,8 @@ from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
 from ..errors import BPFKitError, ParseError, RingBufferFullError, UsageError
-from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_views, release
-from .records import HAVE_NUMPY, RecordFormat, as_format, collect_batches, numpy_module, require_format
+from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release
+from .records import HAVE_NUMPY, RecordFormat, collect_batches, numpy_module, require_format
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
@@ -135,15 +132,9 @@ class _Ring:
         single = fmt.record_struct() if fmt is not None and not batches else None
         size = fmt.size if fmt is not None else 0  # 0: a view takes any length
         strides: dict[int, struct.Struct] = {}
-        done = [0]  # records a failing callback's run consumed (deliver_views)
         cons = cq[0]
         n = 0
-        while True:
-            prod = pq[0]
-            if cons >= prod:
-                return n
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
+        while (prod := published(pq, 0, cons)) > cons:
             while cons < prod:
                 off = cons & mask
                 hdr = words[off >> 2]
@@ -166,18 +157,7 @@ class _Ring:
                     if limit >= 0:
                         k = min(k, limit - n)
                     m = self._run(off, k, stride, hdr, k, BATCH_MAX) if k > 1 else 1
-                    if np is not None:  # arrays
-                        # frombuffer (unlike ndarray(buffer=)) keeps an export of the mapping, so an
-                        # array kept past close() stays valid instead of pointing at unmapped memory
-                        batch = np.frombuffer(data, fmt.dtype_for_stride(stride, HDR), m, off)
-                    else:
-                        batch = list(fmt.struct_for_stride(stride, HDR).iter_unpack(data[off : off + m * stride]))
-                    cons += m * stride
-                    try:
-                        cb(batch)
-                    finally:
-                        del batch
-                        cq[0] = cons
+                    cons = deliver_batch(cb, np, fmt, data, off, m, stride, HDR, cq, 0, cons)
                     n += m
                     if n == limit:
                         return n
@@ -186,25 +166,7 @@ class _Ring:
                     left = limit - n if limit >= 0 else RUN_MAX
                     m = self._run(off, k, stride, hdr, left)
                     if m > 1:
-                        if single is None:  # views
-                            try:
-                                deliver_views(cb, None, data, off, m, stride, HDR, ln, done)
-                            except BaseException:
-                                cq[0] = cons + done[0] * stride
-                                raise
-                        else:
-                            assert fmt is not None
-                            st = strides.get(stride)
-                            if st is None:
-                                st = strides[stride] = fmt.struct_for_stride(stride, HDR)
-                            it = st.iter_unpack(data[off : off + m * stride])
-                            try:
-                                deque(starmap(cb, it), 0)
-                            except BaseException:
-                                cq[0] = cons + (m - length_hint(it)) * stride
-                                raise
-                        cons += m * stride
-                        cq[0] = cons
+                        cons = deliver_run(cb, None, fmt, strides, data, off, m, stride, HDR, ln, cq, 0, cons)
                         n += m
                         if n == limit:
                             return n
@@ -220,17 +182,13 @@ class _Ring:
                 n += 1
                 if n == limit:
                     return n
+        return n
 
     def iterate(self) -> Iterator[memoryview]:
         """Yield committed records; each is consumed once the caller asks for the next."""
         cq, pq, words, data, mask = self.cq, self.pq, self.words, self.data, self.mask
         cons = cq[0]
-        while True:
-            prod = pq[0]
-            if cons >= prod:
-                return
-            if _ring.NEEDS_FENCE:
-                _ring.fence()
+        while (prod := published(pq, 0, cons)) > cons:
             while cons < prod:
                 off = cons & mask
                 hdr = words[off >> 2]
@@ -310,43 +268,13 @@ class RingBuffer(PolledReader[memoryview]):
             raise UsageError(f"ring buffer {ring.map.name!r}: no callback given")
         return cb
 
-    def consume(self, callback: Callable[..., Any] | None = None, limit: int | None = None, format: Any = None) -> int:
-        """Process every record available now without waiting; returns how many.
+    def _all_rings(self) -> list[_Ring]:
+        return self._rings
 
-        ``format`` (a struct format, RecordFormat): decode each record and call
-        ``callback(*fields)`` instead of passing the view.
-        """
-        self._check_readable()
-        fmt = as_format(format)
+    def _consume_rings(self, rings: Iterable[_Ring], callback: Any, limit: int, fmt: RecordFormat | None) -> int:
         n = 0
-        lim = -1 if limit is None else limit
-        for ring in self._rings:
-            left = lim - n if lim >= 0 else -1
-            if left == 0:
-                break
-            cb = self._cb(ring, callback)
-            n += ring.consume(cb, left) if fmt is None else ring.consume_decoded(cb, fmt, left)
-        return n
-
-    def poll(self, timeout: float | None = None, callback: Callable[..., Any] | None = None, format: Any = None,
-             limit: int | None = None) -> int:
-        """Wait up to ``timeout`` s (None: forever) for a wakeup, then process the rings that
-        have records (after a timeout, any ring with records). Returns the number processed:
-        at most ``limit`` (None: all there are); the rest stay in the rings for the next call."""
-        self._check_readable()
-        ready = self._poller.wait(timeout)
-        fmt = as_format(format)
-        if ready:
-            rings = [self._by_fd[fd] for fd, _ in ready if fd in self._by_fd]
-        else:
-            # No wakeup: the producer may use BPF_RB_NO_WAKEUP, or a wakeup was lost (the
-            # adaptive check in bpf_ringbuf_commit races with our consumer_pos store): take
-            # what is there so a missed wakeup costs one timeout, never a stall.
-            rings = [r for r in self._rings if r.available()]
-        n = 0
-        lim = -1 if limit is None else limit
         for ring in rings:
-            left = lim - n if lim >= 0 else -1
+            left = limit - n if limit >= 0 else -1
             if left == 0:
                 break
             cb = self._cb(ring, callback)
