@@ -60,13 +60,6 @@ def describe(m: Map[Any, Any]) -> dict[str, Any]:
     }
 
 
-def open_map(target: int | str) -> Any:
-    from ..maps import Map
-    from .output import open_by_id_or_path
-
-    return open_by_id_or_path(target, Map.from_id, Map.load_pinned)
-
-
 def open_named(name: str) -> Any:
     """The one map whose kernel name is ``name``; an error listing the ids when several are."""
     from ..errors import NotFoundError, UsageError
@@ -164,19 +157,10 @@ PERCPU = frozenset({"percpu_hash", "percpu_array", "lru_percpu_hash", "percpu_cg
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..maps import Map, map_ids
-    from .output import opened_by_ids, print_record, print_rows
+    from .output import list_or_show
 
-    if args.action == "list":
-        rows = []
-        for m in opened_by_ids(map_ids(), Map.from_id, (ValueError,)):  # ValueError: a map type newer than bpfkit
-            with m:
-                rows.append(describe(m))
-        print_rows(rows, COLUMNS, args.json)
-        return 0
-    if args.action == "show":
-        with open_map(args.target) as m:
-            print_record(describe(m), args.json)
-        return 0
+    if args.action in ("list", "show"):  # ValueError: a map type newer than bpfkit, left out of the list
+        return list_or_show(args, Map, map_ids, describe, COLUMNS, (ValueError,))
     with _open_for_dump(args.target) as m:
         if m.type.kernel_name in ("ringbuf", "perf_event_array", "user_ringbuf"):
             raise UsageError(f"map {m.name!r} is a {m.type.kernel_name}: it has no entries to dump "

@@ -47,30 +47,8 @@ def describe(prog: Program) -> dict[str, Any]:
     }
 
 
-def open_program(target: int | str) -> Any:
-    """A Program from an id or a pinned path."""
-    from ..program import Program
-    from .output import open_by_id_or_path
-
-    return open_by_id_or_path(target, Program.from_id, Program.load_pinned)
-
-
-def iter_described() -> Any:
-    from ..program import Program, program_ids
-    from .output import opened_by_ids
-
-    for prog in opened_by_ids(program_ids(), Program.from_id):
-        with prog:
-            yield describe(prog)
-
-
 def run(args: argparse.Namespace) -> int:
-    from .output import print_record, print_rows
+    from ..program import Program, program_ids
+    from .output import list_or_show
 
-    if args.action == "show":
-        with open_program(args.target) as prog:
-            row = describe(prog)
-        print_record(row, args.json)
-        return 0
-    print_rows(list(iter_described()), COLUMNS, args.json)
-    return 0
+    return list_or_show(args, Program, program_ids, describe, COLUMNS)

@@ -194,6 +194,24 @@ def print_record(row: dict[str, Any], as_json: bool, width: int = 12, empty: tup
         print(f"{key + ':':<{width}} {'-' if value in empty else shown(value)}")
 
 
+def list_or_show(args: Any, cls: Any, ids: Callable[[], Iterable[int]], describe: Callable[[Any], dict[str, Any]],
+                 columns: Sequence[tuple[str, str]], skip: tuple[type[Exception], ...] = ()) -> int:
+    """``bpfkit map|prog list`` (every object of ``ids()``, opened with ``cls.from_id``, passing
+    over those that raise one of ``skip``) or ``show`` (one, by id or pinned path), each object
+    as ``describe`` gives it."""
+    if args.action == "show":
+        with open_by_id_or_path(args.target, cls.from_id, cls.load_pinned) as obj:
+            row = describe(obj)
+        print_record(row, args.json)
+        return 0
+    rows = []
+    for obj in opened_by_ids(ids(), cls.from_id, skip):
+        with obj:
+            rows.append(describe(obj))
+    print_rows(rows, columns, args.json)
+    return 0
+
+
 def open_by_id_or_path(target: int | str, from_id: Callable[[int], Any], load_pinned: Callable[[str], Any]) -> Any:
     """The object with kernel id ``target`` (an int) or pinned at ``target`` (a path)."""
     return from_id(target) if isinstance(target, int) else load_pinned(target)
