@@ -144,46 +144,48 @@ class PerfSample(enum.IntFlag):
 
 
 class PerfAttrFlag(enum.IntFlag):
-    """The bitfield word of struct perf_event_attr (``disabled:1, inherit:1, ...``), in order."""
+    """The bitfield word of struct perf_event_attr (``disabled:1, inherit:1, ...``), in order:
+    C gives a word's one-bit members bit 0, 1, 2 ... in declaration order, as enum.auto() does
+    an IntFlag's members (tests/test_layout.py checks each bit against the UAPI header)."""
 
-    DISABLED = 1 << 0
-    INHERIT = 1 << 1
-    PINNED = 1 << 2
-    EXCLUSIVE = 1 << 3
-    EXCLUDE_USER = 1 << 4
-    EXCLUDE_KERNEL = 1 << 5
-    EXCLUDE_HV = 1 << 6
-    EXCLUDE_IDLE = 1 << 7
-    MMAP = 1 << 8
-    COMM = 1 << 9
-    FREQ = 1 << 10
-    INHERIT_STAT = 1 << 11
-    ENABLE_ON_EXEC = 1 << 12
-    TASK = 1 << 13
-    WATERMARK = 1 << 14
-    PRECISE_IP_0 = 1 << 15  # precise_ip is two bits wide
-    PRECISE_IP_1 = 1 << 16
-    MMAP_DATA = 1 << 17
-    SAMPLE_ID_ALL = 1 << 18
-    EXCLUDE_HOST = 1 << 19
-    EXCLUDE_GUEST = 1 << 20
-    EXCLUDE_CALLCHAIN_KERNEL = 1 << 21
-    EXCLUDE_CALLCHAIN_USER = 1 << 22
-    MMAP2 = 1 << 23
-    COMM_EXEC = 1 << 24
-    USE_CLOCKID = 1 << 25
-    CONTEXT_SWITCH = 1 << 26
-    WRITE_BACKWARD = 1 << 27
-    NAMESPACES = 1 << 28
-    KSYMBOL = 1 << 29
-    BPF_EVENT = 1 << 30
-    AUX_OUTPUT = 1 << 31
-    CGROUP = 1 << 32
-    TEXT_POKE = 1 << 33
-    BUILD_ID = 1 << 34
-    INHERIT_THREAD = 1 << 35
-    REMOVE_ON_EXEC = 1 << 36
-    SIGTRAP = 1 << 37
+    DISABLED = enum.auto()
+    INHERIT = enum.auto()
+    PINNED = enum.auto()
+    EXCLUSIVE = enum.auto()
+    EXCLUDE_USER = enum.auto()
+    EXCLUDE_KERNEL = enum.auto()
+    EXCLUDE_HV = enum.auto()
+    EXCLUDE_IDLE = enum.auto()
+    MMAP = enum.auto()
+    COMM = enum.auto()
+    FREQ = enum.auto()
+    INHERIT_STAT = enum.auto()
+    ENABLE_ON_EXEC = enum.auto()
+    TASK = enum.auto()
+    WATERMARK = enum.auto()
+    PRECISE_IP_0 = enum.auto()  # precise_ip is two bits wide
+    PRECISE_IP_1 = enum.auto()
+    MMAP_DATA = enum.auto()
+    SAMPLE_ID_ALL = enum.auto()
+    EXCLUDE_HOST = enum.auto()
+    EXCLUDE_GUEST = enum.auto()
+    EXCLUDE_CALLCHAIN_KERNEL = enum.auto()
+    EXCLUDE_CALLCHAIN_USER = enum.auto()
+    MMAP2 = enum.auto()
+    COMM_EXEC = enum.auto()
+    USE_CLOCKID = enum.auto()
+    CONTEXT_SWITCH = enum.auto()
+    WRITE_BACKWARD = enum.auto()
+    NAMESPACES = enum.auto()
+    KSYMBOL = enum.auto()
+    BPF_EVENT = enum.auto()
+    AUX_OUTPUT = enum.auto()
+    CGROUP = enum.auto()
+    TEXT_POKE = enum.auto()
+    BUILD_ID = enum.auto()
+    INHERIT_THREAD = enum.auto()
+    REMOVE_ON_EXEC = enum.auto()
+    SIGTRAP = enum.auto()
 
 
 # ------------------------------------------------------------------------------- ioctls
