@@ -15,7 +15,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .commands import COMMANDS
+    from . import COMMANDS
 
     parser.add_argument("page", nargs="?", metavar="COMMAND", choices=[name for name, _ in COMMANDS],
                         help="the command whose page to show (default: bpfkit's own)")

@@ -5,7 +5,7 @@ Each sub-command lives in its own module ``bpfkit.cli.cmd_<name>`` exposing ``DE
 ``add_arguments(parser)`` and ``run(args) -> int`` (its one-line help is in COMMANDS). Modules are imported only to build the
 parser, and they import the library lazily inside ``run``, so ``bpfkit --help`` stays fast.
 
-Sub-commands and exit codes: bpfkit.cli.commands (COMMANDS, EXIT_CODES; docs/cli.md). The
+Sub-commands and exit codes: bpfkit.cli's COMMANDS and EXIT_CODES (docs/cli.md). The
 ``man`` and ``completion`` commands get the parser from the namespace (``args._build_parser``,
 set with each command's ``run``), not by importing this module back.
 """
@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from .._version import __version__
-from . import argparse_without_gettext
-from .commands import COMMANDS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PERMISSION, EXIT_UNSUPPORTED, EXIT_USAGE
+from . import COMMANDS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PERMISSION, EXIT_UNSUPPORTED, EXIT_USAGE, argparse_without_gettext
 
 argparse_without_gettext()  # before argparse (the command's start-up; no catalog: the same answers)
 import argparse  # noqa: E402

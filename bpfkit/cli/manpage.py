@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .commands import COMMANDS, EXIT_CODES
+from . import COMMANDS, EXIT_CODES
 
 SECTION = "1"
 
@@ -194,7 +194,7 @@ def _command_page(parser: argparse.ArgumentParser, command: str, summary: str) -
 
 
 def _exit_status() -> str:
-    """The exit codes of bpfkit.cli.commands.EXIT_CODES (one source for the page and the command)."""
+    """The exit codes of bpfkit.cli.EXIT_CODES (one source for the page and the command)."""
     return "".join(f".TP\n.B {code}\n{_text(text)}\n" for code, text in EXIT_CODES)
 
 
