@@ -13,47 +13,11 @@ lies: the one walker), ``values`` (typed values <-> bytes), ``bpftool_json`` (bp
 bytes from bpfkit._kernel (loading BTF is bpfkit._kernel.bpf.btf_load). docs/core.md.
 """
 
+from . import types
 from .ext import BTFExt, CORERelo, InfoBlock
 from .spec import BTF, StringTable, TypeTable, essential_name
-from .types import (
-    KIND_CLASSES,
-    QUALIFIER_KINDS,
-    Array,
-    Const,
-    Datasec,
-    DeclTag,
-    Enum,
-    Enum64,
-    EnumValue,
-    Float,
-    Func,
-    FuncProto,
-    Fwd,
-    Int,
-    IntEncoding,
-    Kind,
-    Linkage,
-    Member,
-    Param,
-    Pointer,
-    Restrict,
-    Struct,
-    Type,
-    Typedef,
-    TypeTag,
-    Union,
-    Var,
-    VarLinkage,
-    VarSecinfo,
-    Void,
-    Volatile,
-)
+from .types import *  # noqa: F403 - the type model, one class per kind: all of types.__all__
 
 # tests/test_btf.py checks that this re-exports all of btf.types.__all__.
-__all__ = [
-    "BTF", "BTFExt", "CORERelo", "InfoBlock", "StringTable", "TypeTable", "essential_name",
-    "Kind", "IntEncoding", "Linkage", "VarLinkage", "Type", "Void", "Int", "Pointer", "Array",
-    "Member", "Struct", "Union", "EnumValue", "Enum", "Fwd", "Typedef", "Volatile", "Const",
-    "Restrict", "Param", "Func", "FuncProto", "Var", "VarSecinfo", "Datasec", "Float", "DeclTag",
-    "TypeTag", "Enum64", "KIND_CLASSES", "QUALIFIER_KINDS",
-]
+__all__ = ["BTF", "BTFExt", "CORERelo", "InfoBlock", "StringTable", "TypeTable", "essential_name"]
+__all__ += types.__all__

@@ -44,13 +44,16 @@ from .types import (
     Linkage,
     Member,
     Struct,
-    Type,
     Typedef,
     TypeTag,
     Union,
     Var,
     VarLinkage,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .types import Type  # an annotation only
 
 __all__ = ["sanitize", "FEATURES_BY_KIND", "needed_features"]
 

@@ -245,22 +245,19 @@ class Member(_Record):
         return self.bit_offset // 8
 
 
-class Struct(_Deferred):
-    __slots__ = ("size", "members", "kind_flag")
-    kind = Kind.STRUCT
-    _deferred = "members"
+class _Sized(_Deferred):
+    """A kind with a byte size, a list (a struct's members, an enum's values) and a meaning for
+    the kind_flag bit (a struct's members carry bitfield sizes; an enum's values are signed)."""
 
-    def __init__(self, id: int, name: str, size: int = 0, members: list[Member] | None = None,
-                 kind_flag: bool = False) -> None:
-        # kind_flag: members carry bitfield sizes
-        self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
-        self.members = members if members is not None else []
+    __slots__ = ("size", "kind_flag")
+    size: int
+    kind_flag: bool
 
     @classmethod
-    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], Struct]:
+    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], _Sized]:
         new = cls.__new__
 
-        def make(id: int, name: str, size: int, pos: int) -> Struct:
+        def make(id: int, name: str, size: int, pos: int) -> _Sized:
             t = new(cls)
             t.id = id
             t.name = name
@@ -269,6 +266,18 @@ class Struct(_Deferred):
             t._src = (decode, pos)
             return t
         return make
+
+
+class Struct(_Sized):
+    __slots__ = ("members",)
+    kind = Kind.STRUCT
+    _deferred = "members"
+
+    def __init__(self, id: int, name: str, size: int = 0, members: list[Member] | None = None,
+                 kind_flag: bool = False) -> None:
+        # kind_flag: members carry bitfield sizes
+        self.id, self.name, self.size, self.kind_flag = id, name, size, kind_flag
+        self.members = members if members is not None else []
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -289,30 +298,24 @@ class EnumValue(_Record):
         self.name, self.value = name, value
 
 
-class Enum(_Deferred):
-    __slots__ = ("size", "values", "signed")
+class Enum(_Sized):
+    __slots__ = ("values",)
     kind = Kind.ENUM
     _deferred = "values"
 
     def __init__(self, id: int, name: str, size: int = 4, values: list[EnumValue] | None = None,
                  signed: bool = False) -> None:
-        # signed is the kind_flag (values are signed)
-        self.id, self.name, self.size, self.signed = id, name, size, signed
+        self.id, self.name, self.size, self.kind_flag = id, name, size, signed
         self.values = values if values is not None else []
 
-    @classmethod
-    def _maker(cls, decode: Callable[[int], object], flag: bool) -> Callable[[int, str, int, int], Enum]:
-        new = cls.__new__
+    @property
+    def signed(self) -> bool:
+        """The values are signed: the kind_flag (6.0+)."""
+        return self.kind_flag
 
-        def make(id: int, name: str, size: int, pos: int) -> Enum:
-            t = new(cls)
-            t.id = id
-            t.name = name
-            t.size = size
-            t.signed = flag
-            t._src = (decode, pos)
-            return t
-        return make
+    @signed.setter
+    def signed(self, value: bool) -> None:
+        self.kind_flag = value
 
 
 class Enum64(Enum):
