@@ -63,9 +63,9 @@ for _i in range(8, 16):
 
 _NUM = r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)"
 _SPEC = re.compile(r"^\s*(?P<size>[-+]?\d+)\s*@\s*(?P<op>.+?)\s*$")
-_CONST = re.compile(rf"^\$(?P<val>{_NUM})$")
-_REG = re.compile(r"^%(?P<reg>[a-z0-9]+)$")
-_DEREF = re.compile(rf"^(?P<off>{_NUM})?\s*\(\s*%(?P<reg>[a-z0-9]+)\s*\)$")
+# The operands usdt.bpf.h can fetch, one alternative each: $IMM (val), %REG (reg), OFF(%REG) or
+# (%REG) (off, base). They start differently ($, %, a number or '('): at most one matches.
+_OPERAND = re.compile(rf"^(?:\$(?P<val>{_NUM})|%(?P<reg>[a-z0-9]+)|(?P<off>{_NUM})?\s*\(\s*%(?P<base>[a-z0-9]+)\s*\))$")
 _SIB = re.compile(r"^[^(]*\(\s*%?[a-z0-9]*\s*,")
 
 
@@ -142,13 +142,13 @@ def parse_arg(text: str) -> USDTArg:
     if abs(size) not in (1, 2, 4, 8):
         raise ParseError(f"USDT argument {text!r}: size {size} is not 1, 2, 4 or 8 bytes (negative: signed)")
     op, signed, nbytes = m["op"], size < 0, abs(size)
-    if c := _CONST.match(op):
-        return USDTArg(text.strip(), nbytes, signed, ArgKind.CONST, value=int(c["val"], 0))
-    if r := _REG.match(op):
-        return USDTArg(text.strip(), nbytes, signed, ArgKind.REG, register=_register(r["reg"], text))
-    if d := _DEREF.match(op):
-        return USDTArg(text.strip(), nbytes, signed, ArgKind.REG_DEREF, register=_register(d["reg"], text),
-                       offset=int(d["off"] or "0", 0))
+    if o := _OPERAND.match(op):
+        if o["val"] is not None:
+            return USDTArg(text.strip(), nbytes, signed, ArgKind.CONST, value=int(o["val"], 0))
+        if o["reg"] is not None:
+            return USDTArg(text.strip(), nbytes, signed, ArgKind.REG, register=_register(o["reg"], text))
+        return USDTArg(text.strip(), nbytes, signed, ArgKind.REG_DEREF, register=_register(o["base"], text),
+                       offset=int(o["off"] or "0", 0))
     if _SIB.match(op):
         raise ParseError(
             f"USDT argument {text!r}: a scaled-index operand (OFFSET(%BASE,%INDEX,SCALE)) is not "
