@@ -2,7 +2,7 @@
 """Fitting an object to the running kernel while a Collection loads it: CO-RE relocations,
 ``__kconfig``/``__ksym`` externs and kfunc calls, and the BTF the kernel will accept.
 
-The pure parts live in bpfkit.btf.core (relocations), bpfkit.elf.externs (externs) and
+The pure parts live in bpfkit.btf.core (relocations), bpfkit.spec.externs (externs) and
 bpfkit.btf.sanitize (BTF rewrites); this module gathers what they need from the kernel (its
 BTF, configuration, symbols, feature probes, module BTF fds) and applies the results to a
 program's instructions. One :class:`KernelFit` serves every program of a collection, so kernel
@@ -117,7 +117,7 @@ class KernelFit:
         externs = self.spec.externs
         if not externs:
             return None
-        from .elf.externs import ExternKind
+        from .spec.externs import ExternKind
 
         used = {name for p in programs for _, name in p.extern_refs}
         try:
@@ -132,7 +132,7 @@ class KernelFit:
 
     def _kconfig_data(self) -> bytes:
         from ._kernel import kinfo
-        from .elf.externs import ExternKind, kconfig_data, parse_kconfig
+        from .spec.externs import ExternKind, kconfig_data, parse_kconfig
 
         kcfg = [e for e in self.spec.externs.values() if e.kind == ExternKind.KCONFIG]
         config: dict[str, str] | None = None
@@ -164,7 +164,7 @@ class KernelFit:
     def _resolve_ksyms(self, ksyms: list[Any]) -> None:
         from ._kernel import kinfo
         from .btf import kernel
-        from .elf.externs import resolve_ksym
+        from .spec.externs import resolve_ksym
 
         kallsyms = None
         if any(not e.typed and not e.is_func for e in ksyms):
@@ -213,7 +213,7 @@ class KernelFit:
         return list(self._fd_array) if needs_fds else []
 
     def _patch_extern(self, pspec: Any, code: bytearray, insn: int, name: str) -> bool:
-        from .elf.externs import POISON_KFUNC_BASE
+        from .spec.externs import POISON_KFUNC_BASE
 
         ext = self.spec.externs.get(name)
         target = self._ksyms.get(name)
@@ -249,7 +249,7 @@ class KernelFit:
         import re
 
         from .btf.core import POISON_HELPER, poisoned_insns
-        from .elf.externs import POISON_KFUNC_BASE
+        from .spec.externs import POISON_KFUNC_BASE
 
         log = exc.log or ""
         notes = []

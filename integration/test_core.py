@@ -89,7 +89,7 @@ def kernel_config_path() -> str | None:
 
 def config_values() -> dict[str, str]:
     from bpfkit._kernel.kinfo import read_kconfig
-    from bpfkit.elf.externs import parse_kconfig
+    from bpfkit.spec.externs import parse_kconfig
 
     return parse_kconfig(read_kconfig(kernel_config_path())[0])
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""__kconfig and __ksym externs (bpfkit.elf.externs): what the ELF loader records, the BTF
+"""__kconfig and __ksym externs (bpfkit.spec.externs): what the ELF loader records, the BTF
 fix-ups, the .kconfig layout and value encoding, and ksym resolution against hand-made
 kernel BTF and symbol tables. Pure: no kernel needed."""
 
@@ -9,13 +9,29 @@ import pytest
 
 import bpfkit
 from bpfkit.btf import (
-    BTF, Func, FuncProto, Int, IntEncoding, Kind, Linkage, Member, Param, Pointer, Struct, Var,
+    BTF,
+    Func,
+    FuncProto,
+    Int,
+    IntEncoding,
+    Kind,
+    Linkage,
+    Member,
+    Param,
+    Pointer,
+    Struct,
+    Var,
     VarLinkage,
 )
-from bpfkit.elf.externs import (
-    ExternKind, ExternSpec, KconfigType, kconfig_data, parse_kconfig, resolve_ksym,
-)
 from bpfkit.errors import NotFoundError, UsageError
+from bpfkit.spec.externs import (
+    ExternKind,
+    ExternSpec,
+    KconfigType,
+    kconfig_data,
+    parse_kconfig,
+    resolve_ksym,
+)
 
 
 @pytest.fixture(scope="module")
@@ -231,9 +247,9 @@ class _FakeFD:
 
 def test_extern_instructions_are_patched():
     from bpfkit import asm
-    from bpfkit.elf.externs import POISON_KFUNC_BASE, KsymTarget
     from bpfkit.kernelfit import KernelFit
     from bpfkit.program import ProgramSpec
+    from bpfkit.spec.externs import POISON_KFUNC_BASE, KsymTarget
 
     class Spec:
         btf = None

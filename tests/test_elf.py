@@ -9,10 +9,10 @@ import pytest
 
 import bpfkit
 from bpfkit._kernel.consts import AttachType, MapFlag, MapType, ProgType
-from bpfkit.elf import internal_map_name
 from bpfkit.errors import UsageError
 from bpfkit.maps import PinType
 from bpfkit.program import RefKind
+from bpfkit.spec.from_elf import internal_map_name
 
 CALL, LDDW = 0x85, 0x18
 

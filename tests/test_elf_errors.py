@@ -90,7 +90,7 @@ def test_static_program_is_refused(compile_c):
 
 
 def test_kconfig_externs_become_a_data_map(compile_c):
-    # Parsed since CO-RE/extern support (bpfkit.elf.externs); tests/test_core_externs.py has the rest.
+    # Parsed since CO-RE/extern support (bpfkit.spec.externs); tests/test_core_externs.py has the rest.
     src = 'extern int LINUX_KERNEL_VERSION __kconfig;\nSEC("xdp") int p(void *c) { return LINUX_KERNEL_VERSION; }'
     spec = bpfkit.load_spec(compile_c(src))
     assert spec.externs["LINUX_KERNEL_VERSION"].kind.value == "kconfig"

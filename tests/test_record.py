@@ -17,10 +17,10 @@ from bpfkit._record import FrozenRecord, SlottedRecord
 from bpfkit.btf.core import Accessor, AccessSpec, CoreResolution, ReloKind, Result
 from bpfkit.btf.ext import CORERelo
 from bpfkit.btf.spec import BTF
-from bpfkit.elf.externs import ExternKind, ExternSpec
 from bpfkit.elf.reader import Note, Relocation, Segment, Symbol
 from bpfkit.spec import CollectionSpec, MapSpec, ProgramSpec, VariableSpec
 from bpfkit.spec.consts import MapType, ProgType
+from bpfkit.spec.externs import ExternKind, ExternSpec
 
 
 @dataclasses.dataclass(slots=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ..btf.core import CoreResolution
     from ..btf.values import ValueCodec
-    from ..elf.externs import ExternSpec
+    from .externs import ExternSpec
 
 __all__ = ["CollectionSpec", "VariableSpec"]
 
@@ -166,7 +166,7 @@ class CollectionSpec:
     kernel_version: int = 0  # from the "version" section; 0 when absent
     btf: BTF | None = dataclasses.field(default=None, repr=False)
     name: str = ""  # the object's name ("minimal" for minimal.bpf.o)
-    # __kconfig/__ksym externs by name (bpfkit.elf.externs.ExternSpec), resolved at load.
+    # __kconfig/__ksym externs by name (bpfkit.spec.externs.ExternSpec), resolved at load.
     externs: dict[str, ExternSpec] = dataclasses.field(default_factory=dict)
 
     def resolve_core(self, kernel_btf: BTF | str | os.PathLike[str] | None = None) -> dict[str, list[CoreResolution]]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 from .._files import OBJECT_LIMIT, read_regular
-from ..elf.loader import parse_object
 from ..errors import BPFKitError, NotFoundError
 from .collection import CollectionSpec
+from .from_elf import parse_object
 
 __all__ = ["load_spec", "spec_from_file", "object_name"]
 

@@ -58,7 +58,7 @@ class ProgramSpec:
     functions: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (name, first insn)
     needs_kernel_version: bool = False  # the object's "version" section asked for the running kernel's
     # __ksym externs (kfunc calls, ld_imm64 of kernel symbols): (insn index, extern name),
-    # resolved when a Collection loads the program (bpfkit.elf.externs).
+    # resolved when a Collection loads the program (bpfkit.spec.externs).
     extern_refs: list[tuple[int, str]] = dataclasses.field(default_factory=list)
     # BPF_PROG_LOAD's fd_array: module BTF fds that kfunc calls index with their offset
     # (slot 0 unused); set by the Collection while it loads.

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from ..btf import BTF
 from ..btf.types import Datasec, FuncProto, Kind, Pointer, Struct, Var
 from ..errors import NotFoundError, ParseError, UsageError
-from .consts import STRUCT_OPS_SECTIONS as STRUCT_OPS_SECTIONS  # re-exported (elf.loader needs only it)
+from .consts import STRUCT_OPS_SECTIONS as STRUCT_OPS_SECTIONS  # re-exported (spec.from_elf needs only it)
 
-if TYPE_CHECKING:  # bpfkit.elf imports this module: no import back at run time
+if TYPE_CHECKING:  # bpfkit.spec.from_elf imports this module: no import back at run time
     from ..elf.reader import Relocation, Section
 
 __all__ = ["StructOpsSpec", "KernelStructOps", "Plan", "STRUCT_OPS_SECTIONS", "parse_section", "plan",

@@ -26,10 +26,10 @@ import struct
 from .._record import Record
 from ..btf import BTF
 from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
+from ..elf.reader import STB_LOCAL, STT_SECTION, ElfFile, Relocation, Section, Symbol
 from ..errors import ParseError
-from ..spec.consts import MapType
-from ..spec.maps import MapSpec, PinType
-from .reader import STB_LOCAL, STT_SECTION, ElfFile, Relocation, Section, Symbol
+from .consts import MapType
+from .maps import MapSpec, PinType
 
 __all__ = ["legacy_maps", "btf_maps", "BTFMapLayout"]
 

@@ -26,14 +26,7 @@ from collections.abc import Callable
 
 from ..btf import BTF, BTFExt
 from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
-from ..errors import ParseError
-from ..sections import match_section
-from ..spec.collection import CollectionSpec, VariableSpec
-from ..spec.consts import KERNEL_VERSION_MAGIC, STRUCT_OPS_SECTIONS, MapFlag, MapType, ProgType
-from ..spec.maps import MapSpec
-from ..spec.programs import ProgramSpec, Reference, RefKind
-from .maps import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
-from .reader import (
+from ..elf.reader import (
     SHF_EXECINSTR,
     SHN_ABS,
     SHN_COMMON,
@@ -52,6 +45,13 @@ from .reader import (
     Section,
     Symbol,
 )
+from ..errors import ParseError
+from ..sections import match_section
+from .collection import CollectionSpec, VariableSpec
+from .consts import KERNEL_VERSION_MAGIC, STRUCT_OPS_SECTIONS, MapFlag, MapType, ProgType
+from .map_sections import BTFMapLayout, btf_map_values, btf_maps, legacy_maps
+from .maps import MapSpec
+from .programs import ProgramSpec, Reference, RefKind
 
 TYPE_CHECKING = False  # not typing's (its import costs ~1.5 ms at start-up; annotations only)
 if TYPE_CHECKING:
