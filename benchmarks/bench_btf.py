@@ -90,7 +90,7 @@ def main() -> int:
         with open(args.btf, "rb") as f:
             return _sysfs_btf._mapped(f.fileno()) or f.read()
 
-    # The kernel's own BTF cannot change: read in place, as bpfkit.btf.kernel reads it (a
+    # The kernel's own BTF cannot change: read in place, as bpfkit.kernel_btf reads it (a
     # mapping of another file is copied, since the file could change under it).
     kernels_own = os.path.realpath(args.btf).startswith("/sys/kernel/btf/")
 

@@ -427,7 +427,7 @@ class Collection(ClosesOnExit):
                     return type_id, ""
             # Module BTF is split BTF: its names continue vmlinux's string table, so it is
             # searched parsed (a module's BTF is small) rather than scanned.
-            from .btf import kernel as _kernel_btf
+            from . import kernel_btf as _kernel_btf
 
             for mod in [module] if module else _bpf.module_btf_names():
                 found = _kernel_btf.module(mod).find(wanted, kind, own_only=True)

@@ -49,7 +49,7 @@ def kernel_btf_arg(value: BTF | str | os.PathLike[str] | None) -> BTF | None:
 
 def _kernel_targets() -> list[BTF]:
     """[vmlinux's BTF], for CO-RE against the running kernel."""
-    from .btf import kernel
+    from . import kernel_btf as kernel
 
     try:
         return [kernel.vmlinux()]
@@ -59,7 +59,8 @@ def _kernel_targets() -> list[BTF]:
 
 
 def _relocator(local: BTF, kernel_btf: BTF | None) -> Any:
-    from .btf import core, kernel
+    from . import kernel_btf as kernel
+    from .btf import core
 
     if kernel_btf is not None:
         return core.CORERelocator(local, [kernel_btf])
@@ -75,7 +76,7 @@ def resolve_core(spec: CollectionSpec, kernel_btf: BTF | str | os.PathLike[str] 
         return spec_core.resolve_core(spec, [btf_arg(kernel_btf)])
     if spec.btf is None or not any(p.core_relos for p in spec.programs.values()):
         return {name: [] for name in spec.programs}
-    from .btf import kernel
+    from . import kernel_btf as kernel
 
     return spec_core.resolve_core(spec, _kernel_targets(), kernel.modules)
 
@@ -162,8 +163,8 @@ class KernelFit:
         return kconfig_data(self.spec.externs, config, virtual, self.kconfig_source)
 
     def _resolve_ksyms(self, ksyms: list[Any]) -> None:
+        from . import kernel_btf as kernel
         from ._kernel import kinfo
-        from .btf import kernel
         from .spec.externs import resolve_ksym
 
         kallsyms = None

@@ -282,7 +282,7 @@ class Map(PinnableObject, _Generic["K", "V"]):
             return None, None
         btf = spec.btf
         if btf is None and self._kernel_btf_id:
-            from .btf import kernel as _kernel_btf
+            from . import kernel_btf as _kernel_btf
 
             try:
                 btf = _kernel_btf.by_id(self._kernel_btf_id)

@@ -150,7 +150,7 @@ def _kprobe_functions(notes: list[str]) -> list[tuple[str, str]]:
 
 def _btf_names(kind_name: str, notes: list[str], what: str) -> list[tuple[str, str]]:
     """(module or "", name) of the BTF types of one kind in vmlinux and every module."""
-    from .btf import kernel
+    from . import kernel_btf as kernel
     from .btf.types import Kind
 
     kind = Kind[kind_name]

@@ -69,8 +69,8 @@ __all__ = ["StructOpsSpec", "KernelStructOps", "find_kernel_struct_ops", "STRUCT
 
 def find_kernel_struct_ops(name: str) -> KernelStructOps:
     """Find ``struct bpf_struct_ops_<name>`` in vmlinux's BTF, then in the modules'."""
+    from . import kernel_btf as _kernel_btf
     from ._kernel import bpf as _bpf
-    from .btf import kernel as _kernel_btf
 
     wanted = VALUE_PREFIX + name
     try:

@@ -23,7 +23,7 @@ import pytest
 
 from bpfkit import Collection, load_spec
 from bpfkit.btf import Array, Enum, Int, Kind, Pointer
-from bpfkit.btf import kernel as kernel_btf
+from bpfkit import kernel_btf
 from bpfkit.errors import NotFoundError, VerifierError
 
 VM = os.environ.get("BPFKIT_VM_KERNEL")  # "5.10", "6.1", ... in integration/vm.py; None here

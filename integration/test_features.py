@@ -871,7 +871,7 @@ def test_bpfkit_load_does_not_import_the_probes_module() -> None:
 def test_vmlinux_btf_probes_find_what_find_by_kind_finds() -> None:
     """The BTF probes look their names up in batches (probes._vmlinux_types): the same types,
     in the same order, as vmlinux's find(name, kind) of each kind asked."""
-    from bpfkit.btf import kernel
+    from bpfkit import kernel_btf as kernel
     from bpfkit.btf.types import Kind
 
     try:

@@ -399,7 +399,7 @@ def test_pin_dir_must_be_bpffs(bpf_obj, tmp_path):
 # -------------------------------------------------------------------- BTF attach ids
 def test_btf_targets_are_resolved_in_vmlinux(bpf_obj):
     from bpfkit._kernel import bpf as _bpf
-    from bpfkit.btf import kernel as kernel_btf
+    from bpfkit import kernel_btf
 
     spec = load_spec(bpf_obj("loader_btf"))
     with Collection(spec) as coll:

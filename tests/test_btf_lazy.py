@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Lazy BTF parsing (kernel BTF), name and flavor lookups, split BTF on a lazy base, and
-reading BTF from files (bpfkit.btf.spec, bpfkit.btf.kernel). Pure: the vmlinux tests read
+reading BTF from files (bpfkit.btf.spec, bpfkit.kernel_btf). Pure: the vmlinux tests read
 /sys/kernel/btf/vmlinux as a file and skip without it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import struct
 import pytest
 
 from bpfkit.btf import BTF, Int, IntEncoding, Kind, Member, Pointer, Struct
-from bpfkit.btf import kernel as kernel_btf
+from bpfkit import kernel_btf
 from bpfkit.btf.spec import essential_name
 from bpfkit.elf import ElfFile
 from bpfkit.errors import ParseError

@@ -31,7 +31,7 @@ PACKAGE = package_dir()
 
 # Layers, lowest first: a module may import modules of its own layer or of the layers before
 # it. A module belongs to the first layer one of whose prefixes names it or a package above
-# it; EXCEPT names the modules that belong to a later layer despite their package's prefix.
+# it (no exceptions: a module of the running kernel lives outside the spec packages).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Shared by all: the exception tree, bounded reads of regular files, lazy re-exports, the
     # version (bpfkit.__version__, `bpfkit --version`), the `with` mixin (ClosesOnExit), the
@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Kernel objects made from specs (each owns an fd), fitting a spec to the running kernel,
     # the running kernel's BTF, feature probes.
     ("objects", ("bpfkit.maps", "bpfkit.program", "bpfkit.collection", "bpfkit.kernelfit",
-                 "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.btf.kernel",
+                 "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.kernel_btf",
                  "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
     # Skeletons: an object's programs, maps and variables as attributes, attached like attach_all.
@@ -68,7 +68,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("bpfkit.cli",)),
     ("top", ("bpfkit",)),
 ]
-EXCEPT = {"bpfkit.btf.kernel"}  # in bpfkit/btf/ but it reads the running kernel's BTF: "objects"
 
 # Imports inside functions from the spec layer to a layer above it: (importer, imported) ->
 # why. Each runs only when the caller asks for the running kernel.
@@ -85,10 +84,6 @@ SPEC_LAZY_UP = {
 TANGLES_BEING_REMOVED: list[list[str]] = [
     # The link records (issue #36, item 3): link/ with usdt.attach.
     ["bpfkit.link", "bpfkit.link.multi", "bpfkit.link.uprobe", "bpfkit.usdt.attach"],
-    # The ordered spec layer (item 2): spec.collection -> kernelfit -> btf.kernel/elf/features
-    # -> ... -> spec.collection (btf/kernel.py out of the kernel-free layer).
-    ["bpfkit.btf.file", "bpfkit.btf.kernel", "bpfkit.elf", "bpfkit.elf.loader", "bpfkit.features",
-     "bpfkit.features.probes", "bpfkit.kernelfit", "bpfkit.spec.collection", "bpfkit.spec.core"],
 ]
 
 # What spec use may import beyond the spec layer: module -> why. (Empty: none.)
@@ -171,8 +166,6 @@ LAZY_GRAPH = {name: _imports(name, top_level_only=False) for name in MODULES}
 
 def layer_of(name: str) -> int:
     for index, (_, prefixes) in enumerate(LAYERS):
-        if name in EXCEPT and index != _layer_index("objects"):
-            continue
         if any(name == p or name.startswith(p + ".") for p in prefixes):
             return index
     raise AssertionError(f"{name} is in no layer of tests/test_layers.py: add it to LAYERS")

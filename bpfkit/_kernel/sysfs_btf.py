@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The running kernel's BTF as files: /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF, 5.4+) and
 one split BTF file per module beside it (CONFIG_DEBUG_INFO_BTF_MODULES, 5.11+). Reads only, no
-bpf(2) (loaded BTF objects by id are bpfkit._kernel.bpf's); bpfkit.btf.kernel parses them.
+bpf(2) (loaded BTF objects by id are bpfkit._kernel.bpf's); bpfkit.kernel_btf parses them.
 """
 
 from __future__ import annotations

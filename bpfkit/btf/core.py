@@ -28,7 +28,7 @@ Concepts (the same as libbpf's relo_core.c, reimplemented here):
   code is reachable. Guarded code (``if (bpf_core_field_exists(...))``) therefore loads on
   kernels that lack the field. :meth:`CoreResolution.explain` says which relocation it was.
 
-Pure: targets are BTF objects the caller supplies (bpfkit.btf.kernel reads the kernel's).
+Pure: targets are BTF objects the caller supplies (bpfkit.kernel_btf reads the kernel's).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """BTF from a file: a raw BTF blob or an ELF file with a .BTF section (a vmlinux image, the
 BTFHub-style ``.btf`` files), for kernels that do not expose their BTF. Pure parsing (the spec
-layer); the running kernel's BTF from /sys is bpfkit.btf.kernel, which re-exports this.
+layer); the running kernel's BTF from /sys is bpfkit.kernel_btf, which re-exports this.
 """
 
 from __future__ import annotations

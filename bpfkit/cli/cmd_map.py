@@ -97,7 +97,7 @@ def _open_for_dump(target: int | str) -> Any:
 def _map_btf(info: MapInfo) -> tuple[BTF | None, int, int]:
     """(BTF, key type id, value type id) of a map as bpftool finds them: struct_ops values in
     vmlinux, else the map's own BTF object (by info.btf_id); (None, 0, 0) without value BTF."""
-    from ..btf import kernel as kbtf
+    from .. import kernel_btf as kbtf
 
     if info.btf_vmlinux_value_type_id:
         return kbtf.vmlinux(), info.btf_key_type_id, info.btf_vmlinux_value_type_id

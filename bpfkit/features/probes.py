@@ -638,7 +638,7 @@ def probe_uprobe_multi_path_fd() -> Outcome:
 
 # --------------------------------------------------------------- kernel BTF: names, kfuncs
 def _vmlinux() -> BTF:
-    from ..btf import kernel as _kbtf
+    from .. import kernel_btf as _kbtf
 
     return _kbtf.vmlinux()
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The running kernel's BTF, parsed once per process and cached.
 
-    from bpfkit.btf import kernel
+    from bpfkit import kernel_btf as kernel
     vmlinux = kernel.vmlinux()              # /sys/kernel/btf/vmlinux (5.4+), lazily decoded
     nf = kernel.module("nf_conntrack")      # split BTF on top of vmlinux (5.11+)
     kernel.modules()                        # every loaded module with BTF
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import _thread  # threading.RLock() makes a _thread.RLock; importing threading costs ~0.4 ms of start-up
 
-from ..errors import NotFoundError
-from .file import load_file as load_file  # re-exported: kernel.load_file(path)
-from .spec import BTF
+from .btf.file import load_file as load_file  # re-exported: kernel.load_file(path)
+from .btf.spec import BTF
+from .errors import NotFoundError
 
 __all__ = ["vmlinux", "module", "modules", "load_file", "clear_cache", "by_id"]
 
@@ -32,7 +32,7 @@ def vmlinux() -> BTF:
     with _lock:
         btf = _cache.get("vmlinux")
         if btf is None:
-            from .._kernel import bpf as _bpf
+            from ._kernel import bpf as _bpf
 
             # read in place: the kernel's BTF does not change while it runs
             btf = _cache["vmlinux"] = BTF.from_bytes(_bpf.vmlinux_btf(), lazy=True, name="vmlinux", unchanging=True)
@@ -45,7 +45,7 @@ def module(name: str) -> BTF:
         key = "module:" + name
         btf = _cache.get(key)
         if btf is None:
-            from .._kernel import bpf as _bpf
+            from ._kernel import bpf as _bpf
 
             base = vmlinux()
             btf = _cache[key] = BTF.from_bytes(_bpf.module_btf(name), base=base, lazy=True, name=name)
@@ -54,7 +54,7 @@ def module(name: str) -> BTF:
 
 def module_names() -> list[str]:
     """Names of the loaded modules that have BTF."""
-    from .._kernel import bpf as _bpf
+    from ._kernel import bpf as _bpf
 
     return _bpf.module_btf_names()
 
@@ -74,7 +74,7 @@ def by_id(btf_id: int) -> BTF:
     """A loaded BTF object by its id (a map's or program's ``btf_id``), parsed; not cached
     (ids are not reused while the object lives, but a caller holds the result as long as it
     needs it). NotFoundError/KernelError (ENOENT) when it is gone."""
-    from .._kernel import bpf as _bpf
+    from ._kernel import bpf as _bpf
 
     return BTF.from_bytes(_bpf.btf_by_id(btf_id), lazy=True, name=f"btf id {btf_id}")
 
