@@ -7,6 +7,7 @@ a second copy does not grow back in either reader."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -21,7 +22,7 @@ _DELIVERY = ("frombuffer", "iter_unpack", "starmap", "length_hint")
 def test_readers_deliver_through_common(module):
     source = inspect.getsource(module)
     assert [word for word in _DELIVERY if word in source] == []
-    assert source.count("published(") == 2  # the consuming loop and the record iterator
+    assert len(re.findall(r"published\((?:pq|ctl), ", source)) == 1  # the record iterator (the consuming loop inlines it)
     assert module.deliver_run is _common.deliver_run and module.deliver_batch is _common.deliver_batch
     assert module.published is _common.published
 

@@ -134,7 +134,10 @@ class _Ring:
         strides: dict[int, struct.Struct] = {}
         cons = cq[0]
         n = 0
-        while (prod := published(pq, 0, cons)) > cons:
+        # published() inline: a call a pass is ~10% of a consume call that finds one record
+        while (prod := pq[0]) > cons:
+            if _ring.NEEDS_FENCE:
+                _ring.fence()
             while cons < prod:
                 off = cons & mask
                 hdr = words[off >> 2]
