@@ -71,9 +71,6 @@ class FrozenRecord(SlottedRecord):
             object.__setattr__(self, name, value)
 
 
-Record = SlottedRecord  # its first name: elf/maps.py and elf/reader.py still import it by that
-
-
 # ------------------------------------------------------------------- dataclasses' methods
 _REPRS_RUNNING: set[tuple[int, int]] = set()  # (object, thread) whose __repr__ is running
 

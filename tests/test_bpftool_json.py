@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""bpfkit.btf.bpftool_json on hand-made BTF: the cases the bpf/ objects cannot hold or bpftool
+"""bpfkit.cli.bpftool_json on hand-made BTF: the cases the bpf/ objects cannot hold or bpftool
 cannot print as JSON (integration/test_map_dump_bpftool.py compares the rest with bpftool)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bpfkit.btf import (
     VarSecinfo,
     Void,
 )
-from bpfkit.btf.bpftool_json import EntryFormatter, TypeFormatter, hex_bytes
+from bpfkit.cli.bpftool_json import EntryFormatter, TypeFormatter, hex_bytes
 
 
 def _btf() -> BTF:

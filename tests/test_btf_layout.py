@@ -30,7 +30,7 @@ from bpfkit.btf import (
 from bpfkit.btf.layout import INT_FORMATS, leaves, members, scalar_format
 
 PKG = Path(__file__).resolve().parent.parent / "bpfkit"
-LAYOUT_READERS = ("btf/values.py", "btf/bpftool_json.py", "events/records.py", "metrics/plan.py")
+LAYOUT_READERS = ("btf/values.py", "cli/bpftool_json.py", "events/records.py", "metrics/plan.py")
 
 
 def _btf() -> BTF:

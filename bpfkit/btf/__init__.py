@@ -8,9 +8,10 @@ CO-RE relocations and sanitising for older kernels.
 
 Modules: ``types`` (one class per kind), ``spec`` (BTF blobs, lazy parsing, lookups),
 ``ext`` (.BTF.ext), ``core`` (CO-RE relocations), ``sanitize`` (rewrites for older kernels),
-``kernel`` (the running kernel's BTF, cached), ``layout`` (where each part of a typed value
-lies: the one walker), ``values`` (typed values <-> bytes), ``bpftool_json`` (bpftool's JSON). Pure data except ``kernel``, which gets the
-bytes from bpfkit._kernel (loading BTF is bpfkit._kernel.bpf.btf_load). docs/core.md.
+``layout`` (where each part of a typed value lies: the one walker), ``values`` (typed values
+<-> bytes), ``file`` (BTF from a raw or ELF file). Pure data: the running kernel's BTF is
+bpfkit.kernel_btf's, bpftool's JSON of values bpfkit.cli.bpftool_json's, and loading BTF
+bpfkit._kernel.bpf.btf_load's. docs/core.md.
 """
 
 from . import types

@@ -2,7 +2,7 @@
 """BTF -> byte layout: where each part of a BTF-typed value lies, and its :mod:`struct` format.
 
 The one place bpfkit walks a BTF type down to bytes. Its readers keep only their own output
-conventions: :mod:`bpfkit.btf.values` compiles codecs (Python values), :mod:`bpfkit.btf.bpftool_json`
+conventions: :mod:`bpfkit.btf.values` compiles codecs (Python values), :mod:`bpfkit.cli.bpftool_json`
 prints bpftool's JSON, :meth:`bpfkit.events.records.RecordFormat.from_btf` makes flat record
 formats and :mod:`bpfkit.metrics.plan` picks labels and values.
 

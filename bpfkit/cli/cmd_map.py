@@ -7,7 +7,7 @@
 
 JSON: list/show {"id", "name", "type", "key_size", "value_size", "max_entries", "flags",
 "btf_id", "pinned"}; dump prints what ``bpftool -j map dump`` prints (one JSON array, entries
-decoded through the map's BTF by bpfkit.btf.bpftool_json). Without --json, dump prints one
+decoded through the map's BTF by bpfkit.cli.bpftool_json). Without --json, dump prints one
 entry a line, decoded through BTF (hex for maps without); --hist draws the histograms
 bpfkit.hist recognises in the map instead. Documented in docs/cli.md.
 """
@@ -111,7 +111,7 @@ def dump(m: Map[Any, Any], as_json: bool, out: Any) -> int:
     Map.dump_batches: BPF_MAP_LOOKUP_BATCH a few thousand entries a syscall, or key by key as
     bpftool reads, with the errno of a failed lookup)."""
     from .._kernel.cpus import num_possible_cpus
-    from ..btf.bpftool_json import EntryFormatter, TypeFormatter
+    from .bpftool_json import EntryFormatter, TypeFormatter
     from .output import hexdump
 
     info = m.info()

@@ -50,7 +50,7 @@ import bisect
 import struct
 from collections.abc import Iterator, Sequence
 
-from .._record import Record
+from .._record import SlottedRecord
 from ..errors import ParseError
 from .headers import (
     DT_NEEDED,
@@ -119,7 +119,7 @@ __all__ += [
 ]
 
 
-class Section(Record):
+class Section(SlottedRecord):
     """A section header with its name and contents: ``data`` is a memoryview into the image's
     bytes, or read (once) when first used if the image is a file."""
 
@@ -165,7 +165,7 @@ class Section(Record):
         return bool(self.flags & SHF_EXECINSTR)
 
 
-class Symbol(Record):
+class Symbol(SlottedRecord):
     __slots__ = ("index", "name", "value", "size", "bind", "type", "visibility", "shndx", "table", "version", "hidden")
 
     def __init__(self, index: int, name: str, value: int, size: int, bind: int, type: int, visibility: int,
@@ -194,7 +194,7 @@ class Symbol(Record):
         return f"{self.name}{'@' if self.hidden else '@@'}{self.version}"
 
 
-class Relocation(Record):
+class Relocation(SlottedRecord):
     __slots__ = ("offset", "type", "symbol")
 
     def __init__(self, offset: int, type: int, symbol: Symbol) -> None:

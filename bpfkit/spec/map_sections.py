@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 
-from .._record import Record
+from .._record import SlottedRecord
 from ..btf import BTF
 from ..btf.types import Array, Datasec, Enum, FuncProto, Pointer, Struct, Var, VarLinkage, Void
 from ..elf.reader import STB_LOCAL, STT_SECTION, ElfFile, Relocation, Section, Symbol
@@ -130,7 +130,7 @@ def legacy_maps(elf: ElfFile, section: Section) -> dict[int, MapSpec]:
 
 
 # -------------------------------------------------------------------------------- BTF
-class BTFMapLayout(Record):
+class BTFMapLayout(SlottedRecord):
     """Where a BTF map lives in ``.maps``: for resolving ``values`` relocations."""
 
     __slots__ = ("spec", "offset", "size", "values_offset")

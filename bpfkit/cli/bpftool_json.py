@@ -40,9 +40,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from .layout import FLOAT_FORMATS, INT_FORMATS, members
-from .spec import BTF
-from .types import (
+from ..btf.layout import FLOAT_FORMATS, INT_FORMATS, members
+from ..btf.spec import BTF
+from ..btf.types import (
     Array,
     Datasec,
     Enum,
