@@ -271,6 +271,45 @@ def test_spec_layer_imports_nothing_above_it_even_lazily() -> None:
     assert not stale, f"SPEC_LAZY_UP lists imports that no longer exist: {sorted(stale)}"
 
 
+# The spec layer in order, lowest first: the bpf(2) enums; the formats an object is made of
+# (ELF, BTF, instructions); libbpf's section names; then the specs built from them, and
+# skeletons. Checked counting imports inside functions: the ELF reader serves the symbolizer
+# and uprobes without the specs, and nothing below spec/ reaches back into it.
+SPEC_ORDER: list[tuple[str, tuple[str, ...]]] = [
+    ("enums", ("bpfkit.spec.consts",)),
+    ("formats", ("bpfkit.elf", "bpfkit.btf", "bpfkit.asm")),
+    ("section names", ("bpfkit.sections",)),
+    ("specs", ("bpfkit.spec", "bpfkit.skelgen")),
+]
+
+
+def _spec_rank(name: str) -> int | None:
+    for rank, (_, prefixes) in enumerate(SPEC_ORDER):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def test_spec_layer_is_ordered() -> None:
+    """elf/, btf/, asm and sections import nothing of spec/ but its enums. Importing
+    bpfkit.spec.consts imports the bpfkit.spec package first, which holds only a lazy table
+    (checked here), so that edge does not count."""
+    package_imports = _imports("bpfkit.spec", top_level_only=False)
+    assert package_imports <= {"bpfkit._lazy"}, f"bpfkit/spec/__init__.py imports {sorted(package_imports)}"
+    wrong = []
+    for name in sorted(MODULES):
+        rank = _spec_rank(name)
+        if rank is None or layer_of(name) != _layer_index("spec"):
+            continue
+        for target in sorted(_imports(name, top_level_only=False)):
+            target_rank = _spec_rank(target) if target != "bpfkit.spec" else 0
+            if target_rank is not None and target_rank > rank:
+                wrong.append(f"{name} ({SPEC_ORDER[rank][0]}) imports {target} ({SPEC_ORDER[target_rank][0]})")
+    assert not wrong, "the spec layer's order (SPEC_ORDER) is broken:\n" + "\n".join(wrong)
+    every = [name for name in MODULES if layer_of(name) == _layer_index("spec") and _spec_rank(name) is None]
+    assert not every, f"spec-layer modules in no group of SPEC_ORDER: {every}"
+
+
 SPEC_USE = r"""
 import json, sys
 import bpfkit
