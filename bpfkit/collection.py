@@ -367,8 +367,8 @@ class Collection(ClosesOnExit):
     def _ext_target(pspec: ProgramSpec) -> tuple[Any, ProgramSpec]:
         """(fd to close after the load or None, spec with attach_prog_fd/attach_btf_id) for an
         ext (freplace) program: the kernel verifies it against the replaced function's
-        prototype in the target program's BTF, so both are fixed at load (bpfkit.ext)."""
-        from .ext import describe_target, open_target, target_func_id
+        prototype in the target program's BTF, so both are fixed at load (bpfkit.freplace)."""
+        from .freplace import describe_target, open_target, target_func_id
 
         target = pspec.attach_prog if pspec.attach_prog is not None else (pspec.attach_prog_fd or None)
         func = pspec.attach_to

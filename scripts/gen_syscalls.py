@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Generate bpfkit/metrics/syscalls.py: x86_64 syscall numbers -> names, from the kernel UAPI
+"""Generate bpfkit/metrics/x86_64_syscalls.py: x86_64 syscall numbers -> names, from the kernel UAPI
 header <asm/unistd_64.h> (Debian's linux-libc-dev). The `syscall` decoder of metrics configs
 reads it; run again when the header gains syscalls:
 
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "bpfkit/metrics/syscalls.py"
+OUT = Path(__file__).resolve().parent.parent / "bpfkit/metrics/x86_64_syscalls.py"
 
 
 def main() -> int:

@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Kernel objects made from specs (each owns an fd), fitting a spec to the running kernel,
     # the running kernel's BTF, feature probes.
     ("objects", ("bpfkit.maps", "bpfkit.program", "bpfkit.collection", "bpfkit.kernelfit",
-                 "bpfkit.struct_ops", "bpfkit.ext", "bpfkit.features", "bpfkit.kernel_btf",
+                 "bpfkit.struct_ops", "bpfkit.freplace", "bpfkit.features", "bpfkit.kernel_btf",
                  "bpfkit.hist")),
     # Attaching programs: links, probe specs, USDT.
     # Skeletons: an object's programs, maps and variables as attributes, attached like attach_all.

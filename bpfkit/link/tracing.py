@@ -39,7 +39,7 @@ from .base import FdOnlyLink, Link, RawLink, _prog_fd
 from .kind import AttachOptions, LinkKind, Section, SectionTarget
 
 if TYPE_CHECKING:
-    from ..ext import FreplaceTarget
+    from ..freplace import FreplaceTarget
     from ..probespec import ProbeSpec
 
 __all__ = [
@@ -313,7 +313,7 @@ def freplace(prog: ProgramArg, target: FreplaceTarget | None = None, function: s
     Neither: the load-time target (BPF_LINK_CREATE with zeros; BPF_RAW_TRACEPOINT_OPEN before
     5.10). Closing the link restores the original function.
     """
-    from ..ext import describe_target, open_target, target_func_id
+    from ..freplace import describe_target, open_target, target_func_id
 
     name = getattr(prog, "name", "")
     ptype = getattr(prog, "type", None)

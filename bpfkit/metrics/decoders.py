@@ -80,7 +80,7 @@ def _syscall(value: object) -> object:
     if nr is None:
         return value
     if platform.machine() == "x86_64":
-        from .syscalls import X86_64
+        from .x86_64_syscalls import X86_64
 
         return X86_64.get(nr, str(nr))
     return str(nr)
