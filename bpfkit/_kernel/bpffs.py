@@ -17,7 +17,6 @@ import errno
 import os
 
 from ..errors import UsageError, kernel_error
-from .mountinfo import mountinfo
 
 __all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pin_dir", "check_pin_name",
            "pin_path", "make_dirs", "remove_dirs", "pin_object", "ensure_bpffs", "bpffs_mount_of"]
@@ -90,6 +89,8 @@ def ensure_bpffs(path: str) -> None:
 def bpffs_mount_of(path: str) -> str:
     """The mount point of the bpf filesystem holding ``path`` (its nearest existing parent),
     or '' when ``path`` is not on bpffs (pinning there fails with EPERM)."""
+    from .mountinfo import mountinfo  # here only: pinning does not read mountinfo
+
     real = os.path.realpath(path)
     best = ("", "")
     for point, fstype in mountinfo():
