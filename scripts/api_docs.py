@@ -17,10 +17,21 @@ from pathlib import Path
 import pdoc
 
 PUBLIC_MODULES = [
-    "bpfkit", "bpfkit.collection", "bpfkit.maps", "bpfkit.program",
-    "bpfkit.features", "bpfkit.link", "bpfkit.events", "bpfkit.btf", "bpfkit.usdt",
-    "bpfkit.user_events", "bpfkit.probespec", "bpfkit.sections", "bpfkit.asm",
+    "bpfkit", "bpfkit.spec", "bpfkit.btf", "bpfkit.elf", "bpfkit.sections", "bpfkit.asm",
+    "bpfkit.collection", "bpfkit.maps", "bpfkit.program", "bpfkit.struct_ops", "bpfkit.kernel_btf",
+    "bpfkit.features", "bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.skeleton", "bpfkit.events",
+    "bpfkit.user_events", "bpfkit.hist", "bpfkit.symbols", "bpfkit.profile", "bpfkit.metrics",
 ]
+# The rest of bpfkit's top level serves the modules above or the command line, not users:
+# module -> what it is (tests/test_api_docs.py checks that every module is in one list or the other).
+INTERNAL_MODULES = {
+    "bpfkit.cli": "the command line (docs/cli.md and the man pages document it)",
+    "bpfkit.kernelfit": "fits a spec to the running kernel, inside Collection's load",
+    "bpfkit.skelgen": "the text of generated skeletons (`bpfkit gen skeleton`; bpfkit.skeleton is the API)",
+    "bpfkit.attach": "the old name of bpfkit.link.attach, kept importable",
+    "bpfkit.probelist": "`bpfkit list`'s probe listing",
+    "bpfkit.freplace": "freplace targets, used through bpfkit.link.freplace",
+}
 # Names that packages resolve lazily (a module __getattr__): resolved first so pdoc sees them.
 LAZY = {"bpfkit.usdt": ["attach_usdt", "USDTLink"], "bpfkit.maps": ["MapInfo"], "bpfkit.program": ["ProgramInfo"]}
 

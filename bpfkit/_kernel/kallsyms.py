@@ -41,7 +41,11 @@ from ..errors import KernelPermissionError, NotFoundError, UsageError, kernel_er
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import NamedTuple
+    from typing import NamedTuple, TypeAlias
+
+    _Addresses: TypeAlias = array[int]
+else:
+    _Addresses = array  # array[int] is not subscriptable at run time before Python 3.12 (pdoc evaluates it)
 
 __all__ = ["KALLSYMS", "LIMIT", "read", "symbols", "parse_line", "addresses", "has_symbol", "function_names",
            "KernelSymbols", "KernelSymbol", "kptr_restrict"]
@@ -240,7 +244,7 @@ class KernelSymbols:
         self._lines = lines
         self._width = width
         self._heads = [int(lines[j][:width], 16) for j in range(0, len(lines), _BLOCK)]
-        self._blocks: list[array[int] | None] = [None] * len(self._heads)
+        self._blocks: list[_Addresses | None] = [None] * len(self._heads)
         self.source = source
 
     def __len__(self) -> int:

@@ -24,7 +24,7 @@ import errno
 from typing import Any, NoReturn, TypeGuard, overload
 
 from .._kernel import bpf as _bpf
-from .._kernel.abi import ffi
+from .._kernel import map_elems as _map_elems
 from .._kernel.consts import AttachType, LinkType, MapFlag, MapType
 from .._protocols import MapLike, ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
@@ -52,6 +52,8 @@ def _what(m: Any) -> str:
     kind = f" (struct {ops.kernel_type_name})" if ops is not None else ""
     return f"struct_ops map {getattr(m, 'name', '')!r}{kind}"
 
+_KEY_0 = bytes(4)  # a struct_ops map has one element, at u32 key 0
+
 
 def _register_value(m: Any, *, allow_busy: bool) -> None:
     """BPF_MAP_UPDATE_ELEM(0, value): registers a plain struct_ops map, readies a BPF_F_LINK one.
@@ -62,10 +64,8 @@ def _register_value(m: Any, *, allow_busy: bool) -> None:
                          "(its value with program fds is unknown)")
     if getattr(m, "fd", None) is None or m.fd.closed:
         raise UsageError(f"attach {_what(m)}: the map is closed")
-    key = ffi.new("uint32_t *", 0)
-    cval = ffi.from_buffer(value)
     try:
-        _bpf.map_update(m.fd, key, cval)
+        _map_elems.update(m.fd, _KEY_0, bytes(value))
     except KernelError as exc:
         if exc.errno == errno.EBUSY and allow_busy:
             return
@@ -201,9 +201,8 @@ class StructOpsMapLink(Link):
         self._closed = True
         if self.map.fd.closed or self.pinned_path is not None:
             return  # pinned: stays registered (the kernel holds a registered map itself)
-        key = ffi.new("uint32_t *", 0)
         try:
-            _bpf.map_delete(self.map.fd, key)
+            _map_elems.delete(self.map.fd, _KEY_0)
         except BPFKitError as exc:
             raise exc.wrap(f"unregister {_what(self.map)}")
 
