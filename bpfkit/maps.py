@@ -23,10 +23,10 @@ from collections.abc import Iterator, Mapping
 
 from ._kernel import bpf as _bpf
 from ._kernel import map_elems as _elems
+from ._kernel.bpffs import PinnableObject
 from ._kernel.consts import BPF_ANY, MapType
 from ._kernel.cpus import num_possible_cpus
 from ._kernel.fd import FD
-from ._kernel.pinnable import PinnableObject
 from ._kernel.rlimit import bump_memlock
 from ._lazy import lazy_getattr
 from .btf.types import Datasec

@@ -8,9 +8,9 @@ import dataclasses
 import errno
 
 from ._kernel import bpf as _bpf
+from ._kernel.bpffs import PinnableObject
 from ._kernel.consts import AttachType, ProgType
 from ._kernel.fd import FD
-from ._kernel.pinnable import PinnableObject
 from ._kernel.rlimit import bump_memlock
 from ._lazy import lazy_getattr
 from .errors import BPFKitError, KernelError, NotSupportedError, VerifierError, permission_hint

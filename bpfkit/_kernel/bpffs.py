@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Pin paths in bpffs, checked before anything is created.
+"""Pinning in bpffs: pin paths checked before anything is created, BPF_OBJ_PIN with the missing
+directories made (pin_object), and PinnableObject, the pin, unpin and open-pinned that Map and
+Program share (a pin keeps a kernel object alive after every fd is closed; BPF_OBJ_GET opens it
+again from another process).
 
 Names that end up in a pin path (a map pinned by name, a program or link pinned by
 ``bpfkit load``/``attach --pin``) come from the object file, which bpfkit does not trust:
@@ -16,10 +19,17 @@ from __future__ import annotations
 import errno
 import os
 
-from ..errors import UsageError, kernel_error
+from .._closing import ClosesOnExit
+from ..errors import KernelError, NotFoundError, UsageError, kernel_error
+
+TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from .fd import FD
 
 __all__ = ["BPF_FS_MAGIC", "fs_magic", "nearest_existing", "is_bpffs", "check_pin_dir", "check_pin_name",
-           "pin_path", "make_dirs", "remove_dirs", "pin_object", "ensure_bpffs", "bpffs_mount_of"]
+           "pin_path", "make_dirs", "remove_dirs", "pin_object", "ensure_bpffs", "bpffs_mount_of", "PinnableObject"]
 
 BPF_FS_MAGIC = 0xCAFE4A11  # include/uapi/linux/magic.h
 BPFFS_DEFAULT = "/sys/fs/bpf"
@@ -186,3 +196,49 @@ def pin_object(fd: object, path: str, what: str) -> None:
         if getattr(exc, "errno", 0) == errno.EPERM and not is_bpffs(parent):
             exc.wrap(f"{parent} is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)")
         raise exc.wrap(f"pin {what} at {path}")
+
+
+class PinnableObject(ClosesOnExit):
+    """Pin, unpin and close for a kernel object held through ``self.fd`` and named ``self.name``
+    (Map, Program): a pin in bpffs keeps the object alive after this process closes its fd."""
+
+    KIND: ClassVar[str] = "object"  # what errors call it: "map", "program"
+    fd: FD
+    name: str
+    pinned_path: str | None
+
+    @classmethod
+    def _open_pinned(cls, path: str, flags: int = 0) -> FD:
+        """A new fd for the object pinned at ``path`` (BPF_OBJ_GET); NotFoundError if none."""
+        from .bpf import obj_get  # lazily, as pin_object: bpfkit._kernel.cgroupfs imports this module
+
+        try:
+            return obj_get(path, flags)
+        except KernelError as exc:
+            if exc.errno == errno.ENOENT:
+                raise NotFoundError(f"no pinned object at {path}") from None
+            raise exc.wrap(f"open pinned {cls.KIND} {path}")
+
+    def pin(self, path: str) -> None:
+        """Pin in bpffs at ``path`` so the object outlives this process (missing directories
+        under bpffs are made, as libbpf does)."""
+        pin_object(self.fd, path, f"{self.KIND} {self.name!r}")
+        self.pinned_path = path
+
+    def unpin(self) -> None:
+        """Remove the pin made by :meth:`pin` or found by ``load_pinned`` (gone already: fine)."""
+        if self.pinned_path is None:
+            return
+        try:
+            os.unlink(self.pinned_path)
+        except FileNotFoundError:
+            pass
+        self.pinned_path = None
+
+    def close(self) -> None:
+        """Release this process's reference (a pinned object stays in the kernel)."""
+        self.fd.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.fd.closed
