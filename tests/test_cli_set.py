@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import bpfkit
-from bpfkit.cli.spec_edits import apply_sets
+from bpfkit.cli.cmd_load import apply_sets
 from bpfkit.errors import BTFValueError, NotFoundError, UsageError
 from conftest import bpf_object
 
@@ -63,7 +63,7 @@ def test_attach_and_load_take_set() -> None:
 def test_map_size_numbers_of_many_digits(spec: bpfkit.CollectionSpec) -> None:
     """--map-size with a number of thousands of digits (issue #35): the message shows it cut
     short, where str() of the number in it was a ValueError (a traceback)."""
-    from bpfkit.cli.spec_edits import apply_map_sizes
+    from bpfkit.cli.cmd_load import apply_map_sizes
 
     with pytest.raises(UsageError) as err:
         apply_map_sizes(spec, ["typed_hash.max_entries=0x" + "f" * 5000])

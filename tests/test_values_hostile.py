@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import bpfkit
 from bpfkit.btf import BTF, Array, Datasec, Struct, Union, Var
 from bpfkit.btf.values import MAX_VALUE_DEPTH, Record, ValueCodec, describe_value, value_codec
-from bpfkit.cli.spec_edits import apply_sets
+from bpfkit.cli.cmd_load import apply_sets
 from bpfkit.errors import BTFValueError, UsageError
 from conftest import bpf_object
 

@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-from . import argtypes, spec_edits
+from . import argtypes
 from .stop_signals import StopSignals
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~1.5 ms of start-up, for annotations only
@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
                         help="BTF struct that decodes --events records (default: event; else hex)")
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
-    spec_edits.add_arguments(parser)
+    from .cmd_load import add_spec_edit_arguments  # load's module: the one attach shares them with
+
+    add_spec_edit_arguments(parser)
     parser.add_argument("--trace-pipe", action="store_true", help="print bpf_printk output (tracefs trace_pipe) while attached")
     parser.add_argument("--metrics", metavar="ADDR",
                         help="serve the object's BTF-typed hash and array maps as Prometheus metrics on http://ADDR/metrics "
@@ -509,6 +511,8 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_quietly if signals_are_quiet() else early_term)
     previous_int = signal.getsignal(signal.SIGINT)
     try:
+        from .cmd_load import apply_spec_edits
+
         pin_dir = None
         if args.pin:  # judged (resolved, on bpffs) before anything is loaded or created
             from .._kernel.bpffs import check_pin_dir
@@ -519,7 +523,7 @@ def run(args: argparse.Namespace) -> int:
         _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
         stack_maps = _stack_maps(args, spec) if args.stacks else None
-        spec_edits.apply(spec, args)
+        apply_spec_edits(spec, args)
         if pin_dir:
             try:
                 _check_pin_names(pin_dir, spec)
