@@ -21,8 +21,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-from . import argtypes
-
 __all__ = ["print_table", "print_json", "RecordPrinter", "record_format", "jsonable", "shown"]
 
 
@@ -167,6 +165,8 @@ def rows_of(items: Iterable[Any], fields: Sequence[str], getter: Callable[[Any, 
 def add_list_show(parser: Any, what: str) -> Any:
     """The ACTION sub-commands of ``bpfkit map|prog|link`` with their ``list [--json]`` and
     ``show ID|PATH [--json]``; returns them, for the command's own actions (``map dump``)."""
+    from . import argtypes  # here: the commands that print records (inspect, events) need none of it
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     lst = sub.add_parser("list", help=f"every {what}")
     lst.add_argument("--json", action="store_true", help="one JSON object a line")
