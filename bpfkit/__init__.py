@@ -10,24 +10,6 @@ The top level re-exports the everyday names lazily, so ``import bpfkit`` stays c
 
 from __future__ import annotations
 
-import sys as _sys
-
-if _sys.argv and _sys.argv[0].rsplit("/", 1)[-1] == "bpfkit":
-    # Run as the `bpfkit` console script (pip's script imports bpfkit.cli.main, so this is the
-    # first bpfkit code it runs): SIGINT/SIGTERM end the process quietly from here on, before
-    # anything else is imported, until bpfkit.cli.main.main() installs the command's own
-    # handlers (bpfkit.cli.start_command, which also makes the process the command: nothing
-    # else here depends on the program's name). First through the C module _signal, always
-    # loaded, because importing `signal` runs Python code a Ctrl-C could interrupt.
-    import _signal  # type: ignore[import-not-found]  # typeshed has no stub for this C module (the Python one is `signal`)
-    import os as _os
-
-    def _exit_at_once(signum: int, frame: object) -> None:
-        _os._exit(128 + signum)
-
-    _signal.signal(_signal.SIGINT, _exit_at_once)
-    _signal.signal(_signal.SIGTERM, _exit_at_once)
-
 from ._lazy import lazy_getattr
 from ._version import __version__
 

@@ -352,11 +352,13 @@ def test_os_errors_at_the_cli_boundary_name_the_path(capsys) -> None:
 
 def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
     """SIGINT at 0-100% of the run time of `bpfkit inspect`: bpfkit's part of the start-up (from the
-    line of bpfkit/__init__.py that installs its handler) exits 130 quietly. What comes before is
-    Python's own start-up (site, an editable install's finder, the standard streams: "Fatal
-    Python error: init_..."), the pip-generated script's `from bpfkit.cli.main import main` and
-    the lines of bpfkit/__init__.py before that one, which no package can intercept: those runs
-    are tolerated but must show no other bpfkit frame (a run in 40 met one)."""
+    line of the console script's entry module, _bpfkit_console.py, that installs its handler,
+    before bpfkit is imported) exits 130 quietly. What comes before is Python's own start-up
+    (site, an editable install's finder, the standard streams: "Fatal Python error: init_..."),
+    the pip-generated script's `from _bpfkit_console import main` and the lines of that module
+    before the handler, which no program can intercept: those runs are tolerated but must show
+    no bpfkit frame (a run in 40 met one)."""
+    import importlib.util
     import signal as sig
 
     import bpfkit
@@ -364,10 +366,13 @@ def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
     if not BPFKIT.exists():
         pytest.skip(f"needs the installed console script {BPFKIT}")
     pkg = str(Path(bpfkit.__file__).resolve().parent) + "/"  # the checkout's, or the installed wheel's
-    # The first lines of bpfkit/__init__.py run under Python's own SIGINT handler: a signal there
-    # is a KeyboardInterrupt at the next bytecode, which no package can prevent; from the line
-    # that installs bpfkit's handler on, none may come out.
-    init = pkg + "__init__.py"
+    # The first lines of the entry module run under Python's own SIGINT handler: a signal there
+    # is a KeyboardInterrupt at the next bytecode, which no program can prevent; from the line
+    # that installs the handler on, none may come out. (Found, not imported: importing it here
+    # would install its handlers in this process.)
+    entry = importlib.util.find_spec("_bpfkit_console")
+    assert entry is not None and entry.origin is not None, "the console script's entry module is not installed"
+    init = str(Path(entry.origin).resolve())
     source = Path(init).read_text().splitlines()
     handler_line = next(n for n, line in enumerate(source, 1) if "_signal.signal(_signal.SIGINT" in line)
     argv = [str(BPFKIT), "inspect", str(bpf_obj("minimal"))]
@@ -386,7 +391,7 @@ def test_ctrl_c_during_start_up_prints_no_bpfkit_traceback(bpf_obj) -> None:
         # never from inside bpfkit's own modules, but for the lines before its handler
         assert not [f for f in frames if pkg in f and f not in before_handler], err
         if before_handler and err.rstrip().endswith("KeyboardInterrupt"):
-            kind = "bpfkit/__init__.py before its handler"
+            kind = "_bpfkit_console.py before its handler"
         elif err.startswith("Fatal Python error: init_"):
             # Python's own start-up (init_import_site, init_sys_streams, ...); 3.13 prints no
             # Traceback line when no Python frame ran yet ("Current thread ...: <no Python frame>")

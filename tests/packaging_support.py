@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Files the installed package needs at run time or that its metadata promises.
 REQUIRED = [
     "bpfkit/__init__.py",
+    "_bpfkit_console.py",  # the console script's entry point (quiet Ctrl-C before bpfkit is imported)
     "bpfkit/py.typed",  # PEP 561: the package's own type hints (Typing :: Typed).
     "bpfkit/_kernel/_abi_ffi.py",  # cffi's pre-generated out-of-line ABI module (scripts/gen_abi.py).
     "bpfkit/examples/opensnoop.bpf.c",  # docs/cli.md: ships with the package.
@@ -32,7 +33,7 @@ def licence_texts() -> list[str]:
 
 def wheel_problems(names: list[str]) -> list[str]:
     """What is wrong with a wheel whose members are NAMES: a file missing from it, or one that
-    should not be in it (anything outside bpfkit/, its .dist-info and .data; an object file
+    should not be in it (anything outside bpfkit/, _bpfkit_console.py, its .dist-info and .data; an object file
     built against this machine's kernel; bytecode)."""
     infos = {n.split("/", 1)[0] for n in names if re.fullmatch(r"bpfkit-[^/]+\.dist-info/.*", n)}
     if len(infos) != 1:
@@ -43,7 +44,7 @@ def wheel_problems(names: list[str]) -> list[str]:
     problems += [f"missing {info}/{n}" for n in DIST_INFO_REQUIRED + licence_texts() if f"{info}/{n}" not in have]
     for n in names:
         top = n.split("/", 1)[0]
-        if top not in ("bpfkit", info, info.replace(".dist-info", ".data")):
+        if top not in ("bpfkit", "_bpfkit_console.py", info, info.replace(".dist-info", ".data")):
             problems.append(f"unexpected file outside the package: {n}")
         elif n.endswith((".o", ".pyc")) or "/__pycache__/" in n:
             problems.append(f"unexpected build product: {n}")

@@ -158,8 +158,9 @@ def _import_state(argv0: str, command: bool = False) -> list[str]:
 
 
 def test_importing_bpfkit_does_not_depend_on_the_program_name() -> None:
-    """Only the console script's early signal guard (bpfkit/__init__.py) looks at argv[0]; the
-    command is the command because it says so (bpfkit.cli.start_command, from main())."""
+    """Nothing looks at argv[0] (the console script's early signal guard is its entry module's,
+    _bpfkit_console.py, outside the package); the command is the command because it says so
+    (bpfkit.cli.start_command, from main())."""
     library = ["False", "True", "False"]  # not the command; every link kind; the default collector
     assert _import_state("bpfkit") == library
     assert _import_state("/usr/local/bin/bpfkit") == library
