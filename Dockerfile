@@ -25,7 +25,7 @@ RUN apt-get update -qq \
 ARG PIP_CERT=""
 WORKDIR /src
 # LICENSE, LICENSES/: pyproject.toml's license-files, which the wheel carries.
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE _bpfkit_console.py ./
 COPY LICENSES ./LICENSES
 COPY bpfkit ./bpfkit
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
@@ -64,7 +64,7 @@ RUN apt-get update -qq \
 ARG PIP_CERT=""
 WORKDIR /src
 # LICENSE, LICENSES/: pyproject.toml's license-files, which the wheel carries.
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE _bpfkit_console.py ./
 COPY LICENSES ./LICENSES
 COPY bpfkit ./bpfkit
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
