@@ -21,7 +21,7 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
-    # The kernel's BTF files, bpfkit._kernel.sysfs_btf's: their callers in btf/kernel.py,
+    # The kernel's BTF files, bpfkit._kernel.sysfs_btf's: their callers in kernel_btf.py,
     # features/probes.py, collection.py and struct_ops.py still name them here (__getattr__).
     from .sysfs_btf import module_btf as module_btf
     from .sysfs_btf import module_btf_names as module_btf_names
