@@ -61,7 +61,7 @@ def coll(bpf_obj) -> Iterator[bpfkit.Collection]:
 
 def require_tcx() -> None:
     if not link.have_tcx():
-        from bpfkit.link._net import probe_reason
+        from bpfkit.link._netdev import probe_reason
 
         pytest.skip(f"kernel lacks tcx (Linux 6.6+): {probe_reason('tcx')}")
 

@@ -195,7 +195,7 @@ def test_hints_are_fields_rendered_after_the_detail() -> None:
 
 def test_rebuilding_from_the_detail_does_not_repeat_the_permission_hint() -> None:
     """The detail is what the raise site said, the hint a field: an error rebuilt from
-    ``op, errno, detail`` (link/_net.py's explained()) carries its permission hint once."""
+    ``op, errno, detail`` (link/_prog_arg.py's explained()) carries its permission hint once."""
     exc = kernel_error("BPF_PROG_ATTACH", errno.EPERM, "cgroup /sys/fs/cgroup")
     hint = exc.hints[0]
     again = kernel_error(exc.op, exc.errno, f"what it means here; {exc.detail}")

@@ -21,7 +21,7 @@ from bpfkit.errors import NotFoundError, UsageError
 # bpfkit.link.tc / .xdp are the attach functions; the modules are reached through importlib.
 tc_mod = importlib.import_module("bpfkit.link.tc")
 xdp_mod = importlib.import_module("bpfkit.link.xdp")
-from bpfkit.link._net import check_program
+from bpfkit.link._prog_arg import check_program
 
 
 # ------------------------------------------------------------------------------ options

@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 if TYPE_CHECKING:
-    from ._net import NetAttachMode
-    from ._net import have_tcx as have_tcx
-    from ._net import have_xdp_link as have_xdp_link
+    from ._netdev import NetAttachMode
+    from ._netdev import have_tcx as have_tcx
+    from ._netdev import have_xdp_link as have_xdp_link
     from .anchor import Anchor
     from .base import (
         EventInfo,
@@ -157,9 +157,9 @@ if TYPE_CHECKING:
 # command, so attaching one tracepoint imports the tracepoint and perf-event modules, not the
 # other link kinds (see the end of this file for a program importing the library).
 _LAZY = {
-    "NetAttachMode": "bpfkit.link._net",
-    "have_tcx": "bpfkit.link._net",
-    "have_xdp_link": "bpfkit.link._net",
+    "NetAttachMode": "bpfkit.link._netdev",
+    "have_tcx": "bpfkit.link._netdev",
+    "have_xdp_link": "bpfkit.link._netdev",
     "EventInfo": "bpfkit.link.base",
     "GroupInfo": "bpfkit.link.base",
     "KprobeInfo": "bpfkit.link.base",
@@ -300,8 +300,8 @@ _LAZY = {
     "XdpNetlinkLink": "bpfkit.link.xdp",
 }
 _SUBMODULES = frozenset({
-    "_binary", "_kinds", "_net", "anchor", "attach", "base", "kind", "cgroup", "group", "iter", "kprobe", "multi", "netfilter", "netkit",
-    "netns", "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc",
+    "_binary", "_kinds", "_netdev", "_prog_arg", "anchor", "attach", "base", "kind", "cgroup", "group", "iter", "kprobe",
+    "multi", "netfilter", "netkit", "netns", "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc",
     "tracefs_probes", "tracepoint", "tracing", "uprobe", "xdp",
 })
 # Functions named like the module that defines them: importing bpfkit.link.kprobe sets the
@@ -327,7 +327,8 @@ _lazy = lazy_getattr(__name__, _LAZY, globals(), _SUBMODULES)
 if not _lazy_imports.IN_COMMAND:
     from . import (  # type: ignore[assignment]  # noqa: F401  # the modules; their functions win (_Package)
         _binary,
-        _net,
+        _netdev,
+        _prog_arg,
         anchor,
         base,
         cgroup,

@@ -19,7 +19,7 @@ from typing import Any
 from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK
 from .._kernel.fd import FD
 from ..errors import UsageError
-from ._net import prog_name
+from ._prog_arg import prog_name
 from .base import RawLink, _prog_fd
 
 __all__ = ["Anchor", "mprog_link_args"]

@@ -44,7 +44,7 @@ from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ..probespec import ProbeSpec, parse_probe
 from . import _kinds
-from ._net import NetAttachMode
+from ._netdev import NetAttachMode
 from .base import Link
 from .kind import AttachOptions, LinkKind, NamedSection, ProbeAttacher, Section, SectionAttacher, SectionTarget
 from .kind import same_cookie as _same_cookie  # noqa: F401  # its name when it lived here

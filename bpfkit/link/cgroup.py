@@ -50,7 +50,7 @@ from .._kernel.consts import (
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import check_program, explained, prog_id_of, prog_name
+from ._prog_arg import check_program, explained, prog_id_of, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink, _enum, _prog_fd
 from .kind import AttachOptions, LinkKind, Section, SectionTarget

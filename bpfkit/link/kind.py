@@ -37,7 +37,7 @@ from .base import register_info_decoder, register_link_class, register_named_inf
 
 if TYPE_CHECKING:
     from ..probespec import ProbeSpec
-    from ._net import NetAttachMode
+    from ._netdev import NetAttachMode
     from .base import Link, RawLink
     from .multi import Progress
     from .perf_event import AttachMode

@@ -26,7 +26,7 @@ from .._kernel.consts import BPF_F_NETFILTER_IP_DEFRAG, AttachType, LinkType, Pr
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import check_program, explained, prog_name
+from ._prog_arg import check_program, explained, prog_name
 from .base import RawLink
 from .kind import LinkKind
 

@@ -35,7 +35,8 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, ParseError, UsageError
-from ._net import NetAttachMode, NetLinkUpdate, Target, check_program, explained, prog_name, resolve_target
+from ._netdev import NetAttachMode, NetLinkUpdate, Target, resolve_target
+from ._prog_arg import check_program, explained, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink
 from .kind import AttachOptions, LinkKind, Section, SectionTarget

@@ -37,7 +37,7 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import check_program, explained, prog_id_of, prog_name
+from ._prog_arg import check_program, explained, prog_id_of, prog_name
 from .base import RawLink, _enum, _prog_fd
 from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program

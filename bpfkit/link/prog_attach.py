@@ -28,7 +28,7 @@ from .._kernel.consts import BPF_F_ALLOW_MULTI, BPF_F_REPLACE, AttachType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import dup_prog_fd, prog_id_of, prog_name
+from ._prog_arg import dup_prog_fd, prog_id_of, prog_name
 from .base import HeldProgramAttachment, _prog_fd, choice_of, raw_fd
 
 __all__ = ["ProgAttachMode", "ProgAttachment", "raw_attach_program", "raw_detach_program"]

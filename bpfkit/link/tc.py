@@ -40,21 +40,17 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._net import (
+from ._netdev import (
     NetAttachMode,
     NetlinkAttachment,
     NetLinkUpdate,
     Target,
-    check_program,
-    dup_prog_fd,
-    explained,
     gone,
     have_tcx,
     probe_reason,
-    prog_id_of,
-    prog_name,
     resolve_target,
 )
+from ._prog_arg import check_program, dup_prog_fd, explained, prog_id_of, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink, _prog_fd, choice_of
 from .kind import AttachOptions, LinkKind

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shared parts of the network attach kinds (xdp.py, tc.py): the attach-path option, the
-kernel-feature probes that pick a path, interface and program checks.
+"""Network devices as attach targets (xdp.py, tc.py, netkit.py): the attach-path option
+(link or netlink), the kernel-feature probes that pick a path, an interface resolved in its
+namespace, and what XDP/tcx links and netlink attachments share.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from .._kernel import netlink as _nl
 from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name, kernel_error
-from .base import HeldProgramAttachment, _prog_fd, choice_of
+from ..errors import BPFKitError, KernelError, NotFoundError, UsageError, errno_name
+from ._prog_arg import check_program, prog_name
+from .base import HeldProgramAttachment, choice_of
 
-__all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target", "check_program"]
+__all__ = ["NetAttachMode", "have_xdp_link", "have_tcx", "Target", "resolve_target"]
 
 
 class NetAttachMode(enum.Enum):
@@ -140,49 +142,6 @@ def resolve_target(iface: str | int, netns: Any) -> Target:
         ns.close()
         raise
     return Target(ns, ifindex, name)
-
-
-def check_program(prog: ProgramArg, allowed: tuple[ProgType, ...], hook: str) -> int:
-    """The fd of ``prog``, refusing up front a program of a type ``hook`` cannot run."""
-    ptype = getattr(prog, "type", None)
-    if ptype is not None and ptype not in allowed:
-        have = ptype.kernel_name if hasattr(ptype, "kernel_name") else str(ptype)
-        want = " or ".join(t.kernel_name for t in allowed)
-        raise UsageError(f"program {getattr(prog, 'name', '')!r} is a {have} program; {hook} needs a {want} program")
-    return _prog_fd(prog)
-
-
-def prog_name(prog: ProgramArg | str) -> str:
-    if isinstance(prog, str):
-        return prog
-    return str(getattr(prog, "name", "") or "program")
-
-
-def dup_prog_fd(prog: ProgramArg) -> FD:
-    """An fd of our own on ``prog``, so that detaching later works even when the caller has
-    closed the program (netlink attachments hold no fd of their own)."""
-    fd = getattr(prog, "fd", None)
-    if isinstance(fd, FD):
-        return fd.dup()
-    import fcntl
-
-    raw = _prog_fd(prog)
-    try:
-        return FD(fcntl.fcntl(raw, fcntl.F_DUPFD_CLOEXEC, 1))
-    except OSError as exc:
-        raise KernelError("dup program fd", exc.errno or errno.EBADF) from None
-
-
-def prog_id_of(fd: FD | int) -> int:
-    return int(_bpf.obj_info(fd, "struct bpf_prog_info").id)
-
-
-def explained(exc: KernelError, hint: str) -> KernelError:
-    """``exc`` again (same class, op and errno) with ``hint`` (what the errno means here) put
-    before the kernel's own detail."""
-    detail = f"{hint}; {exc.detail}" if exc.detail and hint else (hint or exc.detail)
-    new = kernel_error(exc.op, exc.errno, detail)
-    return new
 
 
 def gone(exc: BPFKitError) -> bool:
