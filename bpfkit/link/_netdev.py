@@ -52,44 +52,46 @@ def _cached(name: str, run: Any) -> tuple[bool, str]:
         return _probe_cache[name]
 
 
+def _link_create_probe(ptype: ProgType, what: str, target: int, attach: AttachType, flags: int,
+                       answers: dict[int, tuple[bool, str]], attached: tuple[bool, str]) -> tuple[bool, str]:
+    """Load a ``ptype`` program and try BPF_LINK_CREATE(``attach``) on ``target``: the errno's
+    entry in ``answers`` (else no, naming the errno), or ``attached`` when the kernel took it."""
+    try:
+        prog = _bpf.prog_load(int(ptype), _RET_PASS, name="bpfkit_probe")
+    except KernelError as exc:
+        return False, f"cannot load {what} program: {errno_name(exc.errno)}"
+    op = f"BPF_LINK_CREATE(BPF_{attach.name})"
+    with prog:
+        try:
+            _bpf.link_create(prog, target, int(attach), flags=flags).close()
+        except KernelError as exc:
+            if exc.errno in answers:
+                return answers[exc.errno]
+            return False, f"{op} gave {errno_name(exc.errno)}"
+    return attached
+
+
 def _xdp_link_probe() -> tuple[bool, str]:
     # 5.9: aa8d3a716b59 ("bpf, xdp: Add bpf_link-based XDP attachment API"). An XDP link in
     # offload mode on the loopback device (ifindex 1 in every namespace) gets as far as asking
     # the driver, which has no ndo_bpf: EOPNOTSUPP. Before 5.9 BPF_XDP is an unknown attach
     # type for LINK_CREATE: EINVAL. Nothing is attached either way.
-    try:
-        prog = _bpf.prog_load(int(ProgType.XDP), _RET_PASS, name="bpfkit_probe")
-    except KernelError as exc:
-        return False, f"cannot load an XDP program: {errno_name(exc.errno)}"
-    with prog:
-        try:
-            _bpf.link_create(prog, 1, int(AttachType.XDP), flags=int(_nl.XdpFlag.HW_MODE)).close()
-        except KernelError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, 524):
-                return True, "BPF_LINK_CREATE(BPF_XDP) reached the driver (EOPNOTSUPP from lo in offload mode)"
-            if exc.errno == errno.EINVAL:
-                return False, "BPF_LINK_CREATE(BPF_XDP) gave EINVAL: no XDP links (Linux 5.9+)"
-            return False, f"BPF_LINK_CREATE(BPF_XDP) gave {errno_name(exc.errno)}"
-    return True, "BPF_LINK_CREATE(BPF_XDP) attached to lo in offload mode"
+    reached = True, "BPF_LINK_CREATE(BPF_XDP) reached the driver (EOPNOTSUPP from lo in offload mode)"
+    return _link_create_probe(
+        ProgType.XDP, "an XDP", 1, AttachType.XDP, int(_nl.XdpFlag.HW_MODE),
+        {errno.EOPNOTSUPP: reached, 524: reached,
+         errno.EINVAL: (False, "BPF_LINK_CREATE(BPF_XDP) gave EINVAL: no XDP links (Linux 5.9+)")},
+        (True, "BPF_LINK_CREATE(BPF_XDP) attached to lo in offload mode"))
 
 
 def _tcx_probe() -> tuple[bool, str]:
     # 6.6: e420bed02507 ("bpf: Add fd-based tcx multi-prog infra with link support"). A tcx
     # link for ifindex 0 is ENODEV once the kernel knows tcx, EINVAL before.
-    try:
-        prog = _bpf.prog_load(int(ProgType.SCHED_CLS), _RET_PASS, name="bpfkit_probe")
-    except KernelError as exc:
-        return False, f"cannot load a sched_cls program: {errno_name(exc.errno)}"
-    with prog:
-        try:
-            _bpf.link_create(prog, 0, int(AttachType.TCX_INGRESS)).close()
-        except KernelError as exc:
-            if exc.errno == errno.ENODEV:
-                return True, "BPF_LINK_CREATE(BPF_TCX_INGRESS) on ifindex 0 gave ENODEV: the kernel has tcx"
-            if exc.errno == errno.EINVAL:
-                return False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) gave EINVAL: no tcx (Linux 6.6+)"
-            return False, f"BPF_LINK_CREATE(BPF_TCX_INGRESS) gave {errno_name(exc.errno)}"
-    return False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) accepted ifindex 0; cannot tell"
+    return _link_create_probe(
+        ProgType.SCHED_CLS, "a sched_cls", 0, AttachType.TCX_INGRESS, 0,
+        {errno.ENODEV: (True, "BPF_LINK_CREATE(BPF_TCX_INGRESS) on ifindex 0 gave ENODEV: the kernel has tcx"),
+         errno.EINVAL: (False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) gave EINVAL: no tcx (Linux 6.6+)")},
+        (False, "BPF_LINK_CREATE(BPF_TCX_INGRESS) accepted ifindex 0; cannot tell"))
 
 
 # r0 = 2; exit (XDP_PASS; the probes never attach anything that runs)
