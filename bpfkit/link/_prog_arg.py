@@ -1,22 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """The program argument of the attach kinds that take one by fd (xdp, tc, netkit, cgroup,
 netns, socket, netfilter, prog_attach, anchor): checked against the hook's program types,
-named for messages, its id, a duplicate of its fd; and explained(), the errno hint these
+named for messages, its id, a duplicate of its fd, whether it is attached at a hook
+(BPF_PROG_QUERY); the name of a hook's attach type; and explained(), the errno hint these
 kinds put on a KernelError.
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Mapping
 
 from .._kernel import bpf as _bpf
-from .._kernel.consts import ProgType
+from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
-from ..errors import KernelError, UsageError, kernel_error
+from ..errors import BPFKitError, KernelError, UsageError, kernel_error
 from .base import _prog_fd
 
-__all__ = ["check_program", "prog_name", "dup_prog_fd", "prog_id_of", "explained"]
+__all__ = ["check_program", "prog_name", "dup_prog_fd", "prog_id_of", "attached_at", "attach_type_name", "explained"]
 
 
 def check_program(prog: ProgramArg, allowed: tuple[ProgType, ...], hook: str) -> int:
@@ -60,3 +62,17 @@ def explained(exc: KernelError, hint: str) -> KernelError:
     detail = f"{hint}; {exc.detail}" if exc.detail and hint else (hint or exc.detail)
     new = kernel_error(exc.op, exc.errno, detail)
     return new
+
+
+def attached_at(target_fd: int, at: AttachType, prog: ProgramArg) -> bool:
+    """Whether ``prog`` is among the programs BPF_PROG_QUERY lists at hook ``at`` of
+    ``target_fd`` (a cgroup, a network namespace); False when the query fails."""
+    try:
+        return prog_id_of(_prog_fd(prog)) in _bpf.prog_query_flags(target_fd, int(at))[0]
+    except BPFKitError:
+        return False
+
+
+def attach_type_name(at: AttachType | int, names: Mapping[AttachType, str]) -> str:
+    """``names[at]``, or "attach type N" for one the table does not name."""
+    return names[at] if isinstance(at, AttachType) and at in names else f"attach type {int(at)}"

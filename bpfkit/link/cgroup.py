@@ -50,7 +50,7 @@ from .._kernel.consts import (
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import check_program, explained, prog_id_of, prog_name
+from ._prog_arg import attached_at, check_program, explained, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink, _enum, _prog_fd
 from .kind import AttachOptions, LinkKind, Section, SectionTarget
@@ -240,7 +240,7 @@ def _flags_of(flags: str | int | None) -> int:
 def _fail(exc: BPFKitError, prog: ProgramArg, cg: _Cgroup, at: AttachType, path: str, **hint: Any) -> BPFKitError:
     if isinstance(exc, KernelError):
         err = exc.errno
-        if err == errno.EINVAL and _attached_here(cg, at, prog):
+        if err == errno.EINVAL and attached_at(cg.fd.raw, at, prog):
             exc = KernelError(exc.op, err, "this program is already attached to this hook of this cgroup")
         elif err == errno.EPERM and path == "prog_attach" and caps.holds("CAP_NET_ADMIN"):
             # Not a capability: __cgroup_bpf_attach's EPERM for flags that do not fit the hook's.
@@ -248,13 +248,6 @@ def _fail(exc: BPFKitError, prog: ProgramArg, cg: _Cgroup, at: AttachType, path:
         else:
             exc = explained(exc, _hint(err, path, at, **hint))
     return exc.wrap(f"attach cgroup program {prog_name(prog)!r} to {cg} {hook_name(at)} via {path}")
-
-
-def _attached_here(cg: _Cgroup, at: AttachType, prog: ProgramArg) -> bool:
-    try:
-        return prog_id_of(_prog_fd(prog)) in _bpf.prog_query_flags(cg.fd.raw, int(at))[0]
-    except BPFKitError:
-        return False
 
 
 # --------------------------------------------------------------------------------- links

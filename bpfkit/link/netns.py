@@ -37,7 +37,7 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import check_program, explained, prog_id_of, prog_name
+from ._prog_arg import attach_type_name, attached_at, check_program, explained, prog_name
 from .base import RawLink, _enum, _prog_fd
 from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
@@ -83,8 +83,7 @@ class NetnsInfo:
 
     @property
     def hook(self) -> str:
-        at = self.attach_type
-        return _BY_ATTACH[at] if isinstance(at, AttachType) and at in _BY_ATTACH else f"attach type {int(at)}"
+        return attach_type_name(self.attach_type, _BY_ATTACH)
 
 
 def _decode_netns(raw: Any) -> NetnsInfo:
@@ -186,20 +185,13 @@ def attach_netns(
             ns.run(raw_attach_program, 0, prog, at)
         except BPFKitError as exc:
             if isinstance(exc, KernelError):
-                again = exc.errno == errno.EINVAL and _attached_here(ns, at, prog)
+                again = exc.errno == errno.EINVAL and attached_at(ns.fd.raw, at, prog)
                 exc = explained(exc, "this program is already attached here" if again
                                 else _hint(exc.errno, name, "prog_attach"))
             raise exc.wrap(f"attach {name} program {prog_name(prog)!r} to {_where(ns)} via prog_attach") from None
         return NetnsProgAttachment(_nl.Netns.open(ns), prog, at, name)
     finally:
         ns.close()
-
-
-def _attached_here(ns: _nl.Netns, at: AttachType, prog: ProgramArg) -> bool:
-    try:
-        return prog_id_of(_prog_fd(prog)) in _bpf.prog_query_flags(ns.fd.raw, int(at))[0]
-    except BPFKitError:
-        return False
 
 
 # -------------------------------------------------------------------------------- queries

@@ -36,7 +36,7 @@ from .._kernel.consts import AttachType, LinkType, MapType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import check_program, explained, prog_id_of, prog_name
+from ._prog_arg import attach_type_name, check_program, explained, prog_id_of, prog_name
 from .base import FdOnlyLink, RawLink, _enum, _prog_fd, raw_fd
 from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
@@ -231,8 +231,7 @@ class SockmapInfo:
 
     @property
     def hook(self) -> str:
-        at = self.attach_type
-        return _SOCKMAP_NAMES[at] if isinstance(at, AttachType) and at in _SOCKMAP_NAMES else f"attach type {int(at)}"
+        return attach_type_name(self.attach_type, _SOCKMAP_NAMES)
 
 
 def _decode_sockmap(raw: Any) -> SockmapInfo:
