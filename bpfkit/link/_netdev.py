@@ -6,9 +6,11 @@ namespace, and what XDP/tcx links and netlink attachments share.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .. import asm
@@ -144,6 +146,25 @@ def resolve_target(iface: str | int, netns: Any) -> Target:
         ns.close()
         raise
     return Target(ns, ifindex, name)
+
+
+@contextlib.contextmanager
+def opened_target(iface: str | int, netns: Any) -> Iterator[Target]:
+    """resolve_target(``iface``, ``netns``) for a with block, its namespace handle closed after."""
+    target = resolve_target(iface, netns)
+    try:
+        yield target
+    finally:
+        target.netns.close()
+
+
+def device_hint(err: int) -> str:
+    """What ``err`` means at any interface's hook (the last words of the xdp and tc hints)."""
+    if err in (errno.ENODEV, errno.ENXIO):
+        return "the interface no longer exists"
+    if err in (errno.EPERM, errno.EACCES):
+        return "needs CAP_NET_ADMIN (and CAP_BPF)"
+    return ""
 
 
 def gone(exc: BPFKitError) -> bool:

@@ -35,7 +35,7 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, ParseError, UsageError
-from ._netdev import NetAttachMode, NetLinkUpdate, Target, resolve_target
+from ._netdev import NetAttachMode, NetLinkUpdate, opened_target, resolve_target
 from ._prog_arg import check_program, explained, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink
@@ -191,13 +191,11 @@ def netkit_query(iface: str | int, peer: bool = False, *, netns: Any = None) -> 
     order, with the revision that ``expected_revision`` compares against (BPF_PROG_QUERY)."""
     role = NetkitRole.of(peer)
     _require()
-    target: Target = resolve_target(iface, netns)
-    try:
-        progs, links, revision = target.netns.run(_bpf.prog_query_mprog, target.ifindex, int(role.attach_type))
-    except BPFKitError as exc:
-        raise _fail(exc, f"query netkit programs of {target} {role.value}") from None
-    finally:
-        target.netns.close()
+    with opened_target(iface, netns) as target:
+        try:
+            progs, links, revision = target.netns.run(_bpf.prog_query_mprog, target.ifindex, int(role.attach_type))
+        except BPFKitError as exc:
+            raise _fail(exc, f"query netkit programs of {target} {role.value}") from None
     return NetkitQuery(target.name, target.ifindex, role, [TcxProgram(p, lk) for p, lk in zip(progs, links)],
                        revision)
 

@@ -45,8 +45,10 @@ from ._netdev import (
     NetlinkAttachment,
     NetLinkUpdate,
     Target,
+    device_hint,
     gone,
     have_tcx,
+    opened_target,
     probe_reason,
     resolve_target,
 )
@@ -142,18 +144,16 @@ def tc_query(iface: str | int, direction: TcDirection | str, *, netns: Any = Non
     """The programs at ``iface``'s ``direction`` hook: tcx (BPF_PROG_QUERY) and the clsact
     filters (netlink). ``tcx_only`` skips netlink (no pyroute2 import, clsact reported False)."""
     dirn = TcDirection.of(direction)
-    target = resolve_target(iface, netns)
-    try:
-        progs, revision = _tcx_query(target, dirn)
-        clsact, filters = False, []
-        if not tcx_only:
-            clsact = _has_clsact(target)
-            filters = target.netns.run(_nl.tc_filters, target.ifindex, dirn.parent) if clsact else []
-        return TcQuery(target.name, target.ifindex, dirn, progs, revision, clsact, filters)
-    except BPFKitError as exc:
-        raise exc.wrap(f"query tc {dirn.value} programs of {target}")
-    finally:
-        target.netns.close()
+    with opened_target(iface, netns) as target:
+        try:
+            progs, revision = _tcx_query(target, dirn)
+            clsact, filters = False, []
+            if not tcx_only:
+                clsact = _has_clsact(target)
+                filters = target.netns.run(_nl.tc_filters, target.ifindex, dirn.parent) if clsact else []
+            return TcQuery(target.name, target.ifindex, dirn, progs, revision, clsact, filters)
+        except BPFKitError as exc:
+            raise exc.wrap(f"query tc {dirn.value} programs of {target}")
 
 
 # ----------------------------------------------------------------------- error meanings
@@ -173,11 +173,7 @@ def _hint(err: int, path: str, anchor: Anchor | None = None, expected_revision: 
         if path == "tcx":
             return "the kernel refused the request (not a sched_cls program, or a bad anchor)"
         return "the kernel refused the request"
-    if err in (errno.ENODEV, errno.ENXIO):
-        return "the interface no longer exists"
-    if err in (errno.EPERM, errno.EACCES):
-        return "needs CAP_NET_ADMIN (and CAP_BPF)"
-    return ""
+    return device_hint(err)
 
 
 def _fail(exc: BPFKitError, prog: ProgramArg | str, target: Target, direction: TcDirection, path: str, what: str = "attach",

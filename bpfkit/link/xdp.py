@@ -46,8 +46,10 @@ from ._netdev import (
     NetlinkAttachment,
     NetLinkUpdate,
     Target,
+    device_hint,
     gone,
     have_xdp_link,
+    opened_target,
     probe_reason,
     resolve_target,
 )
@@ -127,13 +129,11 @@ def _query(target: Target) -> XdpQuery:
 
 def xdp_query(iface: str | int, *, netns: Any = None) -> XdpQuery:
     """The XDP programs attached to ``iface`` (IFLA_XDP; attached by link or netlink alike)."""
-    target = resolve_target(iface, netns)
-    try:
-        return _query(target)
-    except BPFKitError as exc:
-        raise exc.wrap(f"query XDP programs of {target}")
-    finally:
-        target.netns.close()
+    with opened_target(iface, netns) as target:
+        try:
+            return _query(target)
+        except BPFKitError as exc:
+            raise exc.wrap(f"query XDP programs of {target}")
 
 
 # ---------------------------------------------------------------------- error meanings
@@ -160,11 +160,7 @@ def _hint(err: int, mode: XdpMode, path: str, replacing: bool) -> str:
         return "the kernel refused the request (not an XDP program, a devmap/cpumap program, or bad flags)"
     if err == errno.ERANGE:
         return "the MTU is too large for XDP in driver mode on this device"
-    if err in (errno.ENODEV, errno.ENXIO):
-        return "the interface no longer exists"
-    if err in (errno.EPERM, errno.EACCES):
-        return "needs CAP_NET_ADMIN (and CAP_BPF)"
-    return ""
+    return device_hint(err)
 
 
 def _fail(exc: BPFKitError, prog: ProgramArg | str, target: Target, mode: XdpMode, path: str, replacing: bool = False,
@@ -363,8 +359,7 @@ def xdp_detach(iface: str | int, *, xdp_mode: XdpMode | str | None = XdpMode.AUT
     mode the program runs in); with ``expected`` only if that program is the one attached.
     A program held by an XDP link cannot be removed this way (EBUSY): close the link.
     Returns False when nothing was attached."""
-    target = resolve_target(iface, netns)
-    try:
+    with opened_target(iface, netns) as target:
         xmode = XdpMode.of(xdp_mode)
         query = _query(target)
         if xmode == XdpMode.AUTO:
@@ -385,8 +380,6 @@ def xdp_detach(iface: str | int, *, xdp_mode: XdpMode | str | None = XdpMode.AUT
                 exc = explained(exc, hint)
             raise exc.wrap(f"detach XDP program from {target} in {xmode.value} mode")
         return True
-    finally:
-        target.netns.close()
 
 
 # ----------------------------------------------------------------------- the kind's record
