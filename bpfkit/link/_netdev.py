@@ -11,7 +11,7 @@ import enum
 import errno
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .. import asm
 from .._kernel import bpf as _bpf
@@ -165,6 +165,20 @@ def device_hint(err: int) -> str:
     if err in (errno.EPERM, errno.EACCES):
         return "needs CAP_NET_ADMIN (and CAP_BPF)"
     return ""
+
+
+class _Hook(Protocol):
+    @property
+    def attach_type(self) -> AttachType: ...
+
+
+_H = TypeVar("_H", bound=_Hook)
+
+
+def by_attach_type(hooks: type[_H], at: int) -> _H | int:
+    """The member of enum ``hooks`` (a tc direction, a netkit role) whose attach type is
+    ``at``, as a link's info reports it; ``at`` itself for one bpfkit does not know."""
+    return next((h for h in hooks if int(h.attach_type) == at), at)  # type: ignore[attr-defined]
 
 
 def gone(exc: BPFKitError) -> bool:

@@ -35,7 +35,7 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, ParseError, UsageError
-from ._netdev import NetAttachMode, NetLinkUpdate, opened_target, resolve_target
+from ._netdev import NetAttachMode, NetLinkUpdate, by_attach_type, opened_target, resolve_target
 from ._prog_arg import check_program, explained, prog_name
 from .anchor import Anchor, mprog_link_args
 from .base import Link, RawLink
@@ -86,10 +86,7 @@ class NetkitInfo:
 
 
 def _decode_netkit(raw: Any) -> NetkitInfo:
-    at = int(raw.netkit.attach_type)
-    role: NetkitRole | int = {int(AttachType.NETKIT_PRIMARY): NetkitRole.PRIMARY,
-                              int(AttachType.NETKIT_PEER): NetkitRole.PEER}.get(at, at)
-    return NetkitInfo(int(raw.netkit.ifindex), role)
+    return NetkitInfo(int(raw.netkit.ifindex), by_attach_type(NetkitRole, int(raw.netkit.attach_type)))
 
 
 class NetkitLink(NetLinkUpdate, RawLink):

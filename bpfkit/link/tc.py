@@ -45,6 +45,7 @@ from ._netdev import (
     NetlinkAttachment,
     NetLinkUpdate,
     Target,
+    by_attach_type,
     device_hint,
     gone,
     have_tcx,
@@ -194,10 +195,7 @@ class TcxInfo:
 
 
 def _decode_tcx(raw: Any) -> TcxInfo:
-    at = int(raw.tcx.attach_type)
-    dirn: TcDirection | int = {int(AttachType.TCX_INGRESS): TcDirection.INGRESS,
-                               int(AttachType.TCX_EGRESS): TcDirection.EGRESS}.get(at, at)
-    return TcxInfo(int(raw.tcx.ifindex), dirn)
+    return TcxInfo(int(raw.tcx.ifindex), by_attach_type(TcDirection, int(raw.tcx.attach_type)))
 
 
 class TcxLink(NetLinkUpdate, RawLink):
