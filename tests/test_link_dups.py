@@ -1,0 +1,34 @@
+"""The link modules' shared pieces live once (issue 36): _net.py split by job into _netdev.py
+(network devices as attach targets) and _prog_arg.py (the program argument); the
+interface-gone words of the xdp/tc hints and the is-it-attached-here query have one home."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+import bpfkit.link
+
+LINK = Path(bpfkit.link.__file__).parent
+
+
+def test_net_split_by_job() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("bpfkit.link._net")
+    netdev = importlib.import_module("bpfkit.link._netdev")
+    prog_arg = importlib.import_module("bpfkit.link._prog_arg")
+    assert {"NetAttachMode", "Target", "resolve_target", "have_tcx"} <= set(dir(netdev))
+    assert {"check_program", "prog_name", "dup_prog_fd", "attached_at", "explained"} <= set(prog_arg.__all__)
+
+
+@pytest.mark.parametrize(("text", "home"), [
+    ('"the interface no longer exists"', "_netdev.py"),
+    ("def _attached_here", None),
+    ("in _bpf.prog_query_flags(", "_prog_arg.py"),
+    ("def _link_create_probe", "_netdev.py"),
+])
+def test_one_home(text: str, home: str | None) -> None:
+    where = sorted(p.name for p in LINK.glob("*.py") if text in p.read_text())
+    assert where == ([home] if home else [])
