@@ -132,11 +132,9 @@ def _hint(err: int, anchor: Anchor | None, expected_revision: int) -> str:
         return "this is a peer device: attach through the primary (peer=True puts the program on the peer)"
     if err == errno.EOPNOTSUPP:
         return "a single netkit device (no peer) takes no programs"
-    if err == errno.EINVAL:
-        return "the kernel refused the request (not a sched_cls program, or a bad anchor)"
     if err == errno.EEXIST:
         return "this program is already attached to this device"
-    return _mprog_hint(err, "tcx", anchor, expected_revision)
+    return _mprog_hint(err, "tcx", anchor, expected_revision)  # EINVAL, ESTALE, ... as for tcx
 
 
 def _require() -> None:

@@ -292,14 +292,12 @@ def _map_fd(m: Any) -> tuple[int, str]:
     return fd, str(getattr(m, "name", "") or f"fd {fd}")
 
 
-def _sockmap_hint(err: int) -> str:
-    if err == errno.EBUSY:
-        return "the map already has a program at this hook (one per attach type per map)"
-    if err == errno.EEXIST:
-        return "this program is already attached here"
-    if err == errno.EINVAL:
-        return "the kernel refused the request (not a sockmap/sockhash, or a program loaded for another hook)"
-    return ""
+# What an errno from BPF_PROG_ATTACH to a sockmap means, in words.
+_SOCKMAP_HINTS = {
+    errno.EBUSY: "the map already has a program at this hook (one per attach type per map)",
+    errno.EEXIST: "this program is already attached here",
+    errno.EINVAL: "the kernel refused the request (not a sockmap/sockhash, or a program loaded for another hook)",
+}
 
 
 def attach_sockmap(
@@ -337,7 +335,7 @@ def attach_sockmap(
         raw_attach_program(map_fd, prog, at)
     except BPFKitError as exc:
         if isinstance(exc, KernelError):
-            exc = explained(exc, _sockmap_hint(exc.errno))
+            exc = explained(exc, _SOCKMAP_HINTS.get(exc.errno, ""))
         raise exc.wrap(what) from None
     import fcntl
 
