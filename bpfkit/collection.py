@@ -403,7 +403,7 @@ class Collection(ClosesOnExit):
         program attaches to, named as libbpf names it (btf_trace_<tp>, bpf_lsm_<hook>,
         bpf_iter_<target>). ``MODULE:NAME`` looks in that module's BTF only; a bare name in
         vmlinux, then in every module with BTF (as libbpf does)."""
-        from ._kernel import bpf as _bpf
+        from ._kernel import sysfs_btf as _sysfs_btf
         from ._kernel.consts import AttachType
         from .btf.spec import scan_type_id
         from .btf.types import Kind
@@ -422,14 +422,14 @@ class Collection(ClosesOnExit):
         wanted = prefix + func
         try:
             if not module:
-                type_id = scan_type_id(_bpf.vmlinux_btf(), wanted, kind)
+                type_id = scan_type_id(_sysfs_btf.vmlinux_btf(), wanted, kind)
                 if type_id:
                     return type_id, ""
             # Module BTF is split BTF: its names continue vmlinux's string table, so it is
             # searched parsed (a module's BTF is small) rather than scanned.
             from . import kernel_btf as _kernel_btf
 
-            for mod in [module] if module else _bpf.module_btf_names():
+            for mod in [module] if module else _sysfs_btf.module_btf_names():
                 found = _kernel_btf.module(mod).find(wanted, kind, own_only=True)
                 if found:
                     return found[0].id, mod

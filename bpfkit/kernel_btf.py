@@ -32,10 +32,10 @@ def vmlinux() -> BTF:
     with _lock:
         btf = _cache.get("vmlinux")
         if btf is None:
-            from ._kernel import bpf as _bpf
+            from ._kernel import sysfs_btf as _sysfs_btf
 
             # read in place: the kernel's BTF does not change while it runs
-            btf = _cache["vmlinux"] = BTF.from_bytes(_bpf.vmlinux_btf(), lazy=True, name="vmlinux", unchanging=True)
+            btf = _cache["vmlinux"] = BTF.from_bytes(_sysfs_btf.vmlinux_btf(), lazy=True, name="vmlinux", unchanging=True)
         return btf
 
 
@@ -45,18 +45,18 @@ def module(name: str) -> BTF:
         key = "module:" + name
         btf = _cache.get(key)
         if btf is None:
-            from ._kernel import bpf as _bpf
+            from ._kernel import sysfs_btf as _sysfs_btf
 
             base = vmlinux()
-            btf = _cache[key] = BTF.from_bytes(_bpf.module_btf(name), base=base, lazy=True, name=name)
+            btf = _cache[key] = BTF.from_bytes(_sysfs_btf.module_btf(name), base=base, lazy=True, name=name)
         return btf
 
 
 def module_names() -> list[str]:
     """Names of the loaded modules that have BTF."""
-    from ._kernel import bpf as _bpf
+    from ._kernel import sysfs_btf as _sysfs_btf
 
-    return _bpf.module_btf_names()
+    return _sysfs_btf.module_btf_names()
 
 
 def modules() -> list[BTF]:

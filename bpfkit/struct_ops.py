@@ -70,12 +70,12 @@ __all__ = ["StructOpsSpec", "KernelStructOps", "find_kernel_struct_ops", "STRUCT
 def find_kernel_struct_ops(name: str) -> KernelStructOps:
     """Find ``struct bpf_struct_ops_<name>`` in vmlinux's BTF, then in the modules'."""
     from . import kernel_btf as _kernel_btf
-    from ._kernel import bpf as _bpf
+    from ._kernel import sysfs_btf as _sysfs_btf
 
     wanted = VALUE_PREFIX + name
     try:
         candidates: list[tuple[str, BTF | None]] = [("", _kernel_btf.vmlinux())]
-        candidates += [(mod, None) for mod in _bpf.module_btf_names()]
+        candidates += [(mod, None) for mod in _sysfs_btf.module_btf_names()]
         for mod, loaded in candidates:
             if loaded is not None:
                 btf = loaded

@@ -622,7 +622,7 @@ def test_fentry_target_set_before_load_and_auto_attached(bpf_obj: Any, probe_dir
 
 def _module_function() -> tuple[str, str, int] | None:
     """(module, function, module BTF id) of a traceable function in a loaded module with BTF."""
-    from bpfkit._kernel import bpf as _kbpf
+    from bpfkit._kernel import sysfs_btf as _kbpf
     from bpfkit import kernel_btf as kbtf
     from bpfkit.btf.types import Func
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The link modules' shared pieces live once (issue 36): _net.py split by job into _netdev.py
 (network devices as attach targets) and _prog_arg.py (the program argument); the
 interface-gone words of the xdp/tc hints and the is-it-attached-here query have one home."""

@@ -21,12 +21,6 @@ TYPE_CHECKING = False  # typing costs ~2 ms to import: its names are for the typ
 if TYPE_CHECKING:
     from typing import Any
 
-    # The kernel's BTF files, bpfkit._kernel.sysfs_btf's: their callers in kernel_btf.py,
-    # features/probes.py, collection.py and struct_ops.py still name them here (__getattr__).
-    from .sysfs_btf import module_btf as module_btf
-    from .sysfs_btf import module_btf_names as module_btf_names
-    from .sysfs_btf import vmlinux_btf as vmlinux_btf
-
 _NR_BPF = syscall_number("bpf")
 ATTR_SIZE = ffi.sizeof("union bpf_attr")
 
@@ -883,14 +877,3 @@ def kernel_btf_fd(module: str) -> FD:
     from ..errors import NotFoundError
 
     raise NotFoundError(f"no kernel BTF object named {module!r} (BPF_BTF_GET_NEXT_ID found none)")
-
-
-def __getattr__(name: str) -> object:
-    """vmlinux_btf, module_btf and module_btf_names: reads of /sys/kernel/btf, not bpf(2)
-    (bpfkit._kernel.sysfs_btf), found here by the callers not yet moved to that module."""
-    if name in ("vmlinux_btf", "module_btf", "module_btf_names"):
-        from . import sysfs_btf
-
-        value = globals()[name] = getattr(sysfs_btf, name)
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

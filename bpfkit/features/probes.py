@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 
 from .. import asm
 from .._kernel import bpf as _bpf
+from .._kernel import sysfs_btf as _sysfs_btf
 from .._kernel.abi import ffi
 from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .._kernel.fd import FD
@@ -290,7 +291,7 @@ def _vmlinux_func_ids(names: tuple[str, ...], until: str = "") -> dict[str, int]
     A minimal scan of /sys/kernel/btf/vmlinux (only the record sizes are decoded), so the
     probe does not need the full BTF parser.
     """
-    data = _bpf.vmlinux_btf()
+    data = _sysfs_btf.vmlinux_btf()
     _, _, _, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<HBBIIIII", data)
     strs = data[hdr_len + str_off : hdr_len + str_off + str_len]
     wanted = {}
@@ -395,7 +396,7 @@ def _iter_target_id(target: str) -> int:
     without vmlinux BTF). Every target's id comes from one scan, kept while the blob is."""
     global _iter_ids
     with _vmlinux_lock:
-        data = _bpf.vmlinux_btf()
+        data = _sysfs_btf.vmlinux_btf()
         if _iter_ids[0] is not data:
             _iter_ids = (data, _vmlinux_func_ids(tuple(f"bpf_iter_{t}" for t in ITER_TARGET_VERSIONS)))
         return _iter_ids[1].get(f"bpf_iter_{target}", 0)
