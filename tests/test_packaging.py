@@ -69,6 +69,9 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path
     checkout = os.open(REPO, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(checkout, fcntl.LOCK_EX)
+        # setuptools copies the package into build/lib and never removes what left the tree: a
+        # module moved since the last build would be in the wheel built from the tree.
+        shutil.rmtree(REPO / "build", ignore_errors=True)
         built = _build(tmp / "dist"), _build(tmp / "direct", "--wheel")
     finally:
         os.close(checkout)  # releases the lock
