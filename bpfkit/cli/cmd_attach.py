@@ -32,15 +32,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-DESCRIPTION = (
-    "Load a BPF object and attach its programs: every program whose section names its target "
-    "(kprobe/SYM, tracepoint/GROUP/NAME, uprobe/BINARY:FUNC, ...) when no SPEC is given, else the "
-    "one program (--program) at the probe SPEC (kprobe:FN, kretprobe:FN, tracepoint:GROUP:NAME, "
-    "uprobe:BINARY:FN, uretprobe:BINARY:FN; a wildcard such as kprobe:vfs_* or uprobe:libc:str* is one "
-    "kprobe_multi/uprobe_multi link, or one perf event per match where the kernel has none; "
-    "uprobe.session:BINARY:FN and kprobe.session:FN run it on entry and return through one session link). Stays until "
-    "Ctrl-C or SIGTERM, then detaches cleanly."
-)
+DESCRIPTION = """\
+Load a BPF object and attach its programs: every program whose section names its target (kprobe/SYM,
+tracepoint/GROUP/NAME, uprobe/BINARY:FUNC, ...) when no SPEC is given, else the one program
+(--program) at the probe SPEC (kprobe:FN, kretprobe:FN, tracepoint:GROUP:NAME, uprobe:BINARY:FN,
+uretprobe:BINARY:FN; a wildcard such as kprobe:vfs_* or uprobe:libc:str* is one
+kprobe_multi/uprobe_multi link, or one perf event per match where the kernel has none;
+uprobe.session:BINARY:FN and kprobe.session:FN run it on entry and return through one session link).
+Stays until Ctrl-C or SIGTERM, then detaches cleanly.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

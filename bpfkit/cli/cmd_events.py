@@ -21,11 +21,11 @@ from typing import Any
 from . import argtypes
 from .stop_signals import StopSignals
 
-DESCRIPTION = (
-    "Read a BPF_MAP_TYPE_RINGBUF or PERF_EVENT_ARRAY map pinned in bpffs and print each record: "
-    "hex by default, decoded through a BTF struct with --btf OBJ --event-type NAME, one JSON "
-    "object a line with --json. Runs until Ctrl-C, --count records or --duration seconds."
-)
+DESCRIPTION = """\
+Read a BPF_MAP_TYPE_RINGBUF or PERF_EVENT_ARRAY map pinned in bpffs and print each record: hex by
+default, decoded through a BTF struct with --btf OBJ --event-type NAME, one JSON object a line with
+--json. Runs until Ctrl-C, --count records or --duration seconds.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,14 +9,13 @@ import sys
 from typing import Any
 
 OFFLINE = True  # reads files only: prints no warnings (bpfkit.cli.main.setup_warnings)
-DESCRIPTION = (
-    "Parse a BPF ELF object (no kernel access, no root needed) and list its programs (section, "
-    "type, attach type and target, instruction count), maps (type, sizes, flags) and global "
-    "variables (section, offset, size, type, initial value). With --core, also each CO-RE "
-    "relocation and how it resolves against this kernel's BTF (read from /sys/kernel/btf/vmlinux, "
-    "which needs no root) or --kernel-btf FILE: the value the instruction gets, or why it is "
-    "poisoned."
-)
+DESCRIPTION = """\
+Parse a BPF ELF object (no kernel access, no root needed) and list its programs (section, type,
+attach type and target, instruction count), maps (type, sizes, flags) and global variables (section,
+offset, size, type, initial value). With --core, also each CO-RE relocation and how it resolves
+against this kernel's BTF (read from /sys/kernel/btf/vmlinux, which needs no root) or --kernel-btf
+FILE: the value the instruction gets, or why it is poisoned.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,12 +13,12 @@ if TYPE_CHECKING:
 
     from ..collection import CollectionSpec
 
-DESCRIPTION = (
-    "Load every program of a BPF object (maps first, then programs), pin each program at "
-    "PIN_DIR/<program> and each map at PIN_DIR/<map> (or --maps-dir), then exit; the pins keep "
-    "them loaded. On any failure nothing is left pinned and the reason is printed (with the "
-    "verifier log's tail; -v for the whole log)."
-)
+DESCRIPTION = """\
+Load every program of a BPF object (maps first, then programs), pin each program at
+PIN_DIR/<program> and each map at PIN_DIR/<map> (or --maps-dir), then exit; the pins keep them
+loaded. On any failure nothing is left pinned and the reason is printed (with the verifier log's
+tail; -v for the whole log).
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

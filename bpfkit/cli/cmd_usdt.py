@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 
 OFFLINE = True  # reads files only: prints no warnings (bpfkit.cli.main.setup_warnings)
-DESCRIPTION = (
-    "List the USDT (sys/sdt.h) probes in a binary's .note.stapsdt notes: provider, name, address, "
-    "uprobe file offset, semaphore and argument specs. BINARY is a path, a program on $PATH or a "
-    "library name (libc, libstdc++)."
-)
+DESCRIPTION = """\
+List the USDT (sys/sdt.h) probes in a binary's .note.stapsdt notes: provider, name, address, uprobe
+file offset, semaphore and argument specs. BINARY is a path, a program on $PATH or a library name
+(libc, libstdc++).
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
