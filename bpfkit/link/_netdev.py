@@ -200,6 +200,13 @@ class NetLinkUpdate:
         self.iface = iface  # as asked for at attach time ("" when opened from a pin or id)
         self.ifindex = ifindex
 
+    def _place(self) -> str:
+        """Where on the device the link was asked for (a tc direction, a netkit role; "" if not known)."""
+        return ""
+
+    def _where(self) -> str:
+        return f"{self.iface} {self._place()}, " if self.iface else ""
+
     def update(self, prog: ProgramArg, old: ProgramArg | None = None) -> None:
         check_program(prog, self._prog_types, f"a {self.kind} link")
         try:

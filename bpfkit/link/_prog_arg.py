@@ -2,23 +2,25 @@
 """The program argument of the attach kinds that take one by fd (xdp, tc, netkit, cgroup,
 netns, socket, netfilter, prog_attach, anchor): checked against the hook's program types,
 named for messages, its id, a duplicate of its fd, whether it is attached at a hook
-(BPF_PROG_QUERY); the name of a hook's attach type; and explained(), the errno hint these
-kinds put on a KernelError.
+(BPF_PROG_QUERY); the name of a hook's attach type and the hook of a link's info
+(HookInfo); and explained(), the errno hint these kinds put on a KernelError.
 """
 
 from __future__ import annotations
 
 import errno
 from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from .._kernel import bpf as _bpf
 from .._kernel.consts import AttachType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, UsageError, kernel_error
-from .base import _prog_fd
+from .base import _enum, _prog_fd
 
-__all__ = ["check_program", "prog_name", "dup_prog_fd", "prog_id_of", "attached_at", "attach_type_name", "explained"]
+__all__ = ["check_program", "prog_name", "dup_prog_fd", "prog_id_of", "attached_at", "attach_type_name", "HookInfo",
+           "info_attach_type", "explained"]
 
 
 def check_program(prog: ProgramArg, allowed: tuple[ProgType, ...], hook: str) -> int:
@@ -76,3 +78,23 @@ def attached_at(target_fd: int, at: AttachType, prog: ProgramArg) -> bool:
 def attach_type_name(at: AttachType | int, names: Mapping[AttachType, str]) -> str:
     """``names[at]``, or "attach type N" for one the table does not name."""
     return names[at] if isinstance(at, AttachType) and at in names else f"attach type {int(at)}"
+
+
+def info_attach_type(part: Any) -> AttachType | int:
+    """The attach type a member of bpf_link_info's union reports (``raw.cgroup``,
+    ``raw.netns``, ``raw.sockmap``, ...): typed when bpfkit knows it, else the number."""
+    typed: AttachType | int = _enum(AttachType, int(part.attach_type))
+    return typed
+
+
+class HookInfo:
+    """What the ``LinkInfo`` details of a link at a named hook of a target share (netns,
+    sockmap): the hook's ``attach_type`` (a field of the dataclass) and ``hook``, its name in
+    the kind's table ``_hook_names``."""
+
+    attach_type: AttachType | int
+    _hook_names: ClassVar[Mapping[AttachType, str]] = {}
+
+    @property
+    def hook(self) -> str:
+        return attach_type_name(self.attach_type, self._hook_names)

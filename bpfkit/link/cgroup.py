@@ -50,9 +50,9 @@ from .._kernel.consts import (
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import attached_at, check_program, explained, prog_name
+from ._prog_arg import attached_at, check_program, explained, info_attach_type, prog_name
 from .anchor import Anchor, mprog_link_args
-from .base import Link, RawLink, _enum, _prog_fd
+from .base import Link, RawLink, _prog_fd
 from .kind import AttachOptions, LinkKind, Section, SectionTarget
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
@@ -268,8 +268,7 @@ class CgroupInfo:
 
 
 def _decode_cgroup(raw: Any) -> CgroupInfo:
-    typed: AttachType | int = _enum(AttachType, int(raw.cgroup.attach_type))
-    return CgroupInfo(int(raw.cgroup.cgroup_id), typed)
+    return CgroupInfo(int(raw.cgroup.cgroup_id), info_attach_type(raw.cgroup))
 
 
 class CgroupLink(RawLink):

@@ -27,7 +27,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._prog_arg import check_program, explained, prog_name
-from .base import RawLink
+from .base import RawLink, _enum
 from .kind import LinkKind
 
 __all__ = ["NetfilterFamily", "NetfilterHook", "NetfilterInfo", "NetfilterLink", "attach_netfilter",
@@ -93,13 +93,6 @@ class NetfilterInfo:
     @property
     def defrag(self) -> bool:
         return bool(self.flags & BPF_F_NETFILTER_IP_DEFRAG)
-
-
-def _enum(cls: Any, value: int) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        return value
 
 
 def _decode_netfilter(raw: Any) -> NetfilterInfo:

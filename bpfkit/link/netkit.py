@@ -100,14 +100,12 @@ class NetkitLink(NetLinkUpdate, RawLink):
         super().__init__(fd, pinned_path, iface=iface, ifindex=ifindex)
         self.role = role
 
+    def _place(self) -> str:
+        return self.role.value if self.role else ""
+
     @property
     def description(self) -> str:
-        if not self.iface:
-            return "netkit"
-        return f"netkit {self.iface} {self.role.value if self.role else ''}".rstrip()
-
-    def _where(self) -> str:
-        return f"{self.iface} {self.role.value if self.role else ''}, " if self.iface else ""
+        return f"netkit {self.iface} {self._place()}".rstrip() if self.iface else "netkit"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,8 +37,8 @@ from .._kernel.consts import AttachType, LinkType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import attach_type_name, attached_at, check_program, explained, prog_name
-from .base import RawLink, _enum, _prog_fd
+from ._prog_arg import HookInfo, attached_at, check_program, explained, info_attach_type, prog_name
+from .base import RawLink, _prog_fd
 from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
@@ -75,20 +75,16 @@ def _where(ns: _nl.Netns) -> str:
 
 # --------------------------------------------------------------------------------- links
 @dataclasses.dataclass(frozen=True)
-class NetnsInfo:
+class NetnsInfo(HookInfo):
     """A netns link's details: the namespace's inode (``ls -l /proc/PID/ns/net``) and hook."""
 
     netns_ino: int
     attach_type: AttachType | int
-
-    @property
-    def hook(self) -> str:
-        return attach_type_name(self.attach_type, _BY_ATTACH)
+    _hook_names = _BY_ATTACH
 
 
 def _decode_netns(raw: Any) -> NetnsInfo:
-    typed: AttachType | int = _enum(AttachType, int(raw.netns.attach_type))
-    return NetnsInfo(int(raw.netns.netns_ino), typed)
+    return NetnsInfo(int(raw.netns.netns_ino), info_attach_type(raw.netns))
 
 
 
@@ -132,21 +128,22 @@ class NetnsProgAttachment(ProgAttachment):
 
 
 # ------------------------------------------------------------------------------ attaching
+_REFUSED = "the kernel refused the request (a program of another type, or a hook newer than this kernel)"
+_HINTS: dict[int, tuple[str, str]] = {  # errno -> what it means (for a flow dissector, for sk_lookup)
+    errno.EEXIST: ("the namespace already has a flow dissector (one per namespace, link or prog_attach), or the "
+                   "root namespace has one, which overrides every other namespace's",
+                   "this program is already attached here"),
+    errno.E2BIG: ("the namespace already has a flow dissector (one per namespace)",
+                  "the namespace holds as many programs as the kernel allows for this hook (64)"),
+    errno.EINVAL: (_REFUSED, _REFUSED),
+}
+
+
 def _hint(err: int, hook: str, path: str) -> str:
-    if err == errno.EEXIST:
-        if hook == "flow_dissector":
-            return ("the namespace already has a flow dissector (one per namespace, link or prog_attach), or the "
-                    "root namespace has one, which overrides every other namespace's")
-        return "this program is already attached here"
-    if err == errno.E2BIG:
-        if hook == "flow_dissector":
-            return "the namespace already has a flow dissector (one per namespace)"
-        return "the namespace holds as many programs as the kernel allows for this hook (64)"
-    if err == errno.EINVAL:
-        if path == "prog_attach" and hook == "sk_lookup":
-            return "sk_lookup programs attach only through links"
-        return "the kernel refused the request (a program of another type, or a hook newer than this kernel)"
-    return ""
+    if err == errno.EINVAL and path == "prog_attach" and hook == "sk_lookup":
+        return "sk_lookup programs attach only through links"
+    dissector, other = _HINTS.get(err, ("", ""))
+    return dissector if hook == "flow_dissector" else other
 
 
 def attach_netns(

@@ -36,8 +36,8 @@ from .._kernel.consts import AttachType, LinkType, MapType, ProgType
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
-from ._prog_arg import attach_type_name, check_program, explained, prog_id_of, prog_name
-from .base import FdOnlyLink, RawLink, _enum, _prog_fd, raw_fd
+from ._prog_arg import HookInfo, check_program, explained, info_attach_type, prog_id_of, prog_name
+from .base import FdOnlyLink, RawLink, _prog_fd, raw_fd
 from .kind import LinkKind
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
 
@@ -223,20 +223,16 @@ def _sockmap_hook(value: Any) -> AttachType:
 
 
 @dataclasses.dataclass(frozen=True)
-class SockmapInfo:
+class SockmapInfo(HookInfo):
     """A sockmap link's details: the map's id and the hook (attach type)."""
 
     map_id: int
     attach_type: AttachType | int
-
-    @property
-    def hook(self) -> str:
-        return attach_type_name(self.attach_type, _SOCKMAP_NAMES)
+    _hook_names = _SOCKMAP_NAMES
 
 
 def _decode_sockmap(raw: Any) -> SockmapInfo:
-    typed: AttachType | int = _enum(AttachType, int(raw.sockmap.attach_type))
-    return SockmapInfo(int(raw.sockmap.map_id), typed)
+    return SockmapInfo(int(raw.sockmap.map_id), info_attach_type(raw.sockmap))
 
 
 

@@ -209,8 +209,8 @@ class TcxLink(NetLinkUpdate, RawLink):
         super().__init__(fd, pinned_path, iface=iface, ifindex=ifindex)
         self.direction = direction
 
-    def _where(self) -> str:
-        return f"{self.iface} {self.direction.value if self.direction else ''}, " if self.iface else ""
+    def _place(self) -> str:
+        return self.direction.value if self.direction else ""
 
 
 def _attach_tcx(target: Target, prog: ProgramArg, prog_fd: int, direction: TcDirection, anchor: Anchor | None,
