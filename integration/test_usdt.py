@@ -22,7 +22,7 @@ from bpfkit import link, usdt
 from bpfkit._kernel import tracefs as _tracefs
 from bpfkit.errors import NotFoundError, NotSupportedError, ParseError
 from bpfkit.events import RingBuffer
-from bpfkit.usdt.attach import _SPEC_IDS
+from bpfkit.link.usdt import _SPEC_IDS
 from integration.usdt.build import build_usdt_target, missing_tools
 
 # struct usdt_event in bpf/usdt_args.bpf.c

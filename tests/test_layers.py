@@ -3,8 +3,7 @@
 
 * No module-level import cycle in bpfkit/: the top-level imports of every module (read with
   ast, nothing is imported) form a graph without cycles. Counting imports inside functions
-  too, no import tangle either (a strongly connected set of modules), except those listed in
-  TANGLES_BEING_REMOVED while issue #36's work removes them.
+  too, no import tangle either (a strongly connected set of modules).
 * Each module imports, at module level, only modules of its own layer or of a layer below
   (LAYERS, lowest first). The spec layer imports nothing above it even lazily (inside a
   function), except the few imports listed in SPEC_LAZY_UP, each with its reason.
@@ -76,15 +75,6 @@ SPEC_LAZY_UP = {
         "CollectionSpec.resolve_core() with no kernel_btf resolves against the running kernel's BTF "
         "(/sys/kernel/btf), which the kernel side reads",
 }
-
-# Import tangles counting imports inside functions (strongly connected components of
-# LAZY_GRAPH) that are still being removed (issue #36): each exactly as cycles() reports it.
-# This list only shrinks: the test fails when one listed is gone (delete it here) and when a
-# new one appears.
-TANGLES_BEING_REMOVED: list[list[str]] = [
-    # The link records (issue #36, item 3): link/ with usdt.attach.
-    ["bpfkit.link", "bpfkit.link.multi", "bpfkit.link.uprobe", "bpfkit.usdt.attach"],
-]
 
 # What spec use may import beyond the spec layer: module -> why. (Empty: none.)
 SPEC_USE_ALLOWED: dict[str, str] = {}
@@ -231,12 +221,9 @@ def test_no_module_level_import_cycle() -> None:
 
 def test_no_import_tangle_even_counting_imports_inside_functions() -> None:
     found = cycles(LAZY_GRAPH)
-    new = [c for c in found if c not in TANGLES_BEING_REMOVED]
-    assert not new, ("import tangles in bpfkit/, counting imports inside functions (move the shared piece "
-                     "down into its own module, or pass a value in instead of importing back up): "
-                     + "; ".join(" <-> ".join(c) for c in new))
-    gone = [c for c in TANGLES_BEING_REMOVED if c not in found]
-    assert not gone, "TANGLES_BEING_REMOVED lists tangles that are gone (delete them there): " + repr(gone)
+    assert not found, ("import tangles in bpfkit/, counting imports inside functions (move the shared piece "
+                       "down into its own module, or pass a value in instead of importing back up): "
+                       + "; ".join(" <-> ".join(c) for c in found))
 
 
 def test_every_module_has_a_layer() -> None:

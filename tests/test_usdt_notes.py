@@ -16,7 +16,7 @@ import pytest
 
 from bpfkit.errors import NotFoundError, ParseError
 from bpfkit.usdt import ArgKind, USDTArg, find_probes, parse_arg, parse_args, parse_notes, parse_probes, read_probes
-from bpfkit.usdt.attach import SPEC_SIZE, pack_spec
+from bpfkit.link.usdt import SPEC_SIZE, pack_spec
 from integration.usdt.build import build_usdt_target, missing_tools
 
 

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     )
     from .cgroup import have_cgroup_link as have_cgroup_link
     from .cgroup import have_cgroup_mprog as have_cgroup_mprog
+    from .executable import Executable
     from .group import LinkGroup, attach_many, close_links
     from .iter import CgroupIterOrder, IterInfo, IterLink, iterate
     from .kprobe import kprobe, kretprobe, ksyscall
@@ -148,7 +149,8 @@ if TYPE_CHECKING:
         raw_tracepoint,
         tp_btf,
     )
-    from .uprobe import Executable, uprobe, uretprobe
+    from .uprobe import UprobeTarget as UprobeTarget
+    from .uprobe import uprobe, uretprobe
     from .xdp import XdpInfo, XdpMode, XdpQuery, xdp, xdp_detach, xdp_query
     from .xdp import XdpLink as XdpLink
     from .xdp import XdpNetlinkLink as XdpNetlinkLink
@@ -287,7 +289,8 @@ _LAZY = {
     "lsm": "bpfkit.link.tracing",
     "raw_tracepoint": "bpfkit.link.tracing",
     "tp_btf": "bpfkit.link.tracing",
-    "Executable": "bpfkit.link.uprobe",
+    "Executable": "bpfkit.link.executable",
+    "UprobeTarget": "bpfkit.link.uprobe",
     "uprobe": "bpfkit.link.uprobe",
     "uretprobe": "bpfkit.link.uprobe",
     "XdpInfo": "bpfkit.link.xdp",
@@ -300,9 +303,9 @@ _LAZY = {
     "XdpNetlinkLink": "bpfkit.link.xdp",
 }
 _SUBMODULES = frozenset({
-    "_binary", "_kinds", "_netdev", "_prog_arg", "anchor", "attach", "base", "kind", "cgroup", "group", "iter", "kprobe",
-    "multi", "netfilter", "netkit", "netns", "perf_event", "prog_attach", "sampling", "socket", "struct_ops", "tc",
-    "tracefs_probes", "tracepoint", "tracing", "uprobe", "xdp",
+    "_binary", "_kinds", "_netdev", "_prog_arg", "anchor", "attach", "base", "kind", "cgroup", "executable", "group",
+    "iter", "kprobe", "multi", "netfilter", "netkit", "netns", "perf_event", "prog_attach", "sampling", "socket",
+    "struct_ops", "tc", "tracefs_probes", "tracepoint", "tracing", "uprobe", "usdt", "xdp",
 })
 # Functions named like the module that defines them: importing bpfkit.link.kprobe sets the
 # package's attribute "kprobe" to the module (importlib does), and the function must win, as
@@ -332,6 +335,7 @@ if not _lazy_imports.IN_COMMAND:
         anchor,
         base,
         cgroup,
+        executable,
         group,
         iter,
         kprobe,

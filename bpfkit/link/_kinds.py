@@ -76,8 +76,8 @@ MODULES = (
     'bpfkit.link.tracepoint',
     'bpfkit.link.tracing',
     'bpfkit.link.uprobe',
+    'bpfkit.link.usdt',
     'bpfkit.link.xdp',
-    'bpfkit.usdt.attach',
 )
 # section prefix -> the module whose record attaches it
 SECTIONS: dict[str, str] = {
@@ -120,7 +120,7 @@ SECTIONS: dict[str, str] = {
     'uprobe.s': 'bpfkit.link.uprobe',
     'uretprobe': 'bpfkit.link.uprobe',
     'uretprobe.s': 'bpfkit.link.uprobe',
-    'usdt': 'bpfkit.usdt.attach',
+    'usdt': 'bpfkit.link.usdt',
 }
 # The prefixes attach_section names when it refuses one (NamedSections first).
 SECTION_PREFIXES = (
@@ -196,8 +196,8 @@ PROBES: dict[str, str] = {
     'rawtracepoint': 'bpfkit.link.tracing',
     'fentry': 'bpfkit.link.tracing',
     'fexit': 'bpfkit.link.tracing',
+    'usdt': 'bpfkit.link.usdt',
     'xdp': 'bpfkit.link.xdp',
-    'usdt': 'bpfkit.usdt.attach',
 }
 # The probe-spec kinds attach_network takes (records with network=True).
 NETWORK_PROBES = frozenset(['netkit', 'tc', 'xdp'])

@@ -4,7 +4,7 @@
 libbpf keeps one ``bpf_sec_def`` row per section kind (``section_defs`` in libbpf.c: the
 section name, program type, attach type, flags and the ``prog_attach_fn`` that attaches it);
 cilium/ebpf keeps one file per link kind. bpfkit does both: every link-kind module
-(``bpfkit/link/kprobe.py``, ``tc.py``, ..., ``bpfkit/usdt/attach.py``) ends with one
+(``bpfkit/link/kprobe.py``, ``tc.py``, ..., ``bpfkit/link/usdt.py``) ends with one
 :class:`LinkKind` named ``KIND`` that declares
 
 * the section prefixes it attaches (``kprobe`` of ``SEC("kprobe/do_sys_openat2")``), each with

@@ -71,7 +71,7 @@ from .kind import (
 )
 from .kprobe import kprobe, kretprobe, validate_kernel_symbol
 from .perf_event import AttachMode
-from .uprobe import Executable
+from .uprobe import UprobeTarget
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -597,7 +597,7 @@ def kretprobe_multi(symbols: str | Sequence[str] | None, prog: Any, **kw: Any) -
 
 
 # --------------------------------------------------------------------------- uprobes
-def _uprobe_multi(exe: Executable, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
+def _uprobe_multi(exe: UprobeTarget, symbols: str | Sequence[str] | None, prog: Any, offsets: Sequence[int] | None,
                   ref_ctr_offsets: Sequence[int] | None, cookies: Any, pid: int | None, retprobe: bool,
                   mode: MultiMode | str, perf_mode: AttachMode | str, progress: Progress | None,
                   max_perf_targets: int | None, session: bool = False) -> UprobeMultiLink | MultiPerfGroup:
@@ -732,7 +732,7 @@ def _classify_uprobe_multi(exc: KernelError, path: str, pid: int | None,
 
 
 def uprobe_multi(
-    binary: str | Executable,
+    binary: str | UprobeTarget,
     symbols: str | Sequence[str] | None,
     prog: Any,
     *,
@@ -755,12 +755,12 @@ def uprobe_multi(
     target in order, or name -> cookie. ``pid``: fire only in that process. ``mode`` and the
     rest as for :func:`kprobe_multi`. Returns an UprobeMultiLink, or a MultiPerfGroup.
     """
-    exe = binary if isinstance(binary, Executable) else Executable(binary)
+    exe = binary if isinstance(binary, UprobeTarget) else UprobeTarget(binary)
     return _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, retprobe, mode, perf_mode,
                          progress, max_perf_targets)
 
 
-def uretprobe_multi(binary: str | Executable, symbols: str | Sequence[str] | None, prog: Any,
+def uretprobe_multi(binary: str | UprobeTarget, symbols: str | Sequence[str] | None, prog: Any,
                     **kw: Any) -> UprobeMultiLink | MultiPerfGroup:
     """:func:`uprobe_multi` with ``retprobe=True``."""
     return uprobe_multi(binary, symbols, prog, retprobe=True, **kw)
@@ -788,7 +788,7 @@ def kprobe_session(
 
 
 def uprobe_session(
-    binary: str | Executable,
+    binary: str | UprobeTarget,
     symbols: str | Sequence[str] | None,
     prog: Any,
     *,
@@ -802,7 +802,7 @@ def uprobe_session(
     ``binary`` (as for :func:`uprobe_multi`), through one uprobe_multi link made with
     BPF_TRACE_UPROBE_SESSION (6.13). Entry and return, suppression and the session cookie as
     for :func:`kprobe_session` (libbpf's ``SEC("uprobe.session")``)."""
-    exe = binary if isinstance(binary, Executable) else Executable(binary)
+    exe = binary if isinstance(binary, UprobeTarget) else UprobeTarget(binary)
     lk = _uprobe_multi(exe, symbols, prog, offsets, ref_ctr_offsets, cookies, pid, False, MultiMode.MULTI,
                        AttachMode.AUTO, progress, None, session=True)
     assert isinstance(lk, UprobeMultiLink)  # MULTI: never the perf-event fallback
@@ -844,7 +844,7 @@ def _probe_uprobe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
         return uprobe_multi(spec.binary, spec.function, prog, cookies=same_cookie(o.cookie), pid=o.pid,
                             retprobe=retprobe, mode=mode, perf_mode=perf, progress=o.progress,
                             max_perf_targets=o.max_perf_targets)
-    exe = Executable(spec.binary)
+    exe = UprobeTarget(spec.binary)
     symbol = None if spec.address is not None else spec.function
     if retprobe:
         return exe.uretprobe(symbol, prog, address=spec.address, pid=o.pid, mode=o.mode, cookie=o.cookie)

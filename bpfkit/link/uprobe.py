@@ -3,7 +3,7 @@
 
 The kernel places a uprobe at a *file offset* of a binary (inode + offset), so it fires in
 every process that maps that file, now or later (or in one process with ``pid``).
-:class:`Executable` turns a function name into that offset (``.symtab``/``.dynsym``, STT_FUNC,
+:class:`UprobeTarget` turns a function name into that offset (``.symtab``/``.dynsym``, STT_FUNC,
 through its PT_LOAD segment), or takes a virtual address or a raw file offset, and resolves
 library names (``libc`` -> /usr/lib/x86_64-linux-gnu/libc.so.6) as bpftrace does.
 
@@ -34,16 +34,17 @@ from .kind import FUNC_OFF, AttachOptions, LinkKind, NamedSection, SectionTarget
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event, check_program
 from .tracefs_probes import TracefsProbe
 
-__all__ = ["Executable", "uprobe", "uretprobe"]
+__all__ = ["UprobeTarget", "uprobe", "uretprobe"]
 
 _ENOTSUPP = 524  # kernel-internal: e.g. a uprobe on a trap instruction
 
 
-class Executable:
+class UprobeTarget:
     """A binary to place uprobes in: a path (``/usr/bin/bash``), a program on $PATH (``bash``)
-    or a library name (``libc``, ``libc.so.6``).
+    or a library name (``libc``, ``libc.so.6``). What uprobe_multi links and USDT probes build
+    on; :class:`bpfkit.link.Executable` adds them as methods.
 
-    >>> exe = Executable("libc")
+    >>> exe = UprobeTarget("libc")
     >>> lk = exe.uprobe("malloc", prog, pid=1234)
     """
 
@@ -183,29 +184,8 @@ class Executable:
         address on entry)."""
         return self._attach(symbol, prog, True, 0, address, file_offset, pid, ref_ctr_offset, cookie, mode, tracefs)
 
-    def uprobe_multi(self, symbols: Any, prog: ProgramArg, **kw: Any) -> Any:
-        """One program at many functions of this binary (a list, a name or a glob pattern),
-        through one uprobe_multi link (6.6) or one uprobe per target: see
-        :func:`bpfkit.link.multi.uprobe_multi`."""
-        from .multi import uprobe_multi
-
-        return uprobe_multi(self, symbols, prog, **kw)
-
-    def uretprobe_multi(self, symbols: Any, prog: ProgramArg, **kw: Any) -> Any:
-        """:meth:`uprobe_multi` for return probes."""
-        from .multi import uprobe_multi
-
-        return uprobe_multi(self, symbols, prog, retprobe=True, **kw)
-
-    def usdt(self, provider: str | None, name: str, prog: ProgramArg, **kw: Any) -> Any:
-        """Attach ``prog`` to USDT probe ``provider:name`` of this binary (every site, with
-        its semaphore): ``bpfkit.usdt.attach_usdt(prog, self.path, provider, name, **kw)``."""
-        from ..usdt.attach import attach_usdt
-
-        return attach_usdt(prog, self.path, provider, name, **kw)
-
     def __repr__(self) -> str:
-        return f"Executable({self.path!r})"
+        return f"{type(self).__name__}({self.path!r})"
 
 
 def _no_uprobes() -> NotSupportedError:
@@ -315,13 +295,13 @@ def _open_uprobe(path: str, offset: int, retprobe: bool, pid: int | None, ref_ct
 
 
 def uprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
-    """``Executable(binary).uprobe(symbol, prog, **kw)``."""
-    return Executable(binary).uprobe(symbol, prog, **kw)
+    """``UprobeTarget(binary).uprobe(symbol, prog, **kw)``."""
+    return UprobeTarget(binary).uprobe(symbol, prog, **kw)
 
 
 def uretprobe(binary: str, symbol: str | None, prog: ProgramArg, **kw: Any) -> PerfEventLink | PerfEventIoctlLink:
-    """``Executable(binary).uretprobe(symbol, prog, **kw)``."""
-    return Executable(binary).uretprobe(symbol, prog, **kw)
+    """``UprobeTarget(binary).uretprobe(symbol, prog, **kw)``."""
+    return UprobeTarget(binary).uretprobe(symbol, prog, **kw)
 
 
 # ----------------------------------------------------------------------- the kind's record
@@ -339,7 +319,7 @@ def _parse_section(sec: NamedSection, section: str, target: str) -> SectionTarge
 
 
 def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions, section: str) -> Link:
-    exe = Executable(target.binary)
+    exe = UprobeTarget(target.binary)
     symbol = target.symbol if target.file_offset is None else None
     if target.kind == "uprobe":
         return exe.uprobe(symbol, prog, offset=target.offset, file_offset=target.file_offset, pid=o.pid,

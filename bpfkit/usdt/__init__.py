@@ -25,9 +25,9 @@ __all__ = ["ArgKind", "USDTArg", "parse_arg", "parse_args", "StapsdtNote", "USDT
 
 
 def __getattr__(name: str) -> Any:
-    # attach.py imports the link layer; parsing alone stays light.
+    # Attaching is a link kind (bpfkit.link.usdt); parsing alone stays light.
     if name in ("attach_usdt", "USDTLink"):
-        value = getattr(importlib.import_module(".attach", __name__), name)
+        value = getattr(importlib.import_module("bpfkit.link.usdt"), name)
         globals()[name] = value  # resolved once; tools that read the module's dict see it too
         return value
     raise AttributeError(f"module 'bpfkit.usdt' has no attribute {name!r}")

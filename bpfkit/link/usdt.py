@@ -33,13 +33,13 @@ from .. import features
 from .._kernel import bpf as _bpf
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, NotFoundError, NotSupportedError, ParseError, UsageError
-from ..link.base import Link, _prog_fd
-from ..link.group import LinkGroup, attach_many
-from ..link.kind import AttachOptions, LinkKind, Section, SectionTarget
-from ..link.perf_event import AttachMode
-from ..link.uprobe import Executable
-from .args import MAX_ARGS, USDTArg
-from .notes import USDTProbe, find_probes, read_probes
+from ..usdt.args import MAX_ARGS, USDTArg
+from ..usdt.notes import USDTProbe, find_probes, read_probes
+from .base import Link, _prog_fd
+from .group import LinkGroup, attach_many
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
+from .perf_event import AttachMode
+from .uprobe import UprobeTarget
 
 if TYPE_CHECKING:
     from ..maps import Map
@@ -271,7 +271,7 @@ def attach_usdt(
     ``cookie`` is then the uprobes' plain BPF cookie). ``provider`` None or '' matches any
     provider (an error if several have that name).
     """
-    exe = Executable(binary)
+    exe = UprobeTarget(binary)
     what = f"attach usdt {exe.path}:{provider + ':' if provider else ''}{name}"
     sites = find_probes(read_probes(exe.path), provider, name, exe.path)
     try:
