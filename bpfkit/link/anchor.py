@@ -8,13 +8,14 @@ link (by fd, or by id with BPF_F_ID; a link with BPF_F_LINK), or at the head or 
 relative is named. Every change bumps the hook's revision, and ``expected_revision`` makes an
 attach fail with ESTALE when the list changed since the caller looked. The three kinds share
 the layout of ``link_create.tcx`` (relative_fd or relative_id, then expected_revision).
+:class:`MprogQuery` is what the cgroup and netkit queries of such a hook share.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from .._kernel.consts import BPF_F_AFTER, BPF_F_BEFORE, BPF_F_ID, BPF_F_LINK
 from .._kernel.fd import FD
@@ -22,7 +23,7 @@ from ..errors import UsageError
 from ._prog_arg import prog_name
 from .base import RawLink, _prog_fd
 
-__all__ = ["Anchor", "mprog_link_args"]
+__all__ = ["Anchor", "mprog_link_args", "MprogQuery"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,3 +104,20 @@ def mprog_link_args(anchor: Anchor | None, expected_revision: int) -> tuple[int,
         attr.link_create.tcx.expected_revision = expected_revision
 
     return flags, fill
+
+
+class _Attached(Protocol):
+    @property
+    def prog_id(self) -> int: ...
+
+
+class MprogQuery:
+    """What the query of a multi-program hook holds besides where the hook is (a dataclass's
+    fields, in the subclass): its ``programs`` in run order and its ``revision``."""
+
+    programs: Sequence[_Attached]
+    revision: int
+
+    @property
+    def prog_ids(self) -> list[int]:
+        return [p.prog_id for p in self.programs]

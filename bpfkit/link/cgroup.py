@@ -51,7 +51,7 @@ from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ._prog_arg import attached_at, check_program, explained, info_attach_type, prog_name
-from .anchor import Anchor, mprog_link_args
+from .anchor import Anchor, MprogQuery, mprog_link_args
 from .base import Link, RawLink, _prog_fd
 from .kind import AttachOptions, LinkKind, Section, SectionTarget
 from .prog_attach import ProgAttachment, ProgAttachMode, raw_attach_program
@@ -407,7 +407,7 @@ class CgroupProgram:
 
 
 @dataclasses.dataclass(frozen=True)
-class CgroupQuery:
+class CgroupQuery(MprogQuery):
     """The programs at one hook of a cgroup, in run order (BPF_PROG_QUERY), and the hook's
     revision (6.16+; 0 before)."""
 
@@ -416,10 +416,6 @@ class CgroupQuery:
     effective: bool
     programs: list[CgroupProgram]
     revision: int
-
-    @property
-    def prog_ids(self) -> list[int]:
-        return [p.prog_id for p in self.programs]
 
 
 def _query(fd: FD, name: str, at: AttachType, effective: bool) -> CgroupQuery:

@@ -37,7 +37,7 @@ from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, ParseError, UsageError
 from ._netdev import NetAttachMode, NetLinkUpdate, by_attach_type, opened_target, resolve_target
 from ._prog_arg import check_program, explained, prog_name
-from .anchor import Anchor, mprog_link_args
+from .anchor import Anchor, MprogQuery, mprog_link_args
 from .base import Link, RawLink
 from .kind import AttachOptions, LinkKind, Section, SectionTarget
 from .tc import TcxProgram
@@ -109,7 +109,7 @@ class NetkitLink(NetLinkUpdate, RawLink):
 
 
 @dataclasses.dataclass(frozen=True)
-class NetkitQuery:
+class NetkitQuery(MprogQuery):
     """The programs of one device of a netkit pair, in run order, and its revision."""
 
     iface: str
@@ -118,21 +118,18 @@ class NetkitQuery:
     programs: list[TcxProgram]
     revision: int
 
-    @property
-    def prog_ids(self) -> list[int]:
-        return [p.prog_id for p in self.programs]
+
+# What an errno from a netkit attach means, in words (the rest, EINVAL, ESTALE, ..., as for tcx).
+_NETKIT_HINTS = {
+    errno.ENXIO: "not a netkit device",
+    errno.EACCES: "this is a peer device: attach through the primary (peer=True puts the program on the peer)",
+    errno.EOPNOTSUPP: "a single netkit device (no peer) takes no programs",
+    errno.EEXIST: "this program is already attached to this device",
+}
 
 
 def _hint(err: int, anchor: Anchor | None, expected_revision: int) -> str:
-    if err == errno.ENXIO:
-        return "not a netkit device"
-    if err == errno.EACCES:
-        return "this is a peer device: attach through the primary (peer=True puts the program on the peer)"
-    if err == errno.EOPNOTSUPP:
-        return "a single netkit device (no peer) takes no programs"
-    if err == errno.EEXIST:
-        return "this program is already attached to this device"
-    return _mprog_hint(err, "tcx", anchor, expected_revision)  # EINVAL, ESTALE, ... as for tcx
+    return _NETKIT_HINTS.get(err) or _mprog_hint(err, "tcx", anchor, expected_revision)
 
 
 def _require() -> None:
