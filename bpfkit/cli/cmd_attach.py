@@ -326,17 +326,21 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
 
 
 def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
-    from ..errors import UsageError
     from .cmd_events import EventStream
     from .output import record_format
 
     fmt = record_format(spec.btf, args.event_type)
-    maps = []
-    for name in args.events:
+    return EventStream([(m, fmt) for m in _events_maps(coll, args.events)], json_lines=args.json)
+
+
+def _events_maps(coll: Any, names: list[str]) -> list[Any]:
+    """The maps --events names (for printing or --otlp), each one the object's."""
+    from ..errors import UsageError
+
+    for name in names:
         if name not in coll.maps:
             raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
-        maps.append((coll.maps[name], fmt))
-    return EventStream(maps, json_lines=args.json)
+    return [coll.maps[name] for name in names]
 
 
 def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tuple[Any, Any]:
@@ -354,13 +358,11 @@ def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tu
     names = args.events or [n for n, m in coll.maps.items() if m.type.name in ("RINGBUF", "PERF_EVENT_ARRAY")]
     if not names:
         raise UsageError(f"--otlp: {args.object} has no ringbuf or perf_event_array map to read records from")
-    for name in names:
-        if name not in coll.maps:
-            raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
+    maps = _events_maps(coll, names)
     codec = event_codec(spec.btf, args.event_type)
     otlp = OtlpEvents(otlp_exporter(args.otlp), object_name=object_name(args.object))
     try:
-        stream = EventStream([(coll.maps[n], None) for n in names],
+        stream = EventStream([(m, None) for m in maps],
                              make_sink=lambda m, _fmt: otlp.sink(m.name, codec, m.type.name == "PERF_EVENT_ARRAY"))
     except BaseException:
         otlp.close()
