@@ -33,3 +33,34 @@ def test_net_split_by_job() -> None:
 def test_one_home(text: str, home: str | None) -> None:
     where = sorted(p.name for p in LINK.glob("*.py") if text in p.read_text())
     assert where == ([home] if home else [])
+
+
+@pytest.mark.parametrize(("text", "home"), [
+    ("def _enum(", "base.py"),  # netfilter's copy went
+    ("_enum(AttachType, int(", "_prog_arg.py"),  # info_attach_type: the cgroup/netns/sockmap decoders
+    ("return attach_type_name(self.attach_type", "_prog_arg.py"),  # HookInfo.hook
+    ("return [p.prog_id for p in self.programs]", "anchor.py"),  # MprogQuery.prog_ids
+    ('{self.iface} {self._place()}, "', "_netdev.py"),  # NetLinkUpdate._where (tcx, netkit)
+])
+def test_link_info_pieces_have_one_home(text: str, home: str) -> None:
+    where = sorted(p.name for p in LINK.glob("*.py") if text in p.read_text())
+    assert where == [home]
+
+
+def test_hook_info_and_query_records_keep_their_fields() -> None:
+    import dataclasses
+
+    from bpfkit._kernel.consts import AttachType
+    from bpfkit.link.cgroup import CgroupQuery
+    from bpfkit.link.netkit import NetkitQuery
+    from bpfkit.link.netns import NetnsInfo
+    from bpfkit.link.socket import SockmapInfo
+
+    assert [f.name for f in dataclasses.fields(NetnsInfo)] == ["netns_ino", "attach_type"]
+    assert [f.name for f in dataclasses.fields(SockmapInfo)] == ["map_id", "attach_type"]
+    assert [f.name for f in dataclasses.fields(NetkitQuery)] == ["iface", "ifindex", "role", "programs", "revision"]
+    assert [f.name for f in dataclasses.fields(CgroupQuery)] == ["cgroup", "attach_type", "effective", "programs",
+                                                                 "revision"]
+    assert NetnsInfo(7, AttachType.SK_LOOKUP).hook == "sk_lookup"
+    assert NetnsInfo(7, 999).hook == "attach type 999"
+    assert SockmapInfo(1, AttachType.SK_MSG_VERDICT).hook == "msg_verdict"
