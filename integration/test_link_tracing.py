@@ -622,11 +622,12 @@ def test_fentry_target_set_before_load_and_auto_attached(bpf_obj: Any, probe_dir
 
 def _module_function() -> tuple[str, str, int] | None:
     """(module, function, module BTF id) of a traceable function in a loaded module with BTF."""
-    from bpfkit._kernel import sysfs_btf as _kbpf
+    from bpfkit._kernel import bpf as _kbpf
+    from bpfkit._kernel import sysfs_btf as _sysfs_btf
     from bpfkit import kernel_btf as kbtf
     from bpfkit.btf.types import Func
 
-    modules = _kbpf.module_btf_names()
+    modules = _sysfs_btf.module_btf_names()
     if not modules:
         return None
     try:
