@@ -110,6 +110,15 @@ class BPFKitError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled with its fields, not its constructor's arguments (a KernelError is built
+        from op and errno, but its args hold the message): errors cross process pools and
+        multiprocessing queues whole."""
+        state = dict(self.__dict__)
+        if isinstance(self, OSError):  # OSError's fields are slots, not in __dict__
+            state.update(errno=self.errno, strerror=self.strerror, filename=self.filename)
+        return (_rebuild, (type(self), self.args, state))
+
     def wrap(self, context: str) -> BPFKitError:
         """Prefix ``context: `` to the message, keeping class and attributes; returns self."""
         self.message = f"{context}: {self.message}"
@@ -133,6 +142,15 @@ class BPFKitError(Exception):
             self.message = self.message.replace(old, new)
             self.args = (self.message,)
         return self
+
+
+def _rebuild(cls: type[BPFKitError], args: tuple[object, ...], state: dict[str, object]) -> BPFKitError:
+    """An unpickled error: made without its __init__ (see BPFKitError.__reduce__)."""
+    error: BPFKitError = (OSError if issubclass(cls, OSError) else Exception).__new__(cls)
+    error.args = args
+    for name, value in state.items():
+        setattr(error, name, value)
+    return error
 
 
 class KernelError(BPFKitError, OSError):

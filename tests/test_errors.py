@@ -208,3 +208,39 @@ def test_ring_buffer_full_error_lives_with_the_tree() -> None:
 
     assert from_events is from_ringbuf is RingBufferFullError
     assert issubclass(RingBufferFullError, BPFKitError) and RingBufferFullError.__module__ == "bpfkit.errors"
+
+
+def test_errors_pickle_whole() -> None:
+    """An error crosses a process pool or multiprocessing queue as it was: class, message,
+    errno, hints and fields (a KernelError's constructor takes op and errno, not its message,
+    so the default pickling of exceptions failed: TypeError on loads)."""
+    import errno
+    import pickle
+
+    from bpfkit.errors import (
+        BusyError,
+        KernelError,
+        KernelNotSupportedError,
+        KernelPermissionError,
+        NotSupportedError,
+        UsageError,
+        VerifierError,
+    )
+
+    cases = [
+        KernelError("BPF_MAP_CREATE", errno.EINVAL, "max_entries 0", hints=["give it a size"]),
+        KernelError("BPF_LINK_CREATE", errno.EOPNOTSUPP),
+        KernelPermissionError("BPF_PROG_LOAD", errno.EPERM, "CAP_BPF"),
+        BusyError("BPF_LINK_CREATE", errno.EBUSY),
+        VerifierError("BPF_PROG_LOAD", errno.EACCES, "prog", "0: R0 !read_ok\n"),
+        NotSupportedError("kprobe_multi", "no CONFIG_FPROBE", min_version="5.18"),
+        UsageError("bad spec").add_hint("see docs/links.md"),
+    ]
+    for error in cases:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error)
+        assert str(back) == str(error) and back.args == error.args and back.hints == error.hints
+        assert vars(back) == vars(error)
+        if isinstance(error, OSError):
+            assert isinstance(back, OSError) and (back.errno, back.strerror) == (error.errno, error.strerror)
+    assert isinstance(pickle.loads(pickle.dumps(cases[1])), KernelNotSupportedError)
