@@ -195,7 +195,7 @@ def test_bucket_multiplier_must_be_finite_and_positive(value: str) -> None:
 
 
 def test_config_file_size_limit(tmp_path: os.PathLike[str]) -> None:
-    from bpfkit.metrics.config import CONFIG_LIMIT
+    from bpfkit.metrics.yamlconf import CONFIG_LIMIT
 
     path = os.path.join(tmp_path, "big.yaml")
     with open(path, "w") as f:
