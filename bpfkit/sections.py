@@ -14,6 +14,12 @@ is libbpf's ``section_defs`` as data; the rules for reading it are libbpf's:
 The target after the prefix's ``/`` becomes :attr:`SectionInfo.attach_to` (``syscalls/
 sys_enter_openat`` for ``tracepoint/syscalls/sys_enter_openat``, ``/bin/bash:readline`` for
 ``uretprobe//bin/bash:readline``), which the link layer uses to attach automatically.
+
+A program using libbpf can teach it more names (``libbpf_register_prog_handler``).
+ebpf_exporter does, for two that its objects use, and :data:`REGISTERED_SECTION_DEFS` has them:
+``perf_event/type=T,config=C,frequency=F`` (a counter sampled on every CPU; read by
+:func:`parse_perf_event_section`) and ``xdp/IFACE`` (XDP on that interface). They are tried
+after libbpf's table, so ``xdp/devmap`` and ``xdp/cpumap`` keep libbpf's meaning.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import enum
 import functools
 
 from ._record import FrozenRecord
+from .errors import ParseError
 from .spec.consts import BPF_F_SLEEPABLE, BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
 
-__all__ = ["SecFlag", "SectionDef", "SectionInfo", "SECTION_DEFS", "LIBBPF_VERSION", "match_section"]
+__all__ = ["SecFlag", "SectionDef", "SectionInfo", "SECTION_DEFS", "REGISTERED_SECTION_DEFS", "LIBBPF_VERSION",
+           "match_section", "PerfEventSection", "parse_perf_event_section"]
 
 
 class SecFlag(enum.IntFlag):
@@ -97,12 +105,13 @@ class SectionInfo(FrozenRecord):
 
 @functools.lru_cache(maxsize=1024)
 def match_section(name: str) -> SectionInfo:
-    """Interpret a program section name; unknown names give ProgType.UNSPEC."""
+    """Interpret a program section name (libbpf's table first, then the registered names);
+    unknown names give ProgType.UNSPEC."""
     autoload = True
     if name.startswith("?"):
         autoload = False
         name = name[1:]
-    for sec_def in SECTION_DEFS:
+    for sec_def in _ALL_DEFS:
         if sec_def.matches(name):
             base = sec_def.sec.rstrip("+")
             rest = name[len(base):]
@@ -231,3 +240,67 @@ SECTION_DEFS: tuple[SectionDef, ...] = (
     SectionDef("netfilter", ProgType.NETFILTER, AttachType.NETFILTER, SecFlag.NONE),
 )
 # END GENERATED
+
+# Names libbpf knows only once a program registers a handler for them
+# (libbpf_register_prog_handler): ebpf_exporter's two (exporter/perf_event.go, exporter/xdp.go),
+# with the program and attach types it registers them with, and no flags (a registered
+# handler has none). libbpf tries registered handlers before its own table, so under
+# ebpf_exporter SEC("xdp/devmap") would name an interface "devmap"; here they come after it,
+# and libbpf's xdp/devmap and xdp/cpumap keep their meaning.
+REGISTERED_SECTION_DEFS: tuple[SectionDef, ...] = (
+    SectionDef("perf_event/", ProgType.PERF_EVENT, AttachType.PERF_EVENT, SecFlag.NONE),
+    SectionDef("xdp/", ProgType.XDP, AttachType.XDP, SecFlag.NONE),
+)
+_ALL_DEFS = SECTION_DEFS + REGISTERED_SECTION_DEFS
+
+
+# ------------------------------------------------------- perf_event/type=T,config=C,frequency=F
+class PerfEventSection(FrozenRecord):
+    """What ``SEC("perf_event/type=T,config=C,frequency=F")`` asks for: a perf event of
+    perf_event_attr ``type`` and ``config``, sampled ``frequency`` times a second."""
+
+    __slots__ = ("type", "config", "frequency")
+    type: int
+    config: int
+    frequency: int
+
+    def __init__(self, type: int, config: int, frequency: int) -> None:
+        self._set_fields(type, config, frequency)
+
+
+# Each item's largest value: perf_event_attr.type is a __u32, config and sample_freq __u64s.
+_PERF_EVENT_ITEMS = {"type": 2**32 - 1, "config": 2**64 - 1, "frequency": 2**64 - 1}
+
+
+def parse_perf_event_section(section: str) -> PerfEventSection:
+    """Read ``perf_event/ITEM=N,...`` as ebpf_exporter does (exporter/perf_event.go): items
+    ``type``, ``config`` and ``frequency`` separated by ``,``, each a decimal integer;
+    ``type`` and ``config`` are 0 when absent (its perf_event_attr starts zeroed), and
+    ``frequency`` sets attr.freq and sample_freq. Stricter where ebpf_exporter would open an
+    event that never samples or take the last of two values: ``frequency`` is required and at
+    least 1, an item appears once, values are plain decimal digits within the field's range.
+
+    Raises ParseError naming the section and the item.
+    """
+    body = section.removeprefix("?").removeprefix("perf_event/")
+    values: dict[str, int] = {}
+    for item in body.split(","):
+        key, eq, text = item.partition("=")
+        if not eq or not key:
+            raise ParseError(f"section {section!r}: item {item!r} is not KEY=VALUE "
+                             f"(expected perf_event/type=T,config=C,frequency=F)")
+        if key not in _PERF_EVENT_ITEMS:
+            raise ParseError(f"section {section!r}: unknown item {item!r} (known: {', '.join(_PERF_EVENT_ITEMS)})")
+        if key in values:
+            raise ParseError(f"section {section!r}: item {key!r} is given twice")
+        if not (text.isascii() and text.isdigit()):
+            raise ParseError(f"section {section!r}: item {item!r}: {text!r} is not a decimal integer")
+        value = int(text)
+        if value > _PERF_EVENT_ITEMS[key]:
+            raise ParseError(f"section {section!r}: item {item!r}: {key} is at most {_PERF_EVENT_ITEMS[key]}")
+        values[key] = value
+    frequency = values.get("frequency", 0)
+    if frequency < 1:
+        raise ParseError(f"section {section!r}: " + ("frequency=0 never samples" if "frequency" in values else
+                         "no frequency=F item (samples a second; without one the event never samples)"))
+    return PerfEventSection(values.get("type", 0), values.get("config", 0), frequency)

@@ -100,6 +100,7 @@ SECTIONS: dict[str, str] = {
     'uprobe.session': 'bpfkit.link.multi',
     'uprobe.session.s': 'bpfkit.link.multi',
     'netkit': 'bpfkit.link.netkit',
+    'perf_event': 'bpfkit.link.sampling',
     'tracepoint': 'bpfkit.link.tracepoint',
     'tp': 'bpfkit.link.tracepoint',
     'raw_tp': 'bpfkit.link.tracing',
@@ -121,6 +122,7 @@ SECTIONS: dict[str, str] = {
     'uretprobe': 'bpfkit.link.uprobe',
     'uretprobe.s': 'bpfkit.link.uprobe',
     'usdt': 'bpfkit.link.usdt',
+    'xdp': 'bpfkit.link.xdp',
 }
 # The prefixes attach_section names when it refuses one (NamedSections first).
 SECTION_PREFIXES = (
@@ -149,6 +151,7 @@ SECTION_PREFIXES = (
     'uprobe.session',
     'uprobe.session.s',
     'netkit',
+    'perf_event',
     'raw_tp',
     'raw_tracepoint',
     'raw_tp.w',
@@ -164,6 +167,7 @@ SECTION_PREFIXES = (
     'lsm.s',
     'freplace',
     'usdt',
+    'xdp',
 )
 # section prefix -> the module whose record says why it is attached by hand
 NEVER_AUTO: dict[str, str] = {
@@ -177,6 +181,7 @@ NEVER_AUTO: dict[str, str] = {
     'sk_msg': 'bpfkit.link.socket',
     'struct_ops': 'bpfkit.link.struct_ops',
     'struct_ops.s': 'bpfkit.link.struct_ops',
+    'xdp': 'bpfkit.link.xdp',
 }
 # probe-spec kind -> the module whose record attaches it
 PROBES: dict[str, str] = {

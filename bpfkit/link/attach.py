@@ -28,10 +28,15 @@ Sections that name their target, as libbpf reads them:
     uprobe.session/BINARY:PATTERN   kprobe.session/PATTERN    (entry and return: one session link)
     usdt/BINARY:[PROVIDER:]NAME     raw_tp/NAME (and .w)      iter/TARGET
     fentry, fexit, fmod_ret, tp_btf, lsm, freplace            (the target fixed at load)
+    perf_event/type=T,config=C,frequency=F   (ebpf_exporter's: sampled on every online CPU)
+    xdp/IFACE                                (ebpf_exporter's: XDP on that interface)
 
 A section without a target (``SEC("kprobe")``) or of a kind not attached here is skipped with
-a note by :func:`attach_all`; attach such programs by hand. struct_ops maps are registered by
-:func:`attach_all` like programs, by map name.
+a note by :func:`attach_all`; attach such programs by hand. A kind that attaches the targets of
+a prefix may still give a never-auto reason for it: that reason is for the sections of the
+prefix whose libbpf name takes no target (``SEC("perf_event")``, ``SEC("xdp")``,
+``SEC("xdp/devmap")``). struct_ops maps are registered by :func:`attach_all` like programs, by
+map name.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from .._closing import ClosesOnExit
 from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ..probespec import ProbeSpec, parse_probe
+from ..sections import match_section
 from . import _kinds
 from ._netdev import NetAttachMode
 from .base import Link
@@ -201,7 +207,20 @@ def _section_of(prog: object) -> str:
     return str(section)
 
 
+def _never_reason(section: str) -> str | None:
+    """Why ``section`` is attached by hand only: its prefix has a never-auto reason, and no kind
+    attaches that prefix's targets or the section's libbpf name takes none (``perf_event``
+    beside ``perf_event/type=...``, ``xdp/devmap`` beside ``xdp/IFACE``)."""
+    prefix = _prefix(section)
+    never_by = _kinds.for_never_auto(prefix)
+    if never_by is None or (prefix in _kinds.SECTIONS and match_section(section).attach_to):
+        return None
+    return never_by.never_auto[prefix]
+
+
 def _attach_at_section(prog: ProgramArg, sec: str, options: AttachOptions) -> Link:
+    if _prefix(sec) in _kinds.SECTIONS and (why := _never_reason(sec)):
+        raise NotSupportedError(f"auto-attach of section {sec!r}", why)
     target = parse_section(sec)
     if target is None:
         raise NotSupportedError(f"auto-attach of section {sec!r}", "bpfkit.attach handles "
@@ -244,9 +263,9 @@ def _options(mode: AttachMode | str, pid: int | None, cookie: int, cgroup: str |
 def skip_reason(section: str) -> str | None:
     """Why auto-attach passes over a program of ``section``, or None when it attaches it."""
     prefix = _prefix(section)
-    never_by = _kinds.for_never_auto(prefix)
-    if never_by is not None:
-        return f"section {section!r} is never auto-attached: {never_by.never_auto[prefix]}"
+    never = _never_reason(section)
+    if never is not None:
+        return f"section {section!r} is never auto-attached: {never}"
     target = parse_section(section)
     if target is None:
         return f"section {section!r} is not a kind auto-attach handles"

@@ -19,6 +19,10 @@ Scope, as perf_event_open(2) has it:
 Each event is attached with the perf-event machinery of :mod:`.perf_event` (a bpf_link on
 5.15+, else PERF_EVENT_IOC_SET_BPF) and enabled only once the program is on it.
 
+ebpf_exporter's ``SEC("perf_event/type=T,config=C,frequency=F")`` names the event and rate in
+the section: :func:`bpfkit.link.attach_all` samples those on every online CPU (a bare
+``SEC("perf_event")`` is attached by hand: it names neither).
+
 Limits: ``freq`` above ``kernel.perf_event_max_sample_rate`` is refused by the kernel (EINVAL),
 and the kernel lowers that sysctl by itself when sampling interrupts take too long
 ("perf: interrupt took too long" in dmesg). cpu-clock and task-clock count nanoseconds, so
@@ -50,9 +54,10 @@ from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from .._protocols import ProgramArg
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError, errno_name
+from ..sections import parse_perf_event_section
 from .base import Link, _prog_fd
 from .group import LinkGroup, close_links
-from .kind import AttachOptions, LinkKind
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
 from .perf_event import AttachMode, PerfEvent, PerfEventIoctlLink, PerfEventLink, attach_perf_event
 
 __all__ = [
@@ -354,24 +359,33 @@ def perf_event_sample(
         targets = _targets(cpu, pid)
         if inherit and pid is None:
             raise UsageError("inherit=True needs pid=: only a per-task event is inherited by children")
-        links: list[Link] = []
-        try:
-            for p, c in targets:
-                links.append(_attach_one(prog, ev, p, c, value, is_freq, inherit, cookie, mode, len(links)))
-        except BaseException as exc:
-            try:
-                close_links(links)
-            except Exception as cleanup:
-                exc.add_note(f"also failed to close the events made before: {cleanup}")
-            raise
-        if len(links) == 1:
-            return links[0]
-        rate = f"{value} Hz" if is_freq else f"every {value}"
-        where = _cpu_list([c for _, c in targets])
-        who = f" for pid {pid}" if pid is not None else ""
-        return SamplingGroup(links, f"perf_event {ev.name} {rate} on CPUs {where}{who}")
+        group = _sample_group(prog, ev, value, is_freq, targets, inherit, cookie, mode)
+        return group[0] if len(group) == 1 else group
     except BPFKitError as exc:
         raise exc.wrap(what)
+
+
+def _sample_group(prog: ProgramArg, ev: SampleEvent, value: int, is_freq: bool, targets: list[tuple[int, int]],
+                  inherit: bool, cookie: int, mode: AttachMode, section: str = "") -> SamplingGroup:
+    """One event per (pid, cpu) of ``targets``, each with ``prog`` on it, as one group. All or
+    nothing: when one fails, the events already made are closed."""
+    links: list[Link] = []
+    try:
+        for p, c in targets:
+            links.append(_attach_one(prog, ev, p, c, value, is_freq, inherit, cookie, mode, len(links)))
+    except BaseException as exc:
+        try:
+            close_links(links)
+        except Exception as cleanup:
+            exc.add_note(f"also failed to close the events made before: {cleanup}")
+        raise
+    rate = f"{value} Hz" if is_freq else f"every {value}"
+    pids = {p for p, _ in targets}
+    cpus = [c for _, c in targets if c >= 0]
+    where = f" on CPUs {_cpu_list(cpus)}" if cpus else ""
+    who = f" for pid {pids.pop()}" if pids != {-1} else ""
+    of = f" (section {section})" if section else ""
+    return SamplingGroup(links, f"perf_event {ev.name} {rate}{where}{who}{of}")
 
 
 # ----------------------------------------------------------------------- the kind's record
@@ -395,10 +409,33 @@ def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
                              mode=o.mode)
 
 
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``SEC("perf_event/type=T,config=C,frequency=F")``, ebpf_exporter's (exporter/perf_event.go):
+    the event of perf_event_attr type T and config C sampled F times a second (attr.freq=1), one
+    event for all threads (pid -1) on every online CPU (/sys/devices/system/cpu/online), the
+    program on each: one :class:`SamplingGroup` owning them all, even for one CPU. ``pid``
+    follows that process instead (one event, cpu -1), as the probe specs do."""
+    if not target.target:  # attach_section refuses a bare SEC("perf_event") before this
+        raise NotSupportedError("auto-attach of section 'perf_event'", KIND.never_auto["perf_event"])
+    section = f"perf_event/{target.target}"
+    want = parse_perf_event_section(section)  # ParseError naming the section and the item
+    ev = resolve_event((want.type, want.config))
+    try:
+        _check_program(prog)
+        value, is_freq = _check_rate(None, want.frequency)
+        return _sample_group(prog, ev, value, is_freq, _targets(None, o.pid), False, o.cookie, AttachMode.of(o.mode),
+                             section)
+    except BPFKitError as exc:
+        raise exc.wrap(f"section {section!r}: sample {ev.name}")
+
+
 KIND = LinkKind(
     "sampling",
+    sections=(Section("perf_event", "perf_event", _attach_section),),
     probes={kind: _attach_probe for kind in ("profile", "interval", "software", "hardware")},
     never_auto={"perf_event": ("perf_event programs sample counters chosen at run time; attach with "
-                               "bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec)")},
+                               "bpfkit.link.perf_event_sample (or a profile:/software:/hardware: probe spec), "
+                               "or name the counter in the section as ebpf_exporter's objects do: "
+                               "perf_event/type=T,config=C,frequency=F")},
     features=("prog_type_perf_event",),
 )

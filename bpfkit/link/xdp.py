@@ -23,6 +23,10 @@ XDP modes (:class:`XdpMode`): AUTO lets the kernel choose (driver mode when the 
 native XDP, else generic), GENERIC (XDP_FLAGS_SKB_MODE) works on any device, DRIVER
 (XDP_FLAGS_DRV_MODE) needs driver support, OFFLOAD (XDP_FLAGS_HW_MODE) needs a NIC that runs
 BPF and a program loaded for it. Driver and generic programs cannot coexist on one device.
+
+ebpf_exporter's ``SEC("xdp/IFACE")`` names the interface in the section:
+:func:`bpfkit.link.attach_all` attaches those there (libbpf's ``xdp/devmap`` and ``xdp/cpumap``
+keep their meaning: programs run from a map entry, never auto-attached).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from ._netdev import (
 )
 from ._prog_arg import check_program, dup_prog_fd, explained, prog_id_of, prog_name
 from .base import Link, RawLink, _prog_fd, choice_of
-from .kind import AttachOptions, LinkKind
+from .kind import AttachOptions, LinkKind, Section, SectionTarget
 
 __all__ = ["XdpMode", "XdpInfo", "XdpLink", "XdpNetlinkLink", "XdpQuery", "xdp", "xdp_query", "xdp_detach"]
 
@@ -393,8 +397,26 @@ def _attach_probe(spec: ProbeSpec, prog: ProgramArg, o: AttachOptions) -> Link:
     return xdp(spec.iface, prog, mode=o.net_mode, xdp_mode=o.xdp_mode, netns=o.netns)
 
 
+def _attach_section(prog: ProgramArg, target: SectionTarget, o: AttachOptions) -> Link:
+    """``SEC("xdp/IFACE")``, ebpf_exporter's (exporter/xdp.go): the program on interface IFACE
+    of the caller's network namespace, the kernel choosing the XDP mode (an XDP link where the
+    kernel has them, as libbpf's bpf_program__attach_xdp). libbpf's ``xdp/devmap`` and
+    ``xdp/cpumap`` never get here (attach.py passes them over: they name no interface)."""
+    if not target.target:  # attach_section refuses a bare SEC("xdp") before this
+        raise NotSupportedError("auto-attach of section 'xdp'", KIND.never_auto["xdp"])
+    try:
+        return xdp(target.target, prog, mode=o.net_mode, xdp_mode=o.xdp_mode, netns=o.netns)
+    except BPFKitError as exc:
+        raise exc.wrap(f"section 'xdp/{target.target}'")
+
+
 KIND = LinkKind(
     "xdp",
+    sections=(Section("xdp", "xdp", _attach_section),),
+    never_auto={"xdp": ("an XDP program goes on an interface, which SEC(\"xdp\") does not name, and an "
+                        "xdp/devmap or xdp/cpumap program runs from a devmap/cpumap entry: attach with "
+                        "bpfkit.link.xdp (or an xdp:IFACE probe spec), or name the interface in the section "
+                        "as ebpf_exporter's objects do: xdp/IFACE")},
     probes={"xdp": _attach_probe},
     network=True,
     link_classes={LinkType.XDP: XdpLink},
