@@ -3,7 +3,7 @@
 field's value (an int, or the bytes of an array) into the label's text.
 
     ksym        a kernel address -> the symbol containing it (/proc/kallsyms; "0x..." if none)
-    syscall     a syscall number -> its name (x86_64; the number elsewhere)
+    syscall     a syscall number -> its name (x86_64, arm64; the number elsewhere)
     cgroup      a cgroup v2 id (bpf_get_current_cgroup_id()) -> its path under the cgroup2 mount
     ipv4        a __be32 (or 4 bytes) -> dotted quad
     ipv6        16 bytes -> RFC 5952 text
@@ -15,7 +15,6 @@ field's value (an int, or the bytes of an array) into the label's text.
 from __future__ import annotations
 
 import os
-import platform
 import socket
 import struct
 import time
@@ -79,11 +78,9 @@ def _syscall(value: object) -> object:
     nr = _as_int(value)
     if nr is None:
         return value
-    if platform.machine() == "x86_64":
-        from .x86_64_syscalls import X86_64
+    from .syscall_tables import syscall_name  # here: only a syscall label reads the tables
 
-        return X86_64.get(nr, str(nr))
-    return str(nr)
+    return syscall_name(nr) or str(nr)
 
 
 class _Cgroups:
