@@ -21,10 +21,14 @@ __all__ = ["Lined", "Checker", "load_yaml", "read_yaml", "kind", "shown", "CONFI
 
 
 class Lined(dict[str, Any]):
-    """A YAML mapping that remembers the line of itself and of each key (1-based)."""
+    """A YAML mapping that remembers the line of itself and of each key (1-based), and the
+    text of each scalar key and value as written (``raw``: key -> (key text, value text or
+    None)), which a Go program's ``map[string]string`` keeps where YAML 1.1 would make
+    ``yes`` a bool and ``0x10`` a number."""
 
     line = 0
     key_lines: dict[str, int]
+    raw: dict[str, tuple[str, str | None]]
 
 
 # Bounds on a config (docs/security.md). Real configs are a few KiB, nest under 10 levels and
@@ -134,9 +138,11 @@ class _Loader(yaml.SafeLoader):
         out = Lined()
         out.line = node.start_mark.line + 1
         out.key_lines = {}
+        out.raw = {}
         for key, (key_node, value_node) in self._pairs(node).items():
             out[key] = self.construct_object(value_node, deep=True)
             out.key_lines[key] = key_node.start_mark.line + 1
+            out.raw[key] = (str(key_node.value), str(value_node.value) if isinstance(value_node, yaml.ScalarNode) else None)
         return out
 
 
@@ -252,7 +258,7 @@ def load_yaml(text: str, path: str) -> Lined:
             loader.dispose()
     if doc is None:
         doc = Lined()
-        doc.line, doc.key_lines = 1, {}
+        doc.line, doc.key_lines, doc.raw = 1, {}, {}
     return Checker(path).mapping(doc, "", 1, None)
 
 

@@ -49,11 +49,17 @@ import re
 from typing import Literal
 
 from ...errors import UsageError
+from ..config import MetricsConfig
 from ..yamlconf import Checker, Lined, kind, load_yaml, read_yaml, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ...spec.collection import CollectionSpec
 
 __all__ = ["ExporterConfig", "Counter", "Histogram", "Label", "DecoderConf", "Span", "CgroupIDMap",
            "BucketType", "BUCKET_TYPES", "DECODER_NAMES", "looks_like_exporter_config",
-           "parse_exporter_config", "load_exporter_config", "load_config_dir", "PREFIX"]
+           "parse_exporter_config", "load_exporter_config", "load_config_dir", "load_metrics_config",
+           "prepare_spec", "PREFIX"]
 
 # ebpf_exporter's prometheusNamespace: every family it serves is ebpf_exporter_<name>.
 PREFIX = "ebpf_exporter"
@@ -219,7 +225,8 @@ def _decoder(c: Checker, item: object, where: str, line: int) -> DecoderConf:
         for k, v in raw.items():
             if isinstance(v, (dict, list)) or v is None:
                 raise c.error(c.line_of(raw, k), f"{where}.static_map[{k}]", f"expected the label's text, got {kind(v)}")
-            table[str(k)] = _yaml_text(v)
+            key_text, value_text = raw.raw[k]  # as written: Go's map[string]string takes yes and 0x10 as text
+            table[key_text] = value_text if value_text is not None else str(v)
     regexps: tuple[str, ...] | None = None
     rx = c.seq(m, "regexps", where)
     if rx is not None:
@@ -236,15 +243,6 @@ def _decoder(c: Checker, item: object, where: str, line: int) -> DecoderConf:
     if name == "regexp" and not regexps:
         raise c.error(m.line, where, "the regexp decoder needs regexps: (a list; the first that matches gives the label)")
     return DecoderConf(name, table, regexps, _bool(c, m, "allow_unknown", where), m.line)
-
-
-def _yaml_text(value: object) -> str:
-    """A scalar as Go's YAML decoder puts it into a string field (true, not True)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _labels(c: Checker, m: Lined, where: str, *, attributes: bool = False) -> tuple[Label, ...]:
@@ -395,6 +393,43 @@ def _exporter_config(doc: Lined, path: str, name: str | None) -> ExporterConfig:
 def load_exporter_config(path: str, name: str | None = None) -> ExporterConfig:
     """Read and check the ebpf_exporter config at ``path``."""
     return parse_exporter_config(read_yaml(path, "ebpf_exporter config"), path, name)
+
+
+def prepare_spec(cfg: ExporterConfig, spec: CollectionSpec) -> None:
+    """What a config sets before its object is loaded: ``kaddrs: [sym]`` -> ``const volatile u64
+    kaddr_sym = <its address>``."""
+    if cfg.cgroup_id_map is not None:
+        raise UsageError(f"{cfg.path}:{cfg.cgroup_id_map.line}: cgroup_id_map is not supported by bpfkit yet "
+                         "(the map would stay empty, so the program would filter every cgroup out)")
+    if not cfg.kaddrs:
+        return
+    from ..._kernel.kallsyms import KernelSymbols
+
+    table = KernelSymbols.load()
+    for sym in cfg.kaddrs:
+        var = spec.variables.get(f"kaddr_{sym}")
+        if var is None:
+            raise UsageError(f"{cfg.path}: kaddrs: {sym!r}: the object has no variable kaddr_{sym} (a const "
+                             "volatile u64 the address is written to)")
+        addr = table.address(sym)
+        if addr is None:
+            raise UsageError(f"{cfg.path}: kaddrs: {sym!r}: no such symbol in /proc/kallsyms")
+        if addr == 0:
+            raise UsageError(f"{cfg.path}: kaddrs: {sym!r}: /proc/kallsyms shows its address as 0 "
+                             "(kernel.kptr_restrict hides addresses: run as root with CAP_SYSLOG)")
+        var.value = addr
+
+
+def load_metrics_config(path: str) -> ExporterConfig | MetricsConfig:
+    """``--metrics-config FILE``: an ebpf_exporter config when its top level says so
+    (:func:`looks_like_exporter_config`), else bpfkit's own format."""
+    text = read_yaml(path, "metrics config")
+    doc = load_yaml(text, path)
+    if looks_like_exporter_config(doc):
+        return _exporter_config(doc, path, None)
+    from ..config import parse_config
+
+    return parse_config(text, path)
 
 
 def load_config_dir(directory: str, names: list[str]) -> list[ExporterConfig]:
