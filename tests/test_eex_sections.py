@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import bpf_ids_held_by, console_script, links_running, start_attached
 
 import bpfkit
-from bpfkit import link
+from bpfkit import features, link
 from bpfkit._kernel.consts import BPF_F_XDP_HAS_FRAGS, AttachType, ProgType
 from bpfkit._kernel.cpus import online_cpus
-from bpfkit.errors import NotFoundError, NotSupportedError, ParseError
+from bpfkit.errors import NotFoundError, NotSupportedError, ParseError, UsageError
 from bpfkit.link.sampling import SamplingGroup
 from bpfkit.sections import (
     REGISTERED_SECTION_DEFS,
@@ -41,6 +40,7 @@ from bpfkit.sections import (
     match_section,
     parse_perf_event_section,
 )
+from conftest import bpf_ids_held_by, console_script, links_running, start_attached
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -256,7 +256,7 @@ def test_a_cpu_failing_half_way_leaves_nothing(bpf_obj: Any) -> None:
     if len(online_cpus()) < 2:
         pytest.skip("needs two online CPUs to fail after the first")
     proc = subprocess.run([sys.executable, "-c", EMFILE_SCRIPT, str(bpf_obj("eex_sections"))],
-                          capture_output=True, text=True, env=ENV, timeout=120)
+                          capture_output=True, text=True, env=ENV, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
     assert lines["ERROR"].startswith("auto-attach program 'eex_cpu_clock': section "
@@ -280,9 +280,41 @@ def test_bad_perf_event_sections_are_refused(bad: bpfkit.Collection, program: st
     assert perf_event_fds() == perf_before
 
 
+@pytest.mark.root
+def test_hardware_counter_sections(sections: bpfkit.Collection) -> None:
+    """ebpf_exporter's examples sample hardware counters (type=0: config=3 cache misses): on a
+    host with a PMU they attach on every CPU; without one (this host, a VM) the error names the
+    section and the event, and no perf event is left open."""
+    prog, section = sections.programs["eex_cpu_clock"], "perf_event/type=0,config=3,frequency=1"
+    perf_before = perf_event_fds()
+    if features.probe("hardware_pmu").supported:
+        with link.attach_section(prog, section) as group:
+            assert len(group) == len(online_cpus()) and "cache-misses 1 Hz" in group.description
+    else:
+        with pytest.raises(NotSupportedError) as caught:
+            link.attach_section(prog, section)
+        assert str(caught.value).startswith(f"section {section!r}: sample cache-misses: hardware event "
+                                            "cache-misses on CPU "), caught.value
+    assert perf_event_fds() == perf_before
+
+
+@pytest.mark.root
+def test_a_frequency_above_the_kernels_limit(sections: bpfkit.Collection) -> None:
+    from bpfkit._kernel import perf
+
+    limit = perf.max_sample_rate()
+    if limit is None:
+        pytest.skip("no kernel.perf_event_max_sample_rate to read")
+    section = f"perf_event/type=1,config=0,frequency={limit + 1}"
+    with pytest.raises(UsageError) as caught:
+        link.attach_section(sections.programs["eex_cpu_clock"], section)
+    assert str(caught.value).startswith(f"section {section!r}: sample cpu-clock: sample frequency {limit + 1} Hz "
+                                        f"is above kernel.perf_event_max_sample_rate ({limit} Hz)"), caught.value
+
+
 # ------------------------------------------------------------------------------- XDP
 def _ip(*args: str) -> None:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
 
@@ -294,7 +326,7 @@ class VethNamespace:
         from bpfkit._kernel import netlink as nl
 
         self.name = f"bpfkit_eex_{os.getpid()}"
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)  # a crashed run's
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)  # a crashed run's
         _ip("netns", "add", self.name)
         try:
             self.ns = nl.Netns.open(self.name)
@@ -322,7 +354,7 @@ class VethNamespace:
         ns = getattr(self, "ns", None)
         if ns is not None:
             ns.close()
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -405,7 +437,7 @@ def test_cli_attaches_both_sections(bpf_obj: Any, veth: VethNamespace) -> None:
 @pytest.mark.root
 def test_cli_names_the_bad_section(bpf_obj: Any) -> None:
     proc = subprocess.run([console_script(), "attach", str(bpf_obj("eex_sections_bad")), "--program",
-                           "eex_unknown_item"], capture_output=True, text=True, env=ENV, timeout=120)
+                           "eex_unknown_item"], capture_output=True, text=True, env=ENV, timeout=120, check=False)
     assert proc.returncode != 0
     assert ("auto-attach program 'eex_unknown_item': section 'perf_event/type=1,config=0,frequency=99,period=5': "
             "unknown item 'period=5' (known: type, config, frequency)") in proc.stderr, proc.stderr
