@@ -29,18 +29,24 @@ from ..btf.types import Struct
 from ..btf.values import Record, ValueCodec, value_codec
 from ..errors import NotFoundError, UsageError
 
-__all__ = ["OtlpEvents", "EventSink", "logs_endpoint", "otlp_exporter", "event_codec"]
+__all__ = ["OtlpEvents", "EventSink", "logs_endpoint", "signal_endpoint", "otlp_exporter", "event_codec"]
 
 _I64_MAX = (1 << 63) - 1
 
 
-def logs_endpoint(endpoint: str) -> str:
-    """OTLP/HTTP's convention: a base URL (``http://collector:4318``) gets ``/v1/logs``; a URL
-    that already names a path is used as given."""
+def signal_endpoint(endpoint: str, signal: str, what: str = "--otlp") -> str:
+    """OTLP/HTTP's convention: a base URL (``http://collector:4318``) gets ``/v1/<signal>``
+    (``logs``, ``traces``); a URL that already names a path is used as given. ``what`` names
+    where the URL came from in the error."""
     if not endpoint.startswith(("http://", "https://")):
-        raise UsageError(f"--otlp {endpoint!r}: not an http:// or https:// URL (e.g. http://127.0.0.1:4318)")
+        raise UsageError(f"{what} {endpoint!r}: not an http:// or https:// URL (e.g. http://127.0.0.1:4318)")
     rest = endpoint.split("://", 1)[1]
-    return endpoint if "/" in rest.rstrip("/") else endpoint.rstrip("/") + "/v1/logs"
+    return endpoint if "/" in rest.rstrip("/") else endpoint.rstrip("/") + f"/v1/{signal}"
+
+
+def logs_endpoint(endpoint: str) -> str:
+    """Where log records go: :func:`signal_endpoint` for ``logs``."""
+    return signal_endpoint(endpoint, "logs")
 
 
 def otlp_exporter(endpoint: str, timeout: float = 10.0) -> LogRecordExporter:
