@@ -16,8 +16,11 @@ cd "$(dirname "$0")/.."
 # 127.0.0.1; where systemd runs, the package also starts its own service on :9090).
 # zsh: tests/test_completion.py runs `bpfkit completion zsh` in a real zsh.
 # groff-base: tests/test_manpage.py renders the man pages with groff's man macros.
+# pci.ids (1.4 MB): /usr/share/misc/pci.ids, which ebpf_exporter's pci_* label decoders read
+# (tests/test_eex_decoders.py checks them against it).
 APT_PACKAGES=(python3 python3-venv ca-certificates mount clang-19 llvm-19 libbpf-dev bpftool gcc make
-              libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 kmod prometheus zsh groff-base)
+              libc6-dev linux-libc-dev systemtap-sdt-dev libelf-dev zlib1g-dev iproute2 kmod prometheus zsh groff-base
+              pci.ids)
 # linux-perf (+79 MB, ~5 s): integration/test_stacks_vs_perf.py compares bpfkit's profile with
 # `perf record -g` (Debian 12's perf 6.1; it records on newer kernels too, checked on 6.18).
 APT_PACKAGES+=(linux-perf)
