@@ -8,6 +8,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#define COUNT_SLOTS 2
+#include "counts.h"
+
 /* IEEE 802 local experimental EtherType: frames only the test sends. */
 #define EEX_ETHERTYPE 0x88B5
 
@@ -23,26 +26,11 @@ struct eex_ethhdr {
 	__be16 h_proto;
 } __attribute__((packed));
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-static __always_inline void count(__u32 slot)
-{
-	__u64 *value = bpf_map_lookup_elem(&counts, &slot);
-
-	if (value)
-		__sync_fetch_and_add(value, 1);
-}
-
 /* PERF_TYPE_SOFTWARE (1), PERF_COUNT_SW_CPU_CLOCK (0), 99 samples a second on each CPU. */
 SEC("perf_event/type=1,config=0,frequency=99")
 int eex_cpu_clock(struct bpf_perf_event_data *ctx)
 {
-	count(0);
+	bump(0);
 	return 0;
 }
 
@@ -55,7 +43,7 @@ int eex_xdp_frames(struct xdp_md *ctx)
 
 	if ((void *)(eth + 1) > (void *)(long)md->data_end || eth->h_proto != bpf_htons(EEX_ETHERTYPE))
 		return XDP_PASS;
-	count(1);
+	bump(1);
 	return XDP_DROP;
 }
 
