@@ -227,6 +227,22 @@ def test_perf_event_section_samples_every_online_cpu(sections: bpfkit.Collection
     assert count(sections, SLOT_SAMPLES) == after  # detached: no sample since
 
 
+@pytest.mark.root
+def test_pid_follows_one_process(sections: bpfkit.Collection) -> None:
+    """attach_all(pid=N) (``bpfkit attach --pid N``) samples that process only, as the
+    profile:/software: probe specs do: one event following it onto any CPU, still a group."""
+    perf_before = perf_event_fds()
+    with sections.attach_all(programs=["eex_cpu_clock"], pid=os.getpid()) as links:
+        group = links["eex_cpu_clock"]
+        assert isinstance(group, SamplingGroup) and len(group) == 1
+        assert group.description == (f"perf_event cpu-clock {CPU_CLOCK_HZ} Hz for pid {os.getpid()} "
+                                     "(section perf_event/type=1,config=0,frequency=99)")
+        assert len(perf_event_fds() - perf_before) == 1
+        burn(0.3)
+        assert count(sections, SLOT_SAMPLES) > 0
+    assert perf_event_fds() == perf_before
+
+
 EMFILE_SCRIPT = """
 import os, resource, sys, bpfkit
 from bpfkit import link
