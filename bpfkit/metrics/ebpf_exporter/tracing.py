@@ -35,7 +35,9 @@ buffers into it and counts the records that could not be decoded::
     problem = export.close()      # None, or "3 spans could not be exported to URL: connection refused"
 
 A sink given an endpoint URL instead makes an export of its own and closes it with itself;
-``sink.summary`` then holds what closing the export returned.
+``sink.summary`` then holds what closing the export returned. :class:`Tracing` (made by
+:func:`start_tracing` for ``bpfkit exporter``) runs every config's sink on a thread of its own,
+as ebpf_exporter runs a goroutine per span config, and closes them all.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from opentelemetry import trace as trace_api
 from opentelemetry.context import Context
@@ -66,7 +69,7 @@ from ..otlp import signal_endpoint
 from .config import ExporterConfig, Span
 from .decoders import DecodeError, DecoderSet, SkipLabelSet
 
-__all__ = ["SpanExport", "SpanSink", "SpanFields", "span_fields", "traces_endpoint", "endpoint_from_env",
+__all__ = ["SpanExport", "SpanSink", "Tracing", "start_tracing", "SpanFields", "span_fields", "traces_endpoint", "endpoint_from_env",
            "span_exporter", "wall_minus_monotonic", "CONFIG_ATTRIBUTE"]
 
 CONFIG_ATTRIBUTE = "ebpf_exporter.config"  # extract.go's handleDecodedLabels adds it to every span
@@ -599,3 +602,84 @@ class SpanSink(ClosesOnExit):
         self._reader.close()
         if self._owns_export:
             self.summary = self.export.close()
+
+
+# --------------------------------------------------------------------------- every config's spans
+class _HasMaps(Protocol):
+    @property
+    def maps(self) -> Mapping[str, MapLike]: ...
+
+
+class _Loaded(Protocol):
+    """What :func:`start_tracing` needs of ``bpfkit exporter``'s loaded configs: the configs,
+    their collections (in the same order) and the decoder set the metrics use."""
+
+    @property
+    def configs(self) -> Sequence[ExporterConfig]: ...
+    @property
+    def collections(self) -> Sequence[_HasMaps]: ...
+    @property
+    def decoders(self) -> DecoderSet: ...
+
+
+class Tracing(ClosesOnExit):
+    """The spans of every config that has ``tracing:``, each config's ring buffers read by a
+    thread of its own (:meth:`SpanSink.run`) into one :class:`SpanExport` (``endpoint``: a URL,
+    for an export of its own, or an export to share). :attr:`sinks` hold the per-config counters
+    (spans, decode_errors, skipped, exported, dropped). Closing stops the threads (within a poll
+    interval), then the export; ``warn`` hears what could not be exported, and :attr:`summary`
+    keeps it."""
+
+    def __init__(self, configs: Sequence[tuple[ExporterConfig, Mapping[str, MapLike]]], endpoint: str | SpanExport, *,
+                 decoders: DecoderSet | None = None, warn: Callable[[str], None] | None = _stderr) -> None:
+        self.warn = warn
+        self._owns_export = isinstance(endpoint, str)
+        self.export = SpanExport.to(endpoint, say=warn) if isinstance(endpoint, str) else endpoint
+        self.sinks: list[SpanSink] = []
+        self.summary: str | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        try:
+            for config, maps in configs:
+                if config.spans:
+                    self.sinks.append(SpanSink(maps, config, self.export, decoders=decoders, say=warn))
+        except BaseException:
+            self.close()
+            raise
+        for sink in self.sinks:
+            thread = threading.Thread(target=self._run, args=(sink,), name=f"bpfkit-spans-{sink.config.name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self, sink: SpanSink) -> None:
+        try:
+            sink.run(self._stop)
+        except Exception as exc:  # a thread's error would otherwise vanish with it
+            if self.warn is not None:
+                self.warn(f"{sink.config.name}: reading spans stopped: {exc}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        for sink in self.sinks:
+            sink.close()
+        if self._owns_export:
+            self.summary = self.export.close()
+            if self.summary and self.warn is not None:
+                self.warn(self.summary)
+
+
+def start_tracing(loaded: _Loaded, endpoint: str, say: Callable[[str], None] | None = None) -> Tracing:
+    """``bpfkit exporter``'s spans: every loaded config's ``tracing:`` read and sent to the
+    OTLP/HTTP ``endpoint`` with the decoders its metrics use; ``say`` hears where they go."""
+    tracing = Tracing([(config, coll.maps) for config, coll in zip(loaded.configs, loaded.collections, strict=True)],
+                      endpoint, decoders=loaded.decoders)
+    if say is not None:
+        names = ", ".join(sink.config.name for sink in tracing.sinks)
+        say(f"sending the spans of {names} to {tracing.export.endpoint} (OTLP/HTTP)")
+    return tracing
