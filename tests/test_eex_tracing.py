@@ -3,8 +3,9 @@
 
 Kernel: bpf/eex_tracing.bpf.c makes one trace of this process's getpgid() calls (a session span,
 a child span per call, ids made in BPF, records in two ring buffers), read with a config written
-here in ebpf_exporter's format and sent over OTLP/HTTP to a receiver run here (the requests
-decoded with opentelemetry-proto, as integration/test_metrics_otlp.py's receiver does for logs).
+here in ebpf_exporter's format (labels decoded by bpfkit.metrics.ebpf_exporter.decoders) and sent
+over OTLP/HTTP to a receiver run here (the requests decoded with opentelemetry-proto, as
+integration/test_metrics_otlp.py's receiver does for logs).
 The spans must be exactly what the program logged in its `submitted` map: ids, parent, start and
 duration. With nothing listening, every span is counted as dropped and said so. Without a
 kernel: how labels become a span, and the endpoint rules."""
@@ -14,7 +15,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import types
@@ -31,55 +31,10 @@ pytest.importorskip("opentelemetry.proto", reason="needs opentelemetry-proto")
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from bpfkit.errors import BPFKitError, UsageError
+from bpfkit.errors import UsageError
 from bpfkit.metrics.ebpf_exporter.config import Label, Span, load_exporter_config, parse_exporter_config
-
-
-def _decoders_module() -> Any:
-    """bpfkit.metrics.ebpf_exporter.decoders; until it lands, a stand-in for the three decoders
-    these configs use (uint, hex, string: ebpf_exporter's decoder/{uint,hex,string}.go)."""
-    try:
-        from bpfkit.metrics.ebpf_exporter import decoders
-    except ImportError:
-        pass
-    else:
-        return decoders
-
-    class SkipLabelSet(Exception):
-        pass
-
-    class DecodeError(BPFKitError):
-        pass
-
-    class DecoderSet:
-        def decode_labels(self, raw: bytes, labels: Any) -> list[str]:
-            if sum(lb.size + lb.padding for lb in labels) != len(raw):
-                raise DecodeError(f"{len(raw)} bytes for labels of {sum(lb.size + lb.padding for lb in labels)}")
-            out, off = [], 0
-            for lb in labels:
-                text: bytes = raw[off:off + lb.size]
-                for dec in lb.decoders:
-                    if dec.name == "uint":
-                        text = str(int.from_bytes(text, sys.byteorder)).encode()
-                    elif dec.name == "hex":
-                        text = text.hex().encode()
-                    elif dec.name == "string":
-                        text = text.split(b"\0", 1)[0]
-                    else:
-                        raise DecodeError(f"the stand-in has no {dec.name} decoder")
-                out.append(text.decode())
-                off += lb.size + lb.padding
-            return out
-
-    module = types.ModuleType("bpfkit.metrics.ebpf_exporter.decoders")
-    module.SkipLabelSet, module.DecodeError, module.DecoderSet = SkipLabelSet, DecodeError, DecoderSet  # type: ignore[attr-defined]
-    sys.modules[module.__name__] = module
-    return module
-
-
-decoders = _decoders_module()
-
-from bpfkit.metrics.ebpf_exporter.tracing import SpanExport, SpanFields, SpanSink, endpoint_from_env, span_fields, start_tracing  # noqa: E402
+from bpfkit.metrics.ebpf_exporter.decoders import DecodeError, DecoderSet
+from bpfkit.metrics.ebpf_exporter.tracing import SpanExport, SpanFields, SpanSink, endpoint_from_env, span_fields, start_tracing
 
 SESSION_BEGIN, SESSION_END, BAD_SPAN = 0x7FFFFFF0, 0x7FFFFFF1, 0x7FFFFFF2  # bpf/eex_tracing.bpf.c
 ARGS = [3, 1000, 70000, 4000000, 123456]
@@ -176,7 +131,7 @@ def test_labels_make_the_span() -> None:
     ("span_monotonic_timestamp_ns", str(1 << 64), "not an unsigned 64-bit integer"),
 ])
 def test_labels_that_do_not_parse(label: str, value: str, why: str) -> None:
-    with pytest.raises(decoders.DecodeError, match=f"label {label}: .*{why}"):
+    with pytest.raises(DecodeError, match=f"label {label}: .*{why}"):
         span_fields([value], _span(label))
 
 
@@ -319,7 +274,7 @@ def test_spans_reach_an_otlp_receiver(traced: Any, receiver: Any) -> None:
     said: list[str] = []
     wall_minus_mono = time.time_ns() - time.monotonic_ns()
     export = SpanExport.to(url, say=said.append)
-    with SpanSink(coll.maps, config, export, decoders=decoders.DecoderSet(), say=said.append) as sink:
+    with SpanSink(coll.maps, config, export, decoders=DecoderSet(), say=said.append) as sink:
         _call(SESSION_BEGIN)
         for n in ARGS:
             _call(n)
@@ -375,7 +330,7 @@ def test_nothing_listening_counts_every_span_dropped(traced: Any) -> None:
         said: list[str] = []
         fds = _open_fds()
         threads = set(threading.enumerate())
-        sink = SpanSink(coll.maps, config, url, decoders=decoders.DecoderSet(), say=said.append)
+        sink = SpanSink(coll.maps, config, url, decoders=DecoderSet(), say=said.append)
         try:
             _call(SESSION_BEGIN)
             for n in ARGS[:3]:
@@ -406,7 +361,12 @@ def test_start_tracing_runs_each_config_on_a_thread(traced: Any, receiver: Any) 
     url, got = receiver
     said: list[str] = []
     metrics_only = parse_exporter_config("metrics:\n  counters:\n    - name: x\n      help: x\n", "/x/other.yaml")
-    loaded = types.SimpleNamespace(configs=[metrics_only, config], collections=[coll, coll], decoders=decoders.DecoderSet())
+    # a regexp decoder that matches nothing drops the record (SkipLabelSet): skipped, not an error
+    only_7 = "            - name: uint\n            - name: regexp\n              regexps: ['^7$']\n"
+    config = parse_exporter_config(CONFIG.replace("        - name: arg\n          size: 8\n          decoders:\n            - name: uint\n",
+                                                  "        - name: arg\n          size: 8\n          decoders:\n" + only_7),
+                                   config.path)
+    loaded = types.SimpleNamespace(configs=[metrics_only, config], collections=[coll, coll], decoders=DecoderSet())
     threads = set(threading.enumerate())
     tracing = start_tracing(loaded, url, said.append)
     try:
@@ -417,12 +377,13 @@ def test_start_tracing_runs_each_config_on_a_thread(traced: Any, receiver: Any) 
         _call(8)
         _call(SESSION_END)
         deadline = time.monotonic() + 10
-        while tracing.sinks[0].spans < 3 and time.monotonic() < deadline:
+        while tracing.sinks[0].spans + tracing.sinks[0].skipped < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         tracing.close()
-    assert (tracing.sinks[0].spans, tracing.sinks[0].exported, tracing.summary) == (3, 3, None)
-    assert sorted(s["name"] for s in got.spans) == ["getpgid", "getpgid", "session"]
+    sink = tracing.sinks[0]
+    assert (sink.spans, sink.skipped, sink.decode_errors, sink.exported, tracing.summary) == (2, 1, 0, 2, None)
+    assert sorted((s["name"], s["attributes"].get("arg")) for s in got.spans) == [("getpgid", "7"), ("session", None)]
     assert _ours(threading.enumerate()) == _ours(threads) == set()  # the sink's and the export's threads ended
 
 
@@ -434,12 +395,12 @@ def test_config_errors(traced: Any) -> None:
     try:
         with pytest.raises(UsageError, match=r"/x/eex.yaml:\d+: tracing.spans\[1\] \(call\): no map 'no_such_ring' in "
                                              r"/x/eex.bpf.o \(its ring buffers: call_spans, session_spans\)"):
-            SpanSink(coll.maps, bad, export, decoders=decoders.DecoderSet())
+            SpanSink(coll.maps, bad, export, decoders=DecoderSet())
         bad = parse_exporter_config(CONFIG.replace("ringbuf: call_spans", "ringbuf: submitted"), "/x/eex.yaml")
         with pytest.raises(UsageError, match=r"tracing.spans\[1\] \(call\): .*'submitted' is array, not ringbuf"):
-            SpanSink(coll.maps, bad, export, decoders=decoders.DecoderSet())
+            SpanSink(coll.maps, bad, export, decoders=DecoderSet())
         bad = parse_exporter_config(CONFIG.replace("ringbuf: call_spans", "ringbuf: session_spans"), "/x/eex.yaml")
         with pytest.raises(UsageError, match=r"ring buffer 'session_spans' is read by tracing.spans\[0\] already"):
-            SpanSink(coll.maps, bad, export, decoders=decoders.DecoderSet())
+            SpanSink(coll.maps, bad, export, decoders=DecoderSet())
     finally:
         assert export.close() is None
