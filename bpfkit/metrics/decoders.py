@@ -14,13 +14,12 @@ field's value (an int, or the bytes of an array) into the label's text.
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
-import time
 from collections.abc import Callable, Mapping
 
 from ..errors import KernelPermissionError, errno_name
+from .cgroup_paths import CgroupPaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,40 +83,18 @@ def _syscall(value: object) -> object:
 
 
 class _Cgroups:
-    """cgroup v2 ids -> paths: the id is the cgroup directory's inode number (kernfs), found
-    by walking the cgroup2 mount; walked again (at most once a second) for an unknown id."""
+    """cgroup v2 ids -> paths in the hierarchy (``/system.slice/x.service``), as
+    /proc/PID/cgroup shows them (:class:`~bpfkit.metrics.cgroup_paths.CgroupPaths`)."""
 
     def __init__(self) -> None:
-        self.paths: dict[int, str] = {}
-        self.walked = 0.0
-
-    @staticmethod
-    def mount() -> str | None:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 2 and parts[2] == "cgroup2":
-                    return parts[1]
-        return None
-
-    def walk(self) -> None:
-        self.walked = time.monotonic()
-        root = self.mount()
-        if root is None:
-            return
-        for path, _dirs, _files in os.walk(root):
-            try:
-                self.paths[os.stat(path).st_ino] = "/" + os.path.relpath(path, root).removeprefix(".")
-            except OSError:
-                continue
+        self.paths = CgroupPaths()
 
     def __call__(self, value: object) -> object:
         cid = _as_int(value)
         if cid is None:
             return value
-        if cid not in self.paths and time.monotonic() - self.walked > 1.0:
-            self.walk()
-        return self.paths.get(cid, str(cid)).replace("//", "/")
+        path = self.paths.path(cid)
+        return str(cid) if path is None else self.paths.in_hierarchy(path)
 
 
 def _ipv4(value: object) -> object:

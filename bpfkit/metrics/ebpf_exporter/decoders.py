@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ...errors import BPFKitError
+from ..cgroup_paths import CgroupPaths
 from .config import DecoderConf, Label
 
 TYPE_CHECKING = False
@@ -54,10 +55,9 @@ PARTITIONS = "/proc/partitions"
 # How many keys' labels a metric keeps decoded; past it the metric's cache starts over, so a
 # map of millions of keys costs decoding, never memory without bound.
 CACHE_LIMIT = 65536
-# Kernel symbols and cgroups are read again for an address or id they lack (BPF programs and
-# cgroups come and go), at most this often: kallsyms takes ~0.3 s to read on 6.18.
+# Kernel symbols are read again for an address they lack (BPF programs come and go), at most
+# this often: kallsyms takes ~0.3 s to read on 6.18.
 _KALLSYMS_RELOAD = 5.0
-_CGROUPS_REWALK = 1.0
 _U64 = (1 << 64) - 1
 
 
@@ -262,31 +262,6 @@ class _Symbols:
         return names
 
 
-class _Cgroups:
-    """cgroup id -> path, as ebpf_exporter's cgroup monitor gives it: the cgroup directory's
-    full path under the cgroup2 mount (/sys/fs/cgroup/system.slice/x.service; the root is the
-    mount itself), the id being the directory's inode number. Walked on first use and again
-    (at most once a second) for an id it lacks; ids once seen keep their path, as
-    cgroup/walker.go keeps them (a removed cgroup's samples still name it). ebpf_exporter walks
-    /sys/fs/cgroup whatever is mounted there; bpfkit walks the cgroup2 mounts, the same on a
-    unified hierarchy and right on a hybrid one (v1 hierarchies' inode numbers collide)."""
-
-    def __init__(self) -> None:
-        self.paths: dict[int, str] = {}
-        self.walked: float | None = None
-
-    def path(self, cid: int) -> str | None:
-        found = self.paths.get(cid)
-        now = time.monotonic()
-        if found is None and (self.walked is None or now - self.walked >= _CGROUPS_REWALK):
-            from ..._kernel.cgroupfs import cgroup_paths
-
-            self.walked = now
-            self.paths.update(cgroup_paths())
-            found = self.paths.get(cid)
-        return found
-
-
 class _PciIds:
     """pci.ids parsed as jaypipes/pcidb parses it (parse.go): vendors ("8086  Intel ..."),
     their devices keyed vendor+device ("\\t1000  82542 ..." -> "80861000"), classes
@@ -340,7 +315,7 @@ class DecoderSet:
         self._cache: dict[str, dict[bytes, list[str] | None]] = {}
         self._cache_limit = cache_limit
         self._symbols = _Symbols()
-        self._cgroups = _Cgroups()
+        self._cgroups = CgroupPaths()
         self._pci: _PciIds | None = None
         self._pci_read = False
         self._ifnames: dict[int, bytes] = {}
@@ -349,8 +324,10 @@ class DecoderSet:
         self._decoders: dict[str, _Decoder] = {
             "cgroup": self._cgroup, "dname": _dname, "errno": _errno, "hex": _hex, "ifname": self._ifname,
             "inet_ip": _inet_ip, "kstack": self._kstack, "ksym": self._ksym, "majorminor": self._majorminor,
-            "pci_class": self._pci_class, "pci_device": self._pci_device, "pci_subclass": self._pci_subclass,
-            "pci_vendor": self._pci_vendor, "regexp": self._regexp, "static_map": _static_map, "string": _string,
+            "pci_class": lambda data, _conf: self._pci_name(data, "class"),
+            "pci_device": lambda data, _conf: self._pci_name(data, "device"),
+            "pci_subclass": self._pci_subclass, "pci_vendor": lambda data, _conf: self._pci_name(data, "vendor"),
+            "regexp": self._regexp, "static_map": _static_map, "string": _string,
             "syscall": _syscall, "uint": _uint,
         }
 
@@ -426,6 +403,11 @@ class DecoderSet:
         return "\n".join(name or "??" for name in self._symbols.stack(addrs)).encode()
 
     def _cgroup(self, data: bytes, _conf: DecoderConf) -> bytes:
+        """cgroup.go: the cgroup's full path under the cgroup2 mount, as ebpf_exporter's cgroup
+        monitor gives it (:class:`~bpfkit.metrics.cgroup_paths.CgroupPaths`). ebpf_exporter
+        walks /sys/fs/cgroup whatever is mounted there; bpfkit walks the cgroup2 mounts: the
+        same on a unified hierarchy, and right on a hybrid one (where the v1 hierarchies'
+        inode numbers collide with cgroup2's)."""
         cid = _parse_int(data)
         return (self._cgroups.path(cid) or f"unknown_cgroup_id:{cid}").encode()
 
@@ -489,26 +471,15 @@ class DecoderSet:
             self._pci, self._pci_read = _PciIds.load(), True
         return self._pci
 
-    def _pci_vendor(self, data: bytes, _conf: DecoderConf) -> bytes:
+    def _pci_name(self, data: bytes, kind: str) -> bytes:
+        """pci_vendor.go, pci_device.go, pci_class.go: the id as hex (at least 2 digits; a
+        device's is vendor << 16 | device, at least 4: "80861000") looked up in pci.ids."""
         db = self._pci_ids()
         if db is None:
             return _MISSING_PCI_IDS
-        key = f"{_parse_int(data):02x}"
-        return db.vendors.get(key, f"unknown pci vendor: 0x{key}").encode()
-
-    def _pci_device(self, data: bytes, _conf: DecoderConf) -> bytes:
-        db = self._pci_ids()
-        if db is None:
-            return _MISSING_PCI_IDS
-        key = f"{_parse_int(data):04x}"  # vendor << 16 | device: "80861000"
-        return db.devices.get(key, f"unknown pci device: 0x{key}").encode()
-
-    def _pci_class(self, data: bytes, _conf: DecoderConf) -> bytes:
-        db = self._pci_ids()
-        if db is None:
-            return _MISSING_PCI_IDS
-        key = f"{_parse_int(data):02x}"
-        return db.classes.get(key, f"unknown pci class: 0x{key}").encode()
+        key = f"{_parse_int(data):{'04x' if kind == 'device' else '02x'}}"
+        table = db.devices if kind == "device" else db.vendors if kind == "vendor" else db.classes
+        return table.get(key, f"unknown pci {kind}: 0x{key}").encode()
 
     def _pci_subclass(self, data: bytes, _conf: DecoderConf) -> bytes:
         db = self._pci_ids()
