@@ -280,7 +280,7 @@ class SpanExport(SpanProcessor):
         self.close_timeout = close_timeout
         self.say = say
         self._ids = _ProgramIds()
-        self._providers: dict[str, TracerProvider] = {}
+        self._tracers: dict[str, trace_api.Tracer] = {}
         self._queue: collections.deque[ReadableSpan] = collections.deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -308,13 +308,14 @@ class SpanExport(SpanProcessor):
 
     # ---------------------------------------------------------------------------- making spans
     def _tracer(self, service: str) -> trace_api.Tracer:
-        provider = self._providers.get(service)
-        if provider is None:
+        """``service``'s tracer, kept: get_tracer() costs as much as making a span."""
+        tracer = self._tracers.get(service)
+        if tracer is None:
             provider = TracerProvider(sampler=ALWAYS_ON, resource=Resource({"service.name": service}),
                                       id_generator=self._ids, shutdown_on_exit=False)
             provider.add_span_processor(self)
-            self._providers[service] = provider
-        return provider.get_tracer(__name__)
+            tracer = self._tracers[service] = provider.get_tracer(__name__)
+        return tracer
 
     def record(self, fields: SpanFields, service: str, config: str, clock: int | None = None) -> None:
         """Make the span ``fields`` describe, with the program's ids, as ``service``'s, from the
