@@ -166,6 +166,40 @@ def test_a_full_queue_drops_and_counts() -> None:
     assert [s.context.span_id for s in memory.get_finished_spans()] == [1, 2]
 
 
+def test_an_http_error_is_said_with_its_status() -> None:
+    """A server that answers 404 (a wrong path): the spans are dropped, and why is its status
+    (what the SDK logs, which then no longer reaches stderr)."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    said: list[str] = []
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/wrong"
+        export = SpanExport.to(url, say=said.append)
+        for i in range(2):
+            export.record(SpanFields("s", trace_id=1, span_id=i + 1), "svc", "cfg")
+        summary = export.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert summary == f"2 spans could not be exported to {url}: HTTP 404 Not Found"
+    assert said == [f"spans could not be exported to {url}: HTTP 404 Not Found; counting them as dropped until an "
+                    "export succeeds"]
+    assert (export.exported, export.dropped, export.dropped_of("cfg")) == (0, 2, 2)
+
+
 # ---------------------------------------------------------------------------------- the receiver
 class _Receiver(BaseHTTPRequestHandler):
     spans: list[dict[str, Any]]

@@ -211,16 +211,20 @@ def _reason(exc: BaseException) -> str:
 
 
 class _Reasons(logging.Handler):
-    """Keeps why the SDK's OTLP exporter last failed, from what it logs (it returns only
-    FAILURE): an exception in the record's arguments, or an HTTP status code. Having a handler,
-    its logger no longer falls back to printing every retry on stderr: :class:`SpanExport` says
-    what happened itself, once per run of failures."""
+    """Keeps why the SDK's OTLP exporter last failed, from what it logs on the export's worker
+    thread (``thread``; export() returns only FAILURE): an exception in the record's arguments,
+    else an HTTP status code, else the first message. Having a handler, its logger no longer
+    falls back to printing every retry on stderr: :class:`SpanExport` says what happened
+    itself, once per run of failures."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.last: str | None = None
+        self.thread: int | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread:  # another export's worker, in the same process
+            return
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
             if isinstance(arg, BaseException):
@@ -230,6 +234,8 @@ class _Reasons(logging.Handler):
         if codes:
             said = [a for a in args[args.index(codes[0]) + 1:] if isinstance(a, str) and a]
             self.last = f"HTTP {codes[0]}" + (f" {said[0]}" if said else "")
+        elif self.last is None:
+            self.last = record.getMessage()[:200]
 
 
 class _ProgramIds(IdGenerator):
@@ -311,10 +317,13 @@ class SpanExport(SpanProcessor):
         """``service``'s tracer, kept: get_tracer() costs as much as making a span."""
         tracer = self._tracers.get(service)
         if tracer is None:
-            provider = TracerProvider(sampler=ALWAYS_ON, resource=Resource({"service.name": service}),
-                                      id_generator=self._ids, shutdown_on_exit=False)
-            provider.add_span_processor(self)
-            tracer = self._tracers[service] = provider.get_tracer(__name__)
+            with self._lock:  # sinks on several threads: one provider per service all the same
+                tracer = self._tracers.get(service)
+                if tracer is None:
+                    provider = TracerProvider(sampler=ALWAYS_ON, resource=Resource({"service.name": service}),
+                                              id_generator=self._ids, shutdown_on_exit=False)
+                    provider.add_span_processor(self)
+                    tracer = self._tracers[service] = provider.get_tracer(__name__)
         return tracer
 
     def record(self, fields: SpanFields, service: str, config: str, clock: int | None = None) -> None:
@@ -376,6 +385,7 @@ class SpanExport(SpanProcessor):
 
     # ---------------------------------------------------------------------------- the worker
     def _work(self) -> None:
+        self._reasons.thread = threading.get_ident()
         while True:
             self._wake.wait(self.interval)
             self._wake.clear()
