@@ -9,7 +9,7 @@ The tables only grow: a number keeps its syscall, so these name every older kern
 
 from __future__ import annotations
 
-import platform
+import os
 
 __all__ = ["KERNEL", "X86_64", "ARM64", "syscall_name"]
 
@@ -735,12 +735,13 @@ ARM64: dict[int, str] = {
     472: 'fchroot',
 }
 
-# platform.machine() -> table (arm64 is aarch64 to uname(2)).
+# uname(2)'s machine (platform.machine()) -> table: arm64 is aarch64 there.
 _TABLES = {"x86_64": X86_64, "amd64": X86_64, "aarch64": ARM64, "arm64": ARM64}
 
 
 def syscall_name(nr: int, machine: str | None = None) -> str | None:
-    """The name of syscall ``nr`` on ``machine`` (platform.machine() by default: x86_64,
-    aarch64); None for a number without a syscall, or a machine without a table."""
-    table = _TABLES.get(platform.machine() if machine is None else machine)
+    """The name of syscall ``nr`` on ``machine`` (this one's by default, as uname(2) and
+    platform.machine() name it: x86_64, aarch64); None for a number without a syscall, or a
+    machine without a table."""
+    table = _TABLES.get(os.uname().machine if machine is None else machine)
     return None if table is None else table.get(nr)

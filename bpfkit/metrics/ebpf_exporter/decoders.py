@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 
 from ...errors import BPFKitError
 from ..cgroup_paths import CgroupPaths
+from ..syscall_tables import syscall_name
 from .config import DecoderConf, Label
 
 TYPE_CHECKING = False
@@ -59,6 +60,7 @@ CACHE_LIMIT = 65536
 # this often: kallsyms takes ~0.3 s to read on 6.18.
 _KALLSYMS_RELOAD = 5.0
 _U64 = (1 << 64) - 1
+_MACHINE = os.uname().machine  # whose syscall table the syscall decoder reads
 
 
 class SkipLabelSet(Exception):
@@ -171,10 +173,8 @@ def _errno(data: bytes, _conf: DecoderConf) -> bytes:
 
 
 def _syscall(data: bytes, _conf: DecoderConf) -> bytes:
-    from ..syscall_tables import syscall_name  # here: only a syscall label reads the tables
-
     nr = _parse_int(data) & _U64  # syscall.go: uint64(strconv.Atoi(...))
-    return (syscall_name(nr) or f"unknown_syscall:{nr}").encode()
+    return (syscall_name(nr, _MACHINE) or f"unknown_syscall:{nr}").encode()
 
 
 def _static_map(data: bytes, conf: DecoderConf) -> bytes:
