@@ -76,13 +76,16 @@ static __always_inline __u64 random_id(void)
 	return ((__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32()) | 1;  /* never 0 */
 }
 
-static __always_inline void log_span(const struct span_base *base)
+/* Submit a reserved span, logging its base in `submitted` first. */
+static __always_inline int submit(void *span, const struct span_base *base)
 {
 	__u32 i = nsubmitted;
 
 	if (i < MAX_LOGGED)
 		bpf_map_update_elem(&submitted, &i, base, BPF_ANY);
 	nsubmitted = i + 1;
+	bpf_ringbuf_submit(span, 0);
+	return 0;
 }
 
 static __always_inline int submit_call(__u64 trace_hi, __u64 trace_lo, __u64 start, __u64 duration, __u64 arg)
@@ -101,9 +104,7 @@ static __always_inline int submit_call(__u64 trace_hi, __u64 trace_lo, __u64 sta
 	span->arg = arg;
 	span->seq = session.calls;
 	span->_pad = 0;
-	log_span(&span->base);
-	bpf_ringbuf_submit(span, 0);
-	return 0;
+	return submit(span, &span->base);
 }
 
 SEC("tracepoint/syscalls/sys_enter_getpgid")
@@ -143,9 +144,7 @@ int on_enter(struct trace_event_raw_sys_enter *ctx)
 	bpf_get_current_comm(span->comm, sizeof(span->comm));
 	span->calls = session.calls;
 	span->_pad = 0;
-	log_span(&span->base);
-	bpf_ringbuf_submit(span, 0);
-	return 0;
+	return submit(span, &span->base);
 }
 
 SEC("tracepoint/syscalls/sys_exit_getpgid")

@@ -166,19 +166,25 @@ def test_a_full_queue_drops_and_counts() -> None:
     assert [s.context.span_id for s in memory.get_finished_spans()] == [1, 2]
 
 
+class _Quiet(BaseHTTPRequestHandler):
+    def answer(self, status: int) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 def test_an_http_error_is_said_with_its_status() -> None:
     """A server that answers 404 (a wrong path): the spans are dropped, and why is its status
     (what the SDK logs, which then no longer reaches stderr)."""
 
-    class NotFound(BaseHTTPRequestHandler):
+    class NotFound(_Quiet):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.answer(404)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -201,7 +207,7 @@ def test_an_http_error_is_said_with_its_status() -> None:
 
 
 # ---------------------------------------------------------------------------------- the receiver
-class _Receiver(BaseHTTPRequestHandler):
+class _Receiver(_Quiet):
     spans: list[dict[str, Any]]
     requests: list[tuple[str, list[str]]]  # (path, the service of each ResourceSpans)
 
@@ -220,15 +226,7 @@ class _Receiver(BaseHTTPRequestHandler):
                         "start": sp.start_time_unix_nano, "end": sp.end_time_unix_nano,
                         "attributes": {kv.key: kv.value.string_value for kv in sp.attributes}})
         type(self).requests.append((self.path, services))
-        answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.answer(200)  # an empty body: ExportTraceServiceResponse with nothing rejected
 
 
 @pytest.fixture
