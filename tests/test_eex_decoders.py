@@ -21,7 +21,7 @@ import pytest
 from bpfkit._kernel import cgroupfs
 from bpfkit._kernel.kallsyms import KernelSymbols
 from bpfkit.errors import BPFKitError, KernelPermissionError
-from bpfkit.metrics.ebpf_exporter.config import DecoderConf, Label
+from bpfkit.metrics.ebpf_exporter.config import DECODER_NAMES, DecoderConf, Label
 from bpfkit.metrics.ebpf_exporter.decoders import PCI_IDS_PATHS, DecodeError, DecoderSet, SkipLabelSet
 
 ORDER = sys.byteorder
@@ -49,6 +49,10 @@ def dec(n: int) -> bytes:
 
 
 # ---------------------------------------------------------------------------- the chain
+def test_every_decoder_the_config_accepts_is_there() -> None:
+    assert set(DecoderSet()._decoders) == set(DECODER_NAMES)
+
+
 def test_sizes_and_padding_slice_the_key() -> None:
     # decoder_test.go: a 1-byte number with 3 bytes of padding, then a 32-byte string
     raw = bytes([8, 1, 1, 1]) + b"bananas".ljust(32, b"\0")
@@ -273,7 +277,10 @@ def test_cgroup_made_later_is_found_after_a_second() -> None:
     ds = DecoderSet()
     assert one(dec(os.stat(root).st_ino), "cgroup", ds=ds) == root  # walked now
     path = os.path.join(root, f"bpfkit-eex-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.mkdir(path)
+    try:
+        os.mkdir(path)
+    except OSError as exc:
+        pytest.skip(f"cannot make a cgroup in {root}: {exc}")
     try:
         cid = os.stat(path).st_ino
         # unknown within the second after the walk (walks are rate-limited), found after it
