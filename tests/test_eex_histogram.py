@@ -7,6 +7,10 @@ the maps' contents are what a program's increment helpers would leave."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -69,11 +73,11 @@ def test_exp2_microseconds_served_as_seconds() -> None:
 
 def test_exp2zero_linear_fixed() -> None:
     b, count, _ = transform({0.0: 4, 1.0: 1, 3.0: 2}, hist("exp2zero", lo=0, hi=3))
-    assert b == [("0.0", 4), ("1.0", 5), ("2.0", 5), ("4.0", 7), ("+Inf", 7)]
+    assert b == [("0", 4), ("1", 5), ("2", 5), ("4", 7), ("+Inf", 7)]
     b, count, total = transform({0.0: 1, 2.0: 3, 6.0: 60}, hist("linear", lo=0, hi=5, mult=10))
-    assert b[:3] == [("0.0", 1), ("10.0", 1), ("20.0", 4)] and count == 4 and total == 600
+    assert b[:3] == [("0", 1), ("10", 1), ("20", 4)] and count == 4 and total == 600
     b, count, total = transform({1.0: 2, 5.0: 1, 100.0: 9, 101.0: 77}, hist("fixed", keys=(1, 5, 10, 100)))
-    assert b == [("1.0", 2), ("5.0", 3), ("10.0", 3), ("100.0", 12), ("+Inf", 12)]
+    assert b == [("1", 2), ("5", 3), ("10", 3), ("100", 12), ("+Inf", 12)]
     assert total == 77  # the last key + 1
 
 
@@ -82,11 +86,32 @@ def test_keys_outside_the_range_are_not_counted() -> None:
     assert count == 1 + 1  # 99 is neither a bucket nor the sum key (4)
 
 
+LE_VALUES = [0.0, 1.0, 100.0, 0.5, 1e-05, 1e-06, 2.5e-05, 0.0001, 0.001024, 1234.5, 123456.0, 1e6, 2.0 ** 20,
+             2.0 ** 40 * 1e-9, 15 * 1e-6, 1e21, 1e-300, 3 * 0.1, 1 / 3, 2.0 ** 63]
+
+
 def test_le_text_is_the_go_clients() -> None:
     assert go_float(1e-05) == "1e-05"
     assert go_float(2 ** 20) == "1.048576e+06"
     assert go_float(0.001024) == "0.001024"
     assert go_float(2 ** 3 * 1e-6) == "8e-06"
+    assert go_float(100.0) == "100"  # prometheus_client would write 100.0: another label value
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the go toolchain (golang-go, installed by scripts/setup.sh)")
+def test_le_text_side_by_side_with_go(tmp_path: Path) -> None:
+    """What Go's strconv.FormatFloat(v, 'g', -1, 64) prints (Prometheus' Go client's writeFloat,
+    which ebpf_exporter's le labels go through), value by value."""
+    src = tmp_path / "main.go"
+    values = ", ".join(float.hex(v) for v in LE_VALUES)
+    src.write_text("package main\n\nimport (\n\t\"fmt\"\n\t\"strconv\"\n)\n\nfunc main() {\n"
+                   f"\tfor _, v := range []float64{{{values}}} {{\n"
+                   "\t\tfmt.Println(strconv.FormatFloat(v, 'g', -1, 64))\n\t}\n}\n")
+    env = {**os.environ, "GOCACHE": str(tmp_path / "cache"), "GOPATH": str(tmp_path / "gopath"), "GOFLAGS": "-mod=mod",
+           "GO111MODULE": "off", "HOME": str(tmp_path)}
+    out = subprocess.run(["go", "run", str(src)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [go_float(v) for v in LE_VALUES]
 
 
 @settings(max_examples=300, deadline=None)

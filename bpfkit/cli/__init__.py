@@ -24,7 +24,7 @@ else:
 # Every sub-command with its one-line help (its module has the longer DESCRIPTION): the
 # top-level parser needs no sub-command module, and a sub-command's module
 # (bpfkit.cli.cmd_<name>) is imported when its parser is first used, so `bpfkit load ...`
-# imports one of the sixteen.
+# imports one of the seventeen.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("attach", "load an object, attach its programs, and stay attached until Ctrl-C/SIGTERM"),
     ("inspect", "list the programs, maps and variables of a BPF object file (--core: its CO-RE relocations)"),
@@ -38,6 +38,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("events", "print the records of a pinned ring buffer or perf event array"),
     ("user-event", "list, register, emit and delete user_events (trace events defined from user space)"),
     ("usdt", "list the USDT probes of a binary"),
+    ("exporter", "serve ebpf_exporter configs (NAME.yaml beside NAME.bpf.o) with ebpf_exporter's flags and metric names"),
     ("list", "list probes (tracepoints, kprobes, raw tracepoints, fentry, uprobes, USDT) like bpftrace -l"),
     ("gen", "generate code from an object: a typed Python skeleton"),
     ("completion", "print a bash or zsh completion script for bpfkit"),

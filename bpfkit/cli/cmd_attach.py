@@ -389,9 +389,9 @@ def _metrics_file(args: argparse.Namespace, option: str, path: str | None, needs
 
 
 def _import_load_config() -> Callable[[str], Any]:
-    from ..metrics.config import load_config
+    from ..metrics.ebpf_exporter.config import load_metrics_config  # bpfkit's format or ebpf_exporter's
 
-    return load_config
+    return load_metrics_config
 
 
 def _import_load_web_config() -> Callable[[str], Any]:
@@ -409,17 +409,43 @@ def _metrics_web_config(args: argparse.Namespace) -> Any:
                          _import_load_web_config)
 
 
-def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
-    """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR."""
+def _exporter_collector(args: argparse.Namespace, coll: Any, attached: dict[str, Any], say: Any) -> Any:
+    """An ebpf_exporter config's collector (bpfkit.metrics.ebpf_exporter) over the loaded object."""
+    from ..metrics.ebpf_exporter.collector import ProgramEntry
+    from ..metrics.ebpf_exporter.run import collector_for
+
+    cfg = args.metrics_config_loaded
+    programs = [ProgramEntry(cfg.name, name, prog, name in attached) for name, prog in coll.programs.items()]
+    collector = collector_for(cfg, coll.maps, programs)
+    say(f"serving {len(cfg.map_names)} metric(s) of ebpf_exporter config {cfg.name}: {', '.join(cfg.map_names)}")
+    return collector
+
+
+def _metrics_server(args: argparse.Namespace, coll: Any, say: Any, attached: dict[str, Any]) -> tuple[Any, Any]:
+    """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR; with an
+    ebpf_exporter config, its metrics. (server, collector to close after it or None)"""
     from ..errors import UsageError
     from ..metrics.plan import object_name, plan_collection
 
     try:
         from ..metrics.collector import MapCollector
+        from ..metrics.ebpf_exporter.config import ExporterConfig
         from ..metrics.server import MetricsServer, every_interface, parse_address, warn_every_interface
     except ImportError as exc:
         raise UsageError(f"--metrics needs the prometheus_client package ({exc.name} is missing): "
                          "pip install 'bpfkit[metrics]'") from None
+    web = args.metrics_web_config_loaded
+    if isinstance(args.metrics_config_loaded, ExporterConfig):
+        collector = _exporter_collector(args, coll, attached, say)
+        try:
+            if every_interface(parse_address(args.metrics)[0]) and not (web is not None and web.authenticates):
+                warn_every_interface(args.metrics)
+            server = MetricsServer(args.metrics, [collector], web_config=web)
+        except BaseException:
+            collector.close()
+            raise
+        say(f"metrics on {server.url}")
+        return server, collector
     if args.metrics_config_loaded is not None:
         from ..metrics.config import apply_config
 
@@ -432,12 +458,11 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any) -> Any:
     for plan in plans:
         for why in plan.skipped:
             print(f"bpfkit: note: metrics: map {plan.map.name}: field {why} not served", file=sys.stderr)
-    web = args.metrics_web_config_loaded
     if every_interface(parse_address(args.metrics)[0]) and not (web is not None and web.authenticates):
         warn_every_interface(args.metrics)
     server = MetricsServer(args.metrics, [MapCollector(plans)], web_config=web)
     say(f"serving {len(plans)} map(s) as metrics on {server.url}: {', '.join(p.map.name for p in plans)}")
-    return server
+    return server, None
 
 
 def _check_stacks_args(args: argparse.Namespace) -> None:
@@ -524,6 +549,11 @@ def run(args: argparse.Namespace) -> int:
         args.metrics_web_config_loaded = _metrics_web_config(args)
         _check_stacks_args(args)
         spec = bpfkit.load_spec(args.object)
+        if args.metrics_config_loaded is not None:
+            from ..metrics.ebpf_exporter.config import ExporterConfig, prepare_spec
+
+            if isinstance(args.metrics_config_loaded, ExporterConfig):
+                prepare_spec(args.metrics_config_loaded, spec)  # its kaddr_<symbol> constants
         stack_maps = _stack_maps(args, spec) if args.stacks else None
         apply_spec_edits(spec, args)
         if pin_dir:
@@ -539,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
                 print(shown(f"bpfkit: note: did not load program {name} (an alternative loaded instead): {why}"),
                       file=sys.stderr)
             attached: dict[str, Any] = {}
-            stream = pipe = server = otlp = None
+            stream = pipe = server = otlp = exporter = None
             started = time.monotonic()
             try:
                 if args.spec and args.cgroup:
@@ -571,7 +601,7 @@ def run(args: argparse.Namespace) -> int:
 
                     pipe = TracePipe()
                 if args.metrics:
-                    server = _metrics_server(args, coll, say)
+                    server, exporter = _metrics_server(args, coll, say, attached)
                 with StopSignals() as stop:  # installed before the line that says we are ready
                     started = time.monotonic()  # the profile's duration: from here
                     say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
@@ -585,7 +615,7 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 errors = []
-                closers = [c.close for c in (server, pipe, stream, otlp) if c is not None]  # otlp last: flushes
+                closers = [c.close for c in (server, exporter, pipe, stream, otlp) if c is not None]  # otlp last: flushes
                 for closer in closers:
                     try:
                         closer()

@@ -78,6 +78,10 @@ def command_module(name: str) -> ModuleType:
         from . import cmd_usdt
 
         return cmd_usdt
+    if name == "exporter":
+        from . import cmd_exporter
+
+        return cmd_exporter
     if name == "list":
         from . import cmd_list
 

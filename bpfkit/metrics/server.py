@@ -121,14 +121,18 @@ class _Worker:
 
 
 class MetricsServer(ClosesOnExit):
-    """Serves ``collectors`` on http://HOST:PORT/metrics (and /) until :meth:`close`; one
+    """Serves ``collectors`` on http://HOST:PORT/metrics (``path``; and /) until :meth:`close`; one
     render at a time (the maps are read by one thread). ``web_config``
     (:func:`bpfkit.metrics.webconfig.load_web_config`) adds TLS and basic authentication."""
 
     def __init__(self, address: str, collectors: Iterable[Collector], *, option: str = "--metrics",
                  web_config: WebConfig | None = None, max_connections: int = 256, head_timeout: float = 10.0,
-                 idle_timeout: float = 60.0, write_timeout: float = 30.0, min_interval: float = 1.0) -> None:
+                 idle_timeout: float = 60.0, write_timeout: float = 30.0, min_interval: float = 1.0,
+                 path: str = "/metrics") -> None:
         host, port = parse_address(address, option)
+        if not path.startswith("/") or any(c in path for c in "?# \r\n"):
+            raise UsageError(f"{path!r}: the metrics path must start with / and hold no ?, #, space or line break")
+        self.path = path
         self.collectors = list(collectors)
         self._others = CollectorRegistry(auto_describe=False)
         self._has_others = False
@@ -184,7 +188,7 @@ class MetricsServer(ClosesOnExit):
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self._tls is not None else 'http'}://{host}:{self.port}/metrics"
+        return f"{'https' if self._tls is not None else 'http'}://{host}:{self.port}{self.path}"
 
     def render(self) -> bytes:
         """What a scrape answers (rendered now)."""
@@ -461,8 +465,8 @@ class MetricsServer(ClosesOnExit):
         self._answer(conn, "401 Unauthorized", b"Unauthorized\n", [("WWW-Authenticate", 'Basic realm="bpfkit metrics"')])
 
     def _route(self, conn: _Conn, target: bytes) -> None:
-        if target.partition(b"?")[0] not in (b"/", b"/metrics"):
-            return self._answer(conn, "404 Not Found", b"bpfkit serves /metrics\n")
+        if target.partition(b"?")[0] not in (b"/", self.path.encode()):
+            return self._answer(conn, "404 Not Found", f"bpfkit serves {self.path}\n".encode())
         now = time.monotonic()
         body = self._body
         if body is not None and now - self._body_at < self.min_interval:

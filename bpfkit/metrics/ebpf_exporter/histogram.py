@@ -10,15 +10,15 @@ by the labels and, last, a bucket key; each value counts the observations in tha
   observed values, served as ``_sum`` x multiplier (0 when the program does not keep it);
 * ``_count`` is the last cumulative count; keys outside the range are not counted.
 
-The ``le`` text is the float as Prometheus' Go client prints it (prometheus_client's
-``floatToGoString``, the same shortest form: ``1e-06``, ``0.001024``, ``1.048576e+06``).
+The ``le`` text is the float as Prometheus' Go client prints it, which ebpf_exporter serves:
+``1e-06``, ``0.001024``, ``100``, ``1.048576e+06`` (:func:`go_float`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-
-from prometheus_client.utils import floatToGoString
+from decimal import Decimal
 
 from .config import Histogram
 
@@ -26,8 +26,30 @@ __all__ = ["bucket_keys", "upper_bound", "sum_key", "transform", "go_float"]
 
 
 def go_float(value: float) -> str:
-    """``value`` as Prometheus' Go client writes it (strconv's shortest 'g' form)."""
-    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
+    """``value`` as Prometheus' Go client writes a label's float (expfmt's writeFloat:
+    ``strconv.FormatFloat(v, 'g', -1, 64)``): the shortest digits that read back the same, in
+    exponent form when the exponent is below -4 or 6 and above (``1e-05``, ``1.048576e+06``), else
+    plainly (``100``, ``0.001024``). prometheus_client's floatToGoString writes ``100.0``."""
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digit_tuple, exp = Decimal(repr(value)).as_tuple()  # repr: Python's shortest round-trip digits
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    assert isinstance(exp, int)
+    point = len(digit_tuple) + exp  # where the decimal point goes, counted from the first digit
+    minus = "-" if sign else ""
+    x = point - 1
+    if x < -4 or x >= 6:  # strconv: shortest 'g' uses precision 6 for this choice
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{minus}{digits}{'0' * (point - len(digits))}"
+    return f"{minus}{digits[:point]}.{digits[point:]}"
 
 
 def bucket_keys(hist: Histogram) -> list[float]:
