@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // An ebpf_exporter-style uprobe counter (integration/ebpf_exporter/eex_uprobe.yaml):
-//   eex_ticks_total  hash, key u64 (eex_tick's argument) -> calls
+//   eex_ticks_total  hash, key u64 (eex_tick's argument) -> calls in the test's workload (eex_target)
 // The section names its binary by a path relative to the exporter's working directory, as
 // ebpf_exporter's usdt examples do (usdt/./tracing/demos/...): the test builds
 // integration/ebpf_exporter/eex_workload.c there and starts the exporter in that directory.
@@ -19,7 +19,8 @@ struct {
 SEC("uprobe/./eex_workload:eex_tick")
 int BPF_KPROBE(eex_tick_entry, __u64 arg)
 {
-	increment_map(&eex_ticks_total, &arg, 1);
+	if (eex_mine())
+		increment_map(&eex_ticks_total, &arg, 1);
 	return 0;
 }
 
