@@ -112,7 +112,7 @@ def test_every_construct() -> None:
     assert (lat.bucket_type, lat.bucket_min, lat.bucket_max, lat.bucket_multiplier) == ("exp2", 0, 26, 1e-6)
     assert sizes.bucket_keys == (1.0, 10.0, 100.0) and sizes.bucket_multiplier == 1.0
     (span,) = cfg.spans
-    assert span.service == "exec" and span.labels[0].name == "cpu.orig"  # attribute names may hold dots
+    assert span.service == "" and span.labels[0].name == "cpu.orig"  # attribute names may hold dots
     assert cfg.kaddrs == ("bpf_jit_current",)
     assert cfg.cgroup_id_map is not None and cfg.cgroup_id_map.type == "hash"
     assert cfg.map_names == ("syscalls_total", "events_total", "latency_seconds", "sizes_bytes")

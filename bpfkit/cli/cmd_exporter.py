@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TLS and basic authentication, in the Prometheus exporter toolkit's format "
                              "(as bpfkit attach --metrics-web-config)")
     parser.add_argument("--otlp", metavar="ENDPOINT", default=None,
-                        help="send the configs' tracing: spans to this OTLP/HTTP endpoint "
-                             "(http://127.0.0.1:4318; default: OTEL_EXPORTER_OTLP_ENDPOINT when set)")
+                        help="send the configs' tracing: spans to this OTLP/HTTP endpoint (http://127.0.0.1:4318); "
+                             "default: OpenTelemetry's variables as ebpf_exporter reads them "
+                             "(OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318)")
     parser.add_argument("--debug", action="store_true", help="say each program attached")
 
 
@@ -122,15 +123,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_tracing(args: argparse.Namespace, exp: Any, say: Any) -> Any:
-    """The configs' ``tracing:`` spans, read from their ring buffers and sent over OTLP."""
-    import os
+    """The configs' ``tracing:`` spans, read from their ring buffers and sent over OTLP/HTTP to
+    --otlp, else where OpenTelemetry's environment variables say (as ebpf_exporter: by default
+    http://localhost:4318; OTEL_TRACES_EXPORTER=none for no spans)."""
+    from ..errors import UsageError
 
-    endpoint = args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT")
-    if not endpoint:
-        print("bpfkit: note: the configs have tracing: spans, but no OTLP endpoint is given (--otlp ENDPOINT or "
-              "OTEL_EXPORTER_OTLP_ENDPOINT): spans are not read", file=sys.stderr)
+    try:
+        from ..metrics.ebpf_exporter.tracing import endpoint_from_env, start_tracing, traces_endpoint
+    except ImportError as exc:
+        raise UsageError(f"the configs' tracing: spans need opentelemetry-sdk ({exc.name} is missing): "
+                         "pip install 'bpfkit[otlp]'") from None
+    endpoint = traces_endpoint(args.otlp) if args.otlp else endpoint_from_env()
+    if endpoint is None:
+        print("bpfkit: note: OTEL_TRACES_EXPORTER=none: the configs' tracing: spans are not read", file=sys.stderr)
         return None
-    from ..metrics.ebpf_exporter.tracing import start_tracing
-
-    return start_tracing(exp, endpoint, say)
+    tracing = start_tracing(exp, endpoint, say)
+    exp.collector.tracing = tracing
+    return tracing

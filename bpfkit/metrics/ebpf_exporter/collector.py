@@ -38,6 +38,10 @@ from .config import PREFIX, Counter, ExporterConfig, Histogram, Label
 from .decoders import DecoderSet, SkipLabelSet
 from .histogram import transform
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .tracing import Tracing
+
 __all__ = ["LoadedConfig", "ProgramEntry", "ExporterCollector", "PerfEventArrayCounter", "bpf_stats_enabled"]
 
 _U64 = struct.Struct("=Q")
@@ -150,6 +154,8 @@ class ExporterCollector(Collector):
         self.programs = list(programs)
         self.decoders = decoders if decoders is not None else DecoderSet()
         self.perf_counters = list(perf_counters)
+        self.closers: list[Callable[[], None]] = []  # what else close() stops (a cgroup_id_map filler)
+        self.tracing: Tracing | None = None  # the spans' counters, when bpfkit exporter reads tracing: configs
         self.decoder_errors: dict[str, int] = {lc.config.name: 0 for lc in self.configs}
         self.stats_enabled = stats_enabled
         self._errors = errors if errors is not None else sys.stderr
@@ -275,9 +281,22 @@ class ExporterCollector(Collector):
             yield run_count
         errors = CounterMetricFamily("bpfkit_decoder_errors", "How many times decoders have met errors",
                                      labels=["config"])
-        for name, count in self.decoder_errors.items():
+        counts = dict(self.decoder_errors)
+        sinks = self.tracing.sinks if self.tracing is not None else []
+        for sink in sinks:
+            counts[sink.config.name] = counts.get(sink.config.name, 0) + sink.decode_errors
+        for name, count in counts.items():
             errors.add_metric([name], float(count))
         yield errors
+        if sinks:
+            exported = CounterMetricFamily("bpfkit_spans_exported", "Spans sent to the OTLP endpoint", labels=["config"])
+            dropped = CounterMetricFamily("bpfkit_spans_dropped", "Spans that could not be sent (the endpoint "
+                                          "refused or did not answer, or the queue was full)", labels=["config"])
+            for sink in sinks:
+                exported.add_metric([sink.config.name], float(sink.exported))
+                dropped.add_metric([sink.config.name], float(sink.dropped))
+            yield exported
+            yield dropped
         if self.perf_counters:
             lost = CounterMetricFamily("bpfkit_perf_event_array_lost", "Records the kernel could not write to a "
                                        "perf_event_array counter's rings (the reader fell behind)",
@@ -306,3 +325,5 @@ class ExporterCollector(Collector):
     def close(self) -> None:
         for pc in self.perf_counters:
             pc.close()
+        for closer in self.closers:
+            closer()

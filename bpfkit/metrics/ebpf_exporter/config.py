@@ -319,7 +319,7 @@ def _span(c: Checker, item: object, where: str, line: int) -> Span:
     m = c.mapping(item, where, line, ("name", "ringbuf", "service", "labels"))
     name = _required_text(c, m, "name", where, "the span's name")
     ringbuf = _required_text(c, m, "ringbuf", where, "the ring buffer map the program submits spans to")
-    service = c.text(m, "service", where) or name
+    service = c.text(m, "service", where) or ""  # none: $OTEL_SERVICE_NAME, else ebpf_exporter (as its tracing does)
     return Span(name, ringbuf, service, _labels(c, m, where, attributes=True), m.line)
 
 
@@ -398,9 +398,9 @@ def load_exporter_config(path: str, name: str | None = None) -> ExporterConfig:
 def prepare_spec(cfg: ExporterConfig, spec: CollectionSpec) -> None:
     """What a config sets before its object is loaded: ``kaddrs: [sym]`` -> ``const volatile u64
     kaddr_sym = <its address>``."""
-    if cfg.cgroup_id_map is not None:
-        raise UsageError(f"{cfg.path}:{cfg.cgroup_id_map.line}: cgroup_id_map is not supported by bpfkit yet "
-                         "(the map would stay empty, so the program would filter every cgroup out)")
+    if cfg.cgroup_id_map is not None and cfg.cgroup_id_map.name not in spec.maps:
+        raise UsageError(f"{cfg.path}:{cfg.cgroup_id_map.line}: cgroup_id_map names map {cfg.cgroup_id_map.name!r}, "
+                         f"which the object does not have (it has: {', '.join(sorted(spec.maps)) or 'none'})")
     if not cfg.kaddrs:
         return
     from ..._kernel.kallsyms import KernelSymbols

@@ -23,6 +23,7 @@ from ...errors import BPFKitError, UsageError
 from ...link.attach import AttachedLinks
 from ...maps import Map
 from ...spec.consts import MapType
+from .cgroup_id_map import CgroupIDMapFiller
 from .collector import ExporterCollector, LoadedConfig, PerfEventArrayCounter, ProgramEntry, bpf_stats_enabled
 from .config import Counter, ExporterConfig, Histogram, prepare_spec
 from .decoders import DecoderSet
@@ -73,6 +74,8 @@ def collector_for(cfg: ExporterConfig, maps: Mapping[str, Map], programs: Sequen
     perf: list[PerfEventArrayCounter] = []
     collector = ExporterCollector([LoadedConfig(cfg, maps)], programs, decoders=decoders, perf_counters=perf)
     try:
+        if cfg.cgroup_id_map is not None:
+            collector.closers.append(CgroupIDMapFiller(cfg.cgroup_id_map, maps[cfg.cgroup_id_map.name], path=cfg.path).close)
         for counter in cfg.counters:
             if counter.perf_event_array:
                 perf.append(PerfEventArrayCounter(cfg, counter, maps[counter.name], decoders))
@@ -99,6 +102,7 @@ class Exporter(ClosesOnExit):
         loaded: list[LoadedConfig] = []
         programs: list[ProgramEntry] = []
         self._perf: list[PerfEventArrayCounter] = []
+        self._fillers: list[CgroupIDMapFiller] = []
         try:
             for cfg in self.configs:
                 try:
@@ -128,6 +132,8 @@ class Exporter(ClosesOnExit):
         coll = Collection(spec)
         self.collections.append(coll)
         check_maps(cfg, coll.maps)
+        if cfg.cgroup_id_map is not None:  # filled before the programs run
+            self._fillers.append(CgroupIDMapFiller(cfg.cgroup_id_map, coll.maps[cfg.cgroup_id_map.name], path=cfg.path))
         links = AttachedLinks()
         self.links.append(links)
         for name in coll.programs:  # one at a time: a program that fails to attach is noted, the rest go on
@@ -172,7 +178,7 @@ class Exporter(ClosesOnExit):
             return
         self._closed = True
         errors: list[BaseException] = []
-        for step in [*[pc.close for pc in self._perf], *[lk.close for lk in reversed(self.links)],
+        for step in [*[pc.close for pc in self._perf], *[f.close for f in self._fillers], *[lk.close for lk in reversed(self.links)],
                      *[c.close for c in reversed(self.collections)]]:
             try:
                 step()
