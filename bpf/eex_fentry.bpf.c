@@ -1,29 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // An ebpf_exporter-style fentry counter for the VM kernels (the host refuses BPF trampolines):
 //   eex_fentry_calls_total  hash, key u64 kernel address -> calls of do_sys_openat2 (each open() of
-//                           the test's workload, eex_target), named through kaddrs and ksym
+//                           the test's workload), named through kaddrs and ksym
 //                           (integration/ebpf_exporter/eex_fentry.yaml)
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "eex_maps.bpf.h"
+#include "eex_openat2.bpf.h"
 
-const volatile __u64 kaddr_do_sys_openat2 = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4);
-	__type(key, __u64);
-	__type(value, __u64);
-} eex_fentry_calls_total SEC(".maps");
+EEX_OPENAT2_MAP(eex_fentry_calls_total);
 
 SEC("fentry/do_sys_openat2")
 int BPF_PROG(eex_fentry_openat2)
 {
-	__u64 addr = kaddr_do_sys_openat2;
-
-	if (eex_mine())
-		increment_map(&eex_fentry_calls_total, &addr, 1);
+	eex_count_openat2(&eex_fentry_calls_total);
 	return 0;
 }
 

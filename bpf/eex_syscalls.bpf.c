@@ -3,15 +3,13 @@
 // workload process only (eex_target):
 //   eex_syscalls_total            hash, key u64 syscall number -> count   (decoders uint, syscall)
 //   eex_openat_by_function_total  hash, key u64 kernel address -> count   (kaddrs: do_sys_openat2,
-//                                 decoders ksym): each openat() is counted under the function that
-//                                 does the work, whose address the exporter writes into
-//                                 kaddr_do_sys_openat2 before loading
+//                                 decoders ksym): each openat() counted under the function that
+//                                 does the work (eex_openat2.bpf.h)
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "eex_maps.bpf.h"
-
-const volatile __u64 kaddr_do_sys_openat2 = 0;
+#include "eex_openat2.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -20,12 +18,7 @@ struct {
 	__type(value, __u64);
 } eex_syscalls_total SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4);
-	__type(key, __u64);
-	__type(value, __u64);
-} eex_openat_by_function_total SEC(".maps");
+EEX_OPENAT2_MAP(eex_openat_by_function_total);
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(eex_sys_enter, struct pt_regs *regs, long id)
@@ -40,10 +33,7 @@ int BPF_PROG(eex_sys_enter, struct pt_regs *regs, long id)
 SEC("tracepoint/syscalls/sys_enter_openat")
 int eex_enter_openat(void *ctx)
 {
-	__u64 addr = kaddr_do_sys_openat2;
-
-	if (eex_mine())
-		increment_map(&eex_openat_by_function_total, &addr, 1);
+	eex_count_openat2(&eex_openat_by_function_total);
 	return 0;
 }
 

@@ -21,6 +21,7 @@ On exit (SIGTERM, SIGINT) those programs must be gone from the kernel.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import math
@@ -106,22 +107,32 @@ class Output:
         return "".join(self.lines)
 
 
-def start_exporter(tmp: Path, names: tuple[str, ...], port: int) -> tuple[subprocess.Popen[str], Output]:
-    """``bpfkit exporter`` serving ``names`` from ``tmp`` (its working directory) on 127.0.0.1:PORT,
-    returned once it says it serves there."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bpfkit.cli", "exporter", "--config.dir", str(tmp), "--config.names", ",".join(names),
-         "--web.listen-address", f"127.0.0.1:{port}"],
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _start(cmd: list[str], cwd: Path, ready: str) -> tuple[subprocess.Popen[str], Output]:
+    """``cmd`` started in ``cwd``, returned once a line of its output has ``ready``."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = Output(proc)
     try:
-        out.wait_for(f"http://127.0.0.1:{port}", proc)
+        out.wait_for(ready, proc)
     except BaseException:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
         raise
     return proc, out
+
+
+def start_exporter(tmp: Path, names: tuple[str, ...], port: int) -> tuple[subprocess.Popen[str], Output]:
+    """``bpfkit exporter`` serving ``names`` from ``tmp`` (its working directory) on 127.0.0.1:PORT,
+    returned once it says it serves there."""
+    return _start([sys.executable, "-m", "bpfkit.cli", "exporter", "--config.dir", str(tmp), "--config.names",
+                   ",".join(names), "--web.listen-address", f"127.0.0.1:{port}"], tmp, f"http://127.0.0.1:{port}")
+
+
+def start_attach(tmp: Path, name: str, port: int) -> tuple[subprocess.Popen[str], Output]:
+    """``bpfkit attach NAME.bpf.o --metrics 127.0.0.1:PORT --metrics-config NAME.yaml`` (the config
+    in ebpf_exporter's format), returned once attached."""
+    return _start([sys.executable, "-m", "bpfkit.cli", "attach", str(tmp / f"{name}.bpf.o"), "--metrics",
+                   f"127.0.0.1:{port}", "--metrics-config", str(tmp / f"{name}.yaml")], tmp, "Ctrl-C or SIGTERM")
 
 
 def scrape(port: int, path: str = "/metrics") -> str:
@@ -271,28 +282,39 @@ def _assert_detached(prog_ids: set[int]) -> None:
     assert not links_running(prog_ids, set())
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[Served]:
+@contextlib.contextmanager
+def serving(tmp: Path, names: tuple[str, ...], attach: bool = False) -> Iterator[Served]:
+    """``names`` served from ``tmp`` by ``bpfkit exporter`` (or, with ``attach``, the one config by
+    ``bpfkit attach --metrics``) and scraped by Prometheus; on the way out both are stopped with
+    SIGTERM, must exit 0, and the programs reported are gone from the kernel."""
     metrics_port, prom_port = _free_port(), _free_port()
-    tmp = Path(tempfile.mkdtemp(prefix="bpfkit-eex-"))
-    exporter = prom = None
+    server = prom = None
     try:
-        _prepare(tmp, HOST_CONFIGS)
-        exporter, output = start_exporter(tmp, HOST_CONFIGS, metrics_port)
+        _prepare(tmp, names)
+        server, output = start_attach(tmp, names[0], metrics_port) if attach else start_exporter(tmp, names, metrics_port)
         prom = start_prometheus(tmp, metrics_port, prom_port)
-        s = Served(tmp, exporter, output, metrics_port, prom_port)
-        all_ids = s.ids(*HOST_CONFIGS)
-        yield s
+        served = Served(tmp, server, output, metrics_port, prom_port)
+        ids = served.ids(*names)
+        yield served
         _stop(prom, "prometheus")
         prom = None
-        _stop(exporter, "bpfkit exporter")
-        exporter = None
-        _assert_detached(all_ids)
+        _stop(server, "bpfkit")
+        server = None
+        _assert_detached(ids)
     finally:
-        for proc in (prom, exporter):
+        for proc in (prom, server):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    tmp = Path(tempfile.mkdtemp(prefix="bpfkit-eex-"))
+    try:
+        with serving(tmp, HOST_CONFIGS) as s:
+            yield s
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -544,37 +566,14 @@ def test_self_metrics(served: Served) -> None:
 
 
 # ------------------------------------------------------------------------- bpfkit attach --metrics
-def test_attach_serves_an_ebpf_exporter_config() -> None:
+def test_attach_serves_an_ebpf_exporter_config(tmp_path: Path) -> None:
     """``bpfkit attach OBJ --metrics ADDR --metrics-config NAME.yaml`` takes an ebpf_exporter config
     (told apart by its metrics: key) and serves the same families."""
-    metrics_port, prom_port = _free_port(), _free_port()
-    tmp = Path(tempfile.mkdtemp(prefix="bpfkit-eex-attach-"))
-    attach = prom = None
-    try:
-        _prepare(tmp, ("eex_comm",))
-        attach = subprocess.Popen(
-            [sys.executable, "-m", "bpfkit.cli", "attach", str(tmp / "eex_comm.bpf.o"), "--metrics",
-             f"127.0.0.1:{metrics_port}", "--metrics-config", str(tmp / "eex_comm.yaml")],
-            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        out = Output(attach)
-        out.wait_for("Ctrl-C or SIGTERM", attach)
-        prom = start_prometheus(tmp, metrics_port, prom_port)
-        held, _ = bpf_ids_held_by(attach.pid)
-        run_workload(tmp, held, "comm", "eex-keep-q:6", "other:2")
-        wait_series(prom_port, "ebpf_exporter_eex_comm_kept_calls_total", {labels(comm="q"): 6})
-        wait_series(prom_port, "ebpf_exporter_eex_comm_calls_total", {labels(comm="eex-keep-q"): 6, labels(comm="other"): 2})
-        scrape(metrics_port)
-        _stop(prom, "prometheus")
-        prom = None
-        _stop(attach, "bpfkit attach")
-        attach = None
-        _assert_detached(held)
-    finally:
-        for proc in (prom, attach):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with serving(tmp_path, ("eex_comm",), attach=True) as s:
+        s.run(("eex_comm",), "comm", "eex-keep-q:6", "other:2")
+        s.expect("ebpf_exporter_eex_comm_kept_calls_total", {labels(comm="q"): 6})
+        s.expect("ebpf_exporter_eex_comm_calls_total", {labels(comm="eex-keep-q"): 6, labels(comm="other"): 2})
+        scrape(s.metrics_port)
 
 
 # --------------------------------------------------------------------- config check, stop, errors
@@ -639,22 +638,7 @@ def test_kprobe_and_fentry_counters(tmp_path: Path, config: str) -> None:
     """eex_kprobe / eex_fentry: a kprobe and an fentry program on do_sys_openat2 count each open()
     of the workload, under the function kaddrs and ksym name (the host has neither kprobes nor
     BPF trampolines: these run in the VM kernels and skip here naming the feature)."""
-    metrics_port, prom_port = _free_port(), _free_port()
-    _prepare(tmp_path, (config,))
-    exporter, _ = start_exporter(tmp_path, (config,), metrics_port)
-    prom = None
-    try:
-        prom = start_prometheus(tmp_path, metrics_port, prom_port)
-        ids = program_ids(scrape(metrics_port), config)
-        run_workload(tmp_path, ids, "open", str(tmp_path), "2", "1", "3")
-        wait_series(prom_port, f"ebpf_exporter_{config}_calls_total", {labels(function="do_sys_openat2"): 6})
-        scrape(metrics_port)
-        _stop(prom, "prometheus")
-        prom = None
-        _stop(exporter, "bpfkit exporter")
-        _assert_detached(ids)
-    finally:
-        for proc in (prom, exporter):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with serving(tmp_path, (config,)) as s:
+        s.run((config,), "open", str(tmp_path), "2", "1", "3")
+        s.expect(f"ebpf_exporter_{config}_calls_total", {labels(function="do_sys_openat2"): 6})
+        scrape(s.metrics_port)
