@@ -7,7 +7,7 @@ field's value (an int, or the bytes of an array) into the label's text.
     cgroup      a cgroup v2 id (bpf_get_current_cgroup_id()) -> its path under the cgroup2 mount
     ipv4        a __be32 (or 4 bytes) -> dotted quad
     ipv6        16 bytes -> RFC 5952 text
-    errno       an errno, negative or not -> its name (ENOENT)
+    errno       an errno, negative or not -> its name (ENOENT, the kernel's ERESTARTSYS; unknown:N)
     static_map  a table of value -> text (``static_map: {1: read, 2: write}``)
     string      bytes -> the text up to the first NUL
 """
@@ -113,9 +113,22 @@ def _ipv6(value: object) -> object:
     return socket.inet_ntop(socket.AF_INET6, raw[:16]) if len(raw) == 16 else value
 
 
+# The kernel's own errnos above the UAPI's (include/linux/errno.h): never meant for user space,
+# but a program reading a return value (a syscall exit, a function's) meets them.
+KERNEL_ERRNOS = {512: "ERESTARTSYS", 513: "ERESTARTNOINTR", 514: "ERESTARTNOHAND", 515: "ENOIOCTLCMD",
+                 516: "ERESTART_RESTARTBLOCK", 517: "EPROBE_DEFER", 518: "EOPENSTALLED", 519: "ENOPARAM",
+                 521: "EBADHANDLE", 522: "ENOTSYNC", 523: "EBADCOOKIE", 524: "ENOTSUPP", 525: "ETOOSMALL",
+                 526: "ESERVERFAULT", 527: "EBADTYPE", 528: "EJUKEBOX", 529: "EIOCBQUEUED", 530: "ERECALLCONFLICT",
+                 531: "ENOGRACE"}
+
+
 def _errno(value: object) -> object:
     n = _as_int(value)
-    return value if n is None else errno_name(abs(n))
+    if n is None:
+        return value
+    n = abs(n)
+    name = KERNEL_ERRNOS.get(n) or errno_name(n)
+    return f"unknown:{n}" if name.startswith("errno ") else name  # ebpf_exporter's text for a number it cannot name
 
 
 def _string(value: object) -> object:
