@@ -12,6 +12,8 @@
 //                                   scales both
 //   eex_write_size_fixed_bytes      fixed, keys 1, 10, 100, 1000, 10000: the first key >= bytes
 //                                   (10000 for more), the sum at key 10001
+//   eex_write_size_from8_bytes      exp2, key u64 bucket, buckets 0..8 stored; the config's
+//                                   bucket_min 3 leaves 0..2 out of the buckets and _count (not the sum)
 // Observations above the last bucket land in it (the sum keeps their true size).
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,6 +24,7 @@
 #define LINEAR_STEP 100
 #define LINEAR_MAX 10
 #define FIXED_LAST 10000
+#define FROM8_MAX 8
 
 struct eex_fd_bucket {
 	__u32 fd;
@@ -61,6 +64,13 @@ struct {
 	__type(value, __u64);
 } eex_write_size_fixed_bytes SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FROM8_MAX + 2);
+	__type(key, struct eex_bucket);
+	__type(value, __u64);
+} eex_write_size_from8_bytes SEC(".maps");
+
 static __always_inline __u64 eex_fixed_key(__u64 bytes)
 {
 	if (bytes <= 1)
@@ -98,6 +108,7 @@ int eex_enter_write(struct trace_event_raw_sys_enter *ctx)
 	eex_observe_exp2(&eex_write_size_kilobytes, by_fd, bytes, EXP2_MAX);
 
 	eex_observe_exp2zero(&eex_write_size_bytes, key, bytes, EXP2ZERO_MAX);
+	eex_observe_exp2(&eex_write_size_from8_bytes, key, bytes, FROM8_MAX);
 
 	/* An array (every key preallocated, as arrays are): the bucket and the sum slot. */
 	slot = bytes / LINEAR_STEP;

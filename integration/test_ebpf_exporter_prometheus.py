@@ -518,8 +518,8 @@ SIZES = {10: [0, 1, 2, 3, 4, 5, 8, 9, 16, 17, 100, 200, 1000, 1024, 1025, 5000],
 
 def test_histograms_by_ebpf_exporter_rules(served: Served) -> None:
     """eex_writes: the workload's write() sizes in exp2 (by fd, multiplier 0.001), exp2zero, linear
-    (an array, multiplier 100) and fixed (bucket_keys) histograms: every bucket, _count and _sum
-    exactly as ebpf_exporter's rules give them for what the object stored."""
+    (an array, multiplier 100), fixed (bucket_keys) and exp2 from bucket_min 3 histograms: every
+    bucket, _count and _sum exactly as ebpf_exporter's rules give them for what the object stored."""
     served.run(("eex_writes",), "writes", *(f"{fd}:{','.join(map(str, sizes))}" for fd, sizes in SIZES.items()))
     everything = [v for sizes in SIZES.values() for v in sizes]
     cases = {
@@ -532,12 +532,17 @@ def test_histograms_by_ebpf_exporter_rules(served: Served) -> None:
             (): ebpf_exporter_rules("linear", bpf_linear(everything, 100, 10), 100.0, 0, 10)},
         "ebpf_exporter_eex_write_size_fixed_bytes": {
             (): ebpf_exporter_rules("fixed", bpf_fixed(everything), 1.0, fixed=FIXED_KEYS)},
+        "ebpf_exporter_eex_write_size_from8_bytes": {
+            (): ebpf_exporter_rules("exp2", bpf_exp2(everything, 8), 1.0, 3, 8)},
     }
     # The models' own sanity: the sums are the bytes written (linear: its sizes are in steps of 100
     # but 0..17 and 1025/5000/65536 are not, so its sum is the floor of each / 100, times 100).
     assert cases["ebpf_exporter_eex_write_size_bytes"][()].sum == sum(everything)
     assert cases["ebpf_exporter_eex_write_size_kilobytes"][labels(fd="11")].sum == sum(SIZES[11]) * 0.001
     assert cases["ebpf_exporter_eex_write_size_kilobytes"][labels(fd="10")].buckets["0.001"] == 2  # 0 and 1
+    # bucket_min 3: the 5 sizes of 0..4 bytes are left out of the buckets and _count, not of _sum.
+    from8 = cases["ebpf_exporter_eex_write_size_from8_bytes"][()]
+    assert (from8.count, from8.sum, next(iter(from8.buckets))) == (len(everything) - 5, sum(everything), "8")
     for family, want in cases.items():
         assert_histogram(served, family, want)
 
