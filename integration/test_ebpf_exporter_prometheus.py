@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -121,11 +122,12 @@ def _start(cmd: list[str], cwd: Path, ready: str) -> tuple[subprocess.Popen[str]
     return proc, out
 
 
-def start_exporter(tmp: Path, names: tuple[str, ...], port: int) -> tuple[subprocess.Popen[str], Output]:
-    """``bpfkit exporter`` serving ``names`` from ``tmp`` (its working directory) on 127.0.0.1:PORT,
-    returned once it says it serves there."""
+def start_exporter(tmp: Path, names: tuple[str, ...], port: int, path: str = "/metrics") -> tuple[subprocess.Popen[str], Output]:
+    """``bpfkit exporter`` serving ``names`` from ``tmp`` (its working directory) on
+    http://127.0.0.1:PORT/PATH, returned once it says it serves there."""
     return _start([sys.executable, "-m", "bpfkit.cli", "exporter", "--config.dir", str(tmp), "--config.names",
-                   ",".join(names), "--web.listen-address", f"127.0.0.1:{port}"], tmp, f"http://127.0.0.1:{port}")
+                   ",".join(names), "--web.listen-address", f"127.0.0.1:{port}", "--web.telemetry-path", path],
+                  tmp, f"http://127.0.0.1:{port}{path}")
 
 
 def start_attach(tmp: Path, name: str, port: int) -> tuple[subprocess.Popen[str], Output]:
@@ -616,12 +618,15 @@ def test_config_check(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stop_leaves_nothing_attached(tmp_path: Path, sig: signal.Signals) -> None:
-    """Ctrl-C or SIGTERM: the exporter exits 0 and its programs (the ids it reported) are gone."""
+    """Ctrl-C or SIGTERM: the exporter exits 0 and its programs (the ids it reported) are gone.
+    (Served on another --web.telemetry-path: only there.)"""
     _prepare(tmp_path, ("eex_percpu", "eex_uprobe"))
     port = _free_port()
-    proc, out = start_exporter(tmp_path, ("eex_percpu", "eex_uprobe"), port)
+    proc, out = start_exporter(tmp_path, ("eex_percpu", "eex_uprobe"), port, "/ebpf")
     try:
-        text = scrape(port)
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            scrape(port)
+        text = scrape(port, "/ebpf")
         ids = program_ids(text, "eex_percpu") | program_ids(text, "eex_uprobe")
         assert len(ids) == 3 and sorted(_loaded(ids)) == sorted(ids)
         proc.send_signal(sig)
