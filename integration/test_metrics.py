@@ -66,7 +66,8 @@ def test_families_labels_and_values(demo: Any) -> None:
     assert got[(PREFIX + "calls", (("comm", comm), ("kind", "CALL_GETPGID"), ("tgid", me)))] == len(PGID_ARGS)
     # per-CPU struct value: one family per field, the CPUs summed; scalar key -> label "key".
     assert got[(PREFIX + "totals_events", (("key", "0"),))] == PPID_CALLS + len(PGID_ARGS)
-    assert got[(PREFIX + "totals_arg_sum", (("key", "0"),))] == sum(PGID_ARGS)
+    # A field named *_sum is a counter (a gauge so named is refused by promtool): its samples end in _total.
+    assert got[(PREFIX + "totals_arg_sum_total", (("key", "0"),))] == sum(PGID_ARGS)
     # slot-keyed array -> a histogram: cumulative buckets, le = the slot's inclusive upper bound.
     h = PREFIX + "pgid_hist"
     assert got[(h + "_bucket", (("le", "1"),))] == 1

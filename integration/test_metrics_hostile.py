@@ -172,7 +172,7 @@ def test_two_maps_that_share_a_name_are_refused(tmp_path: Path) -> None:
         with pytest.raises(UsageError) as err:
             apply_config(parse_config("maps:\n  m_c: {}\n  m_c_b:\n    name: bpfkit_hostile_m_c_b\n", "c.yaml"), coll.maps, "hostile")
         assert str(err.value).startswith("c.yaml:3: maps.m_c_b: map m_c field b (bpfkit_hostile_m_c_b) and map m_c_b field value")
-        # A counter's samples end in _total: a gauge of that name is the same series.
+        # A counter's samples end in _total: a family of that name (a counter too, by its name) is the same series.
         with pytest.raises(UsageError, match=r"map m_c field b \(x_b\) and map m_c_b field value \(x_b_total\) "
                                              r"are both served as x_b_total"):
             apply_config(parse_config("maps:\n  m_c:\n    name: x\n    type: counter\n  m_c_b:\n    name: x_b_total\n",

@@ -74,6 +74,10 @@ def test_good_config_parses() -> None:
     ("maps:\n  h:\n    histogram:\n      step: 0\n", "m.yaml:4: maps.h.histogram.step: must be 1 or more, not 0"),
     ("maps:\n  h:\n    histogram:\n      bucket_min: x\n",
      "m.yaml:4: maps.h.histogram.bucket_min: expected an integer, got str 'x'"),
+    ("maps:\n  h:\n    histogram:\n      bucket_min: 2\n      bucket_max: 1\n",
+     "m.yaml:5: maps.h.histogram.bucket_max: must be in bucket_min (2) .. 4095, not 1"),
+    ("maps:\n  h:\n    histogram:\n      bucket_max: 4096\n", "m.yaml:4: maps.h.histogram.bucket_max: must be in bucket_min (0) .. 4095"),
+    ("maps:\n  h:\n    histogram:\n      bucket_max: 2.5\n", "m.yaml:4: maps.h.histogram.bucket_max: expected an integer, got float"),
     ("maps:\n  calls: {}\n  calls: {}\n", "m.yaml:3: 'calls' given twice (first on line 2)"),
     ("maps:\n  calls:\n    help: [unclosed\n", "m.yaml:4: not valid YAML:"),
     ("prefix: ok\nonly_listed: maybe\n", "m.yaml:2: only_listed: expected true or false, got str 'maybe'"),
@@ -186,6 +190,18 @@ def test_merge_keys() -> None:
     assert (c.maps["b"].type, c.maps["b"].help) == ("counter", "mine")
     assert (c.maps["c"].type, c.maps["c"].help) == ("counter", "shared")
     assert c.maps["b"].line == 4
+
+
+def test_histogram_bucket_max_and_exponent_multipliers() -> None:
+    """bucket_max (ebpf_exporter's: slot bucket_max + 1 holds the sum), and a multiplier written
+    with an exponent (a float in YAML 1.2 and Go's yaml; text in PyYAML's YAML 1.1 unless it has a
+    point and a signed exponent)."""
+    h = parse_config("maps:\n  h:\n    histogram:\n      bucket_min: 1\n      bucket_max: 26\n"
+                     "      bucket_multiplier: 1e-6\n", "m.yaml").maps["h"].histogram
+    assert h is not None and (h.bucket_min, h.bucket_max, h.bucket_max_line, h.bucket_multiplier) == (1, 26, 5, 1e-06)
+    for text in ("2.5e3", "25E2", ".25e4", "+2_500e0"):
+        h = parse_config(f"maps:\n  h:\n    histogram: {{bucket_multiplier: {text}}}\n", "m.yaml").maps["h"].histogram
+        assert h is not None and h.bucket_max is None and h.bucket_multiplier == 2500.0, text
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "-1", "0", "1.0e+999"])

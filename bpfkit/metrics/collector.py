@@ -4,8 +4,10 @@
 Each scrape walks every planned map once with batch lookups (``Map.raw_batches()``:
 BPF_MAP_LOOKUP_BATCH, 256 entries a syscall) and turns each entry into one sample per family
 (docs/metrics.md). Per-CPU values are summed over the CPUs. Histograms are cumulative
-``_bucket{le=...}`` samples, ``_count`` and an approximate ``_sum`` (each bucket's count times
-the middle of its bounds: a BPF histogram keeps counts per slot, not the values).
+``_bucket{le=...}`` samples (each ``le`` in its shortest exact form, none twice), ``_count``
+and ``_sum``: exact from the sum's slot when a config gives ``bucket_max``, else approximate
+(each slot's count times the middle of its bounds: a BPF histogram keeps counts per slot, not
+the values).
 
 Two ways out, the same samples: :meth:`MapCollector.collect` (prometheus_client's Collector
 protocol: any registry, any exposition format it writes) and :meth:`MapCollector.render` (the
@@ -21,24 +23,25 @@ on ``errors``, counted in ``bpfkit_metrics_render_errors_total{map=...}`` (docs/
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TextIO, TypeVar
+from typing import Literal, TextIO, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..errors import BPFKitError
-from .plan import RENDER_ERRORS, Field, HistPlan, Label, MapMetrics, label_text
+from .plan import MAX_SLOT, RENDER_ERRORS, Field, HistPlan, Label, MapMetrics, label_text, scaled
 
 __all__ = ["MapCollector"]
 
 T = TypeVar("T")
 Row = tuple[tuple[str, ...], list[float]]
 _RENDER_ERRORS_HELP = "Renders of the scrape answer that left this map out: it could not be read or rendered"
-HistRow = tuple[tuple[str, ...], list[tuple[str, int]], float]  # labels, cumulative buckets (+Inf last), approximate sum
+HistRow = tuple[tuple[str, ...], list[tuple[str, int]], float]  # labels, cumulative buckets (+Inf last), _sum
 
 
 def _number(value: object) -> float:
@@ -207,28 +210,36 @@ class MapCollector(Collector):
             if escaped:
                 lv = tuple(escape(t) for t in lv)
             _count(hist, counts, lv, key, value, plan.percpu)
-        if hist.slots:
+        sum_slot = hist.sum_slot
+        if sum_slot >= 0:
+            width = sum_slot  # the slots below the sum's (a config's bucket_max + 1)
+        elif hist.slots:
             width = hist.slots  # from the type: a slots array's length, an array map's entries
         else:  # as seen: trailing empty slots dropped, never fewer buckets than served before
             width = max([self._slots_seen.get(hist.name, 0)] + [_last_nonzero(row) + 1 for row in counts.values()])
         self._slots_seen[hist.name] = width
-        uppers = [hist.upper(i) for i in range(width)]
-        bounds = _bucket_bounds(uppers)
-        mids = [(hist.lower(i) + up) / 2 for i, up in enumerate(uppers)]
+        bounds, twice_mids = _bounds(hist.kind, hist.first_slot, hist.base, hist.step, hist.multiplier, width)
+        multiplier = hist.multiplier
         out: list[HistRow] = []
         for lv, row in counts.items():
             buckets: list[tuple[str, int]] = []
             total = 0
-            approx = 0.0
-            for i in range(width):
-                c = row[i] if i < len(row) else 0
+            approx = 0  # twice the sum, each count at the middle of its slot, before the multiplier
+            for i in range(min(width, len(row))):
+                c = row[i]
                 if c:
                     total += c
-                    approx += c * mids[i]  # inf for a slot past float's range
+                    approx += c * twice_mids[i]
                 if bounds[i]:
                     buckets.append((bounds[i], total))
-            buckets.append(("+Inf", total + sum(row[width:])))
-            out.append((lv, buckets, approx))
+            buckets.extend((le, total) for le in bounds[len(row):] if le)  # slots the row does not reach
+            if sum_slot >= 0:
+                exact = row[sum_slot] if sum_slot < len(row) else 0
+                buckets.append(("+Inf", total + sum(row[width:]) - exact))
+                out.append((lv, buckets, scaled(exact, multiplier)))
+            else:
+                buckets.append(("+Inf", total + sum(row[width:])))
+                out.append((lv, buckets, scaled(approx, multiplier) / 2))
         return out
 
     def _guard(self, plan: MapMetrics, read: Callable[[MapMetrics], list[T]]) -> list[T]:
@@ -333,7 +344,7 @@ def _count(hist: HistPlan, counts: dict[tuple[str, ...], list[int]], lv: tuple[s
                 row[i] += int(c)
         return
     slot = hist.slot(key) if hist.slot is not None else key
-    if not isinstance(slot, int) or not 0 <= slot <= 4096:
+    if not isinstance(slot, int) or not 0 <= slot <= MAX_SLOT:
         return  # not a slot index (a key the program never meant as one)
     row = counts.setdefault(lv, [])
     if len(row) <= slot:
@@ -345,17 +356,29 @@ def _le(bound: float) -> str:
     return str(int(bound)) if bound.is_integer() else repr(bound)
 
 
-def _bucket_bounds(uppers: list[float]) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _bounds(kind: Literal["log2", "linear"], first_slot: int, base: int, step: int, multiplier: float,
+            width: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ``le`` text of each of ``width`` slots ("": served in the next bucket) and twice the
+    middle of each slot before the multiplier (the approximate ``_sum`` adds those up exactly)."""
+    h = HistPlan("", "", "slot_key", kind=kind, first_slot=first_slot, base=base, step=step, multiplier=multiplier)
+    ranges = [h.range(i) for i in range(width)]
+    return _bucket_bounds([scaled(hi, multiplier) for _, hi in ranges]), tuple(lo + hi for lo, hi in ranges)
+
+
+def _bucket_bounds(uppers: list[float]) -> tuple[str, ...]:
     """Each slot's ``le`` text, or "" for a slot served in the next bucket: one whose bound is
-    not finite (its counts are in ``+Inf``), or not below the next slot's (bounds that round to
-    one float: a bucket holds the highest of them, whose cumulative count covers the others)."""
+    not finite (its counts are in ``+Inf``), or not below the next slot's (slots whose bounds
+    are one float, as bcc's slot 0 and 1 with ``bucket_min: 1``, or that round to one: a bucket
+    holds the highest of them, whose cumulative count covers the others). Distinct floats have
+    distinct texts (the shortest that reads back as the float), so no ``le`` is served twice."""
     out = [""] * len(uppers)
     above = math.inf
     for i in range(len(uppers) - 1, -1, -1):
         if uppers[i] < above:  # False for inf and nan
             out[i] = _le(uppers[i])
             above = uppers[i]
-    return out
+    return tuple(out)
 
 
 def _last_nonzero(row: list[int]) -> int:

@@ -5,12 +5,14 @@ in the spirit of ebpf_exporter's configs (docs/metrics.md):
 .. code-block:: yaml
 
     prefix: myapp                 # families are PREFIX_<map>_<field> (default bpfkit_<object>)
-    only_listed: true             # serve only the maps below (default: every map, these changed)
+    only_listed: true             # serve only the maps below (default: these, and every other map
+                                  # that is not internal: bpfkit.metrics.plan.internal)
     maps:
       calls:                      # a map of the object
         name: myapp_syscalls      # the family (a value alone), or the prefix of its fields'
         help: Syscalls by process
-        type: counter             # counter or gauge (default gauge)
+        type: counter             # counter or gauge (default: counter for names ending in _total,
+                                  # _count, _sum, _bucket or in maps named *_total, else gauge)
         labels:                   # which key fields, in this order; the others are summed over
           - field: tgid           # the key field (dotted for nested: addr.port); "key" for a scalar key
             name: pid             # the label's name (default the field's, dots as _)
@@ -26,6 +28,9 @@ in the spirit of ebpf_exporter's configs (docs/metrics.md):
         histogram:                # a histogram-shaped map: how its slots map to bounds
           bucket_type: exp2       # exp2 (log2 slots) or linear
           bucket_min: 0           # the first slot's index (bcc's bpf_log2l: 1)
+          bucket_max: 26          # the last bucket's slot; slot bucket_max + 1 holds the exact sum
+                                  # (ebpf_exporter's convention): _sum, not a bucket (default: no
+                                  # sum slot, _sum approximate)
           bucket_multiplier: 1e-6 # scales every bound (usecs counted, seconds served)
           base: 0                 # linear: slot i holds [base + i*step, base + (i+1)*step - 1]
           step: 1
@@ -42,7 +47,7 @@ import dataclasses
 import math
 import operator
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ..btf.spec import BTF
 from ..btf.types import Enum
@@ -51,12 +56,16 @@ from .decoders import DECODERS, make_decoder
 from .plan import (
     _LABEL_NAME_OK,
     _METRIC_NAME_OK,
+    CUMULATIVE,
+    MAX_SLOT,
     HistPlan,
     Label,
     MapMetrics,
     _default_text,
     _Leaf,
     _leaves,
+    auto_kind,
+    internal,
     label_problem,
     label_text,
     metric_name,
@@ -93,6 +102,8 @@ class HistConfig:
     base: int
     step: int
     line: int
+    bucket_max: int | None = None  # the last bucket's slot: slot bucket_max + 1 holds the sum
+    bucket_max_line: int = 0
 
 
 @dataclasses.dataclass
@@ -180,7 +191,7 @@ def _map_config(c: Checker, name: str, body: object, line: int) -> MapConfig:
     if m.get("histogram") is not None:
         hw = f"{where}.histogram"
         hm = c.mapping(m["histogram"], hw, c.line_of(m, "histogram"),
-                       ("bucket_type", "bucket_min", "bucket_multiplier", "base", "step"))
+                       ("bucket_type", "bucket_min", "bucket_max", "bucket_multiplier", "base", "step"))
         step = c.number(hm, "step", hw, 1, int)
         if step < 1:
             raise c.error(c.line_of(hm, "step"), f"{hw}.step", f"must be 1 or more, not {step}")
@@ -188,8 +199,16 @@ def _map_config(c: Checker, name: str, body: object, line: int) -> MapConfig:
         if not math.isfinite(multiplier) or multiplier <= 0:  # bounds must be finite and increasing
             raise c.error(c.line_of(hm, "bucket_multiplier"), f"{hw}.bucket_multiplier",
                           f"must be a finite number above 0, not {multiplier}")
-        hist = HistConfig(c.choice(hm, "bucket_type", hw, ("exp2", "linear")), c.number(hm, "bucket_min", hw, 0, int),
-                          multiplier, c.number(hm, "base", hw, 0, int), step, hm.line)
+        bucket_min = c.number(hm, "bucket_min", hw, 0, int)
+        bucket_max = None
+        if hm.get("bucket_max") is not None:
+            bucket_max = c.number(hm, "bucket_max", hw, 0, int)
+            if not bucket_min <= bucket_max < MAX_SLOT:  # the sum's slot must be one the collector reads
+                raise c.error(c.line_of(hm, "bucket_max"), f"{hw}.bucket_max",
+                              f"must be in bucket_min ({bucket_min}) .. {MAX_SLOT - 1}, not {bucket_max}")
+        hist = HistConfig(c.choice(hm, "bucket_type", hw, ("exp2", "linear")), bucket_min,
+                          multiplier, c.number(hm, "base", hw, 0, int), step, hm.line, bucket_max,
+                          c.line_of(hm, "bucket_max"))
     return MapConfig(name, c.text(m, "name", where, **metric_ok), c.text(m, "help", where),
                      c.choice(m, "type", where, ("counter", "gauge")), labels, values, hist, line)
 
@@ -222,6 +241,8 @@ def apply_config(config: MetricsConfig, maps: Mapping[str, Any], obj: str) -> li
             continue
         if listed is not None:
             _apply_map(config.path, listed, plan)
+        elif internal(plan) is not None:
+            continue  # a program's working state: served only when the config names it
         plans.append(plan)
     clash = name_clash(plans)
     if clash is not None:
@@ -250,7 +271,7 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
             plan.hist.name = mc.name + plan.hist.name[len(old_base):]
     for f in plan.fields:
         f.help = mc.help or f.help
-        f.kind = mc.type or f.kind  # type: ignore[assignment]
+        f.kind = _kind(mc.type, f.name, plan.base)
     if plan.hist is not None and mc.help:
         plan.hist.help = mc.help
     if mc.labels is not None:
@@ -274,6 +295,7 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
         if len(labels) < len([k for k in keys if k != slot_field]) and plan.hist is None:
             plan.summed = True  # fewer labels than key fields: entries sharing them are added up
         plan.labels = labels
+    said: dict[str, tuple[int, str]] = {}  # family -> where the config gives its type
     if mc.values is not None:
         by_path = {f.path or "value": f for f in plan.fields}
         fields = []
@@ -282,9 +304,18 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
             if found is None:
                 raise UsageError(f"{path}:{vcfg.line}: {where}.values: field {vcfg.field!r}: not a numeric value field "
                                  f"(served: {', '.join(by_path) or 'none'})")
-            fields.append(dataclasses.replace(found, name=vcfg.name or found.name, help=vcfg.help or found.help,
-                                              kind=vcfg.type or found.kind))  # type: ignore[arg-type]
+            name = vcfg.name or found.name
+            fields.append(dataclasses.replace(found, name=name, help=vcfg.help or found.help,
+                                              kind=_kind(vcfg.type or mc.type, name, plan.base)))
+            if vcfg.type is not None:
+                said[name] = (vcfg.line, f"{where}.values: field {vcfg.field!r}")
         plan.fields = fields
+    for f in plan.fields:  # only a config's type: gauge makes one (the automatic kind is a counter's)
+        if f.kind == "gauge" and f.name.endswith(CUMULATIVE):
+            line, at = said.get(f.name, (mc.line, where))
+            raise UsageError(f"{path}:{line}: {at}: type: gauge, but {f.name} ends as a counter's samples do (_total, "
+                             "_count, _sum, _bucket: promtool check metrics refuses such a gauge): serve it as a "
+                             "counter (type: counter) or under another name (name:)")
     if mc.histogram is not None:
         h = plan.hist
         if h is None:
@@ -295,6 +326,18 @@ def _apply_map(path: str, mc: MapConfig, plan: MapMetrics) -> None:
         if hc.bucket_type:
             h.kind = "log2" if hc.bucket_type == "exp2" else "linear"
         h.first_slot, h.multiplier, h.base, h.step = hc.bucket_min, hc.bucket_multiplier, hc.base, hc.step
+        if hc.bucket_max is not None:
+            if h.slots and hc.bucket_max + 1 >= h.slots:
+                raise UsageError(f"{path}:{hc.bucket_max_line}: {where}.histogram.bucket_max: {hc.bucket_max}: the sum's slot "
+                                 f"({hc.bucket_max + 1}) is past the map's {h.slots} slots")
+            h.sum_slot = hc.bucket_max + 1
+
+
+def _kind(given: str | None, name: str, base: str) -> Literal["counter", "gauge"]:
+    """The kind a config gives, else the automatic one (for the name the family is served as)."""
+    if given == "counter":
+        return "counter"
+    return "gauge" if given == "gauge" else auto_kind(name, base)
 
 
 def _slot_path(plan: MapMetrics) -> str | None:

@@ -17,33 +17,41 @@ Histogram shapes (the ones bpfkit.hist recognises from data, here from types):
   (bcc's ``BPF_HISTOGRAM``, an array indexed by slot): one histogram.
 
 Log2 unless the map's name says ``lin``, as bpfkit.hist decides.
+
+Families are gauges unless named as counters are (:func:`auto_kind`: ``*_total``, ``*_count``,
+``*_sum``, ``*_bucket``, and every field of a map named ``*_total``), since promtool refuses a
+gauge so named. :func:`plan_collection` leaves out :func:`internal` maps: a program's working
+state (start times keyed by kernel pointers, scratch space), not metrics.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
 from typing import Literal
 
 from ..btf import layout
 from ..btf.spec import BTF
-from ..btf.types import Array, Enum, Float, Int, IntEncoding, Struct, Type, Union
+from ..btf.types import Array, Enum, Float, Int, IntEncoding, Pointer, Struct, Type, Union
 from ..errors import UsageError
 from ..hist import _HIST_NAME  # the map names bpfkit.hist takes for slot-keyed histograms
 from ..maps import PERCPU_TYPES, Map
 from ..spec.consts import MapType
 
 __all__ = ["Label", "Field", "HistPlan", "MapMetrics", "plan_map", "plan_collection", "object_name", "metric_name", "SERVED_TYPES",
-           "name_clash", "label_problem", "RENDER_ERRORS"]
+           "name_clash", "label_problem", "RENDER_ERRORS", "internal", "auto_kind", "scaled", "CUMULATIVE", "MAX_SLOT"]
 
 # Maps whose elements are counters or gauges: hashes and arrays, per-CPU or not.
 SERVED_TYPES = frozenset({MapType.HASH, MapType.ARRAY, MapType.PERCPU_HASH, MapType.PERCPU_ARRAY,
                           MapType.LRU_HASH, MapType.LRU_PERCPU_HASH})
 SLOT_FIELDS = ("slot", "bucket")
+MAX_SLOT = 4096  # the highest slot index a histogram's key is read as (past it: not a slot)
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
 _METRIC_NAME_OK = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z").match
 _LABEL_NAME_OK = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z").match
@@ -106,9 +114,14 @@ class HistPlan:
 
     ``source``: "value_slots" (``get`` reads the slots list from the value), "key_slot"
     (``slot`` reads the slot index from the key; the value is the count), "slot_key" (the
-    key is the slot index, the value the count). Bucket ``i`` of a log2 histogram holds
-    values up to ``2**(i+1) - 1`` (slot 0: 0 and 1; as libbpf-tools' log2l), shifted by
-    ``first_slot``; of a linear one, up to ``base + (i+1)*step - 1``."""
+    key is the slot index, the value the count). Slots count integers (a BPF program takes the
+    log2 of an integer): slot ``i`` of a log2 histogram holds ``[2**j, 2**(j+1) - 1]`` with
+    ``j = i - first_slot`` (slot ``first_slot`` holds 0 and 1; libbpf-tools' and bpftrace's
+    log2 has ``first_slot`` 0, bcc's ``bpf_log2l`` 1), so its ``le`` is ``2**(j+1) - 1``; slot
+    ``i`` of a linear one holds ``[base + i*step, base + (i+1)*step - 1]``. Every bound is
+    scaled by ``multiplier``. ``sum_slot`` (bucket_max + 1, -1: none) holds the exact sum of
+    the values counted, as ebpf_exporter's programs keep it: it is ``_sum``, never a bucket,
+    and the buckets are the slots below it."""
 
     name: str
     help: str
@@ -122,31 +135,45 @@ class HistPlan:
     step: int = 1
     multiplier: float = 1.0   # scales every bound (usecs counted, seconds served)
     slot_path: str = ""       # key_slot: the key field holding the slot
+    sum_slot: int = -1        # the slot holding the exact sum (a config's bucket_max + 1); -1: none
+
+    def range(self, i: int) -> tuple[int, int]:
+        """The integers slot ``i`` counts, inclusive, before ``multiplier``."""
+        if self.kind == "linear":
+            low = self.base + i * self.step
+            return low, low + self.step - 1
+        j = i - self.first_slot
+        return (0, 1) if j <= 0 else (1 << j, (2 << j) - 1)
 
     def upper(self, i: int) -> float:
-        """The inclusive upper bound (Prometheus' ``le``) of slot ``i``; ``inf`` past the range
-        of a float (a log2 slot 1,023 and up: 2**1024 is not one)."""
-        if self.kind == "linear":
-            return _scaled(self.base + (i + 1) * self.step - 1, self.multiplier)
-        j = i - self.first_slot
-        return 1.0 * self.multiplier if j <= 0 else _scaled(_pow2(j + 1) - 1, self.multiplier)
+        """The inclusive upper bound (Prometheus' ``le``) of slot ``i`` (see :func:`scaled`);
+        ``inf`` past the range of a float (a log2 slot 1,023 and up: 2**1024 is not one)."""
+        return scaled(self.range(i)[1], self.multiplier)
 
     def lower(self, i: int) -> float:
-        if self.kind == "linear":
-            return _scaled(self.base + i * self.step, self.multiplier)
-        j = i - self.first_slot
-        return 0.0 if j <= 0 else _scaled(_pow2(j), self.multiplier)
+        return scaled(self.range(i)[0], self.multiplier)
 
 
-def _pow2(n: int) -> float:
-    return math.ldexp(1.0, n) if n < 1024 else math.inf
-
-
-def _scaled(n: float, multiplier: float) -> float:
+def scaled(n: int, multiplier: float) -> float:
+    """``n`` x ``multiplier`` as the float nearest the exact product of ``n`` and the decimal
+    ``multiplier`` reads as (its shortest text: what a config said), so a bound prints in its
+    shortest exact form: 15 x 1e-06 is ``1.5e-05``, where float arithmetic gives
+    ``1.4999999999999999e-05``; and 2**53 + 1 stays exact until the last rounding. ``inf``
+    past float's range."""
     try:
-        return float(n) * multiplier
-    except OverflowError:  # an int past float's range (a linear histogram's base or step from Python)
-        return math.copysign(math.inf, n)
+        if multiplier == 1.0:
+            return float(n)
+        if not math.isfinite(multiplier):
+            return n * multiplier
+        num, den = _decimal(multiplier)
+        return n * num / den  # int / int: correctly rounded
+    except OverflowError:  # past float's range (2**1024 and up)
+        return math.inf if n > 0 else -math.inf
+
+
+@functools.lru_cache(maxsize=64)
+def _decimal(multiplier: float) -> tuple[int, int]:
+    return Fraction(repr(multiplier)).as_integer_ratio()
 
 
 @dataclasses.dataclass
@@ -166,7 +193,7 @@ class MapMetrics:
 @dataclasses.dataclass
 class _Leaf:
     path: str        # dotted, as attrgetter takes it
-    kind: str        # int, enum, bool, float, text, slots, array, other
+    kind: str        # int, enum, bool, float, text, slots, array, pointer, other
     type_id: int
     offset: int = -1  # bytes from the start of the key/value; -1: not at a whole byte (a bitfield)
     fmt: str = ""     # its struct format ("" where it has none: bitfields, unions, odd sizes)
@@ -201,7 +228,9 @@ def _opens(t: Type, depth: int) -> bool:
 
 def _array_leaf(btf: BTF, t: Type, path: str, type_id: int, offset: int) -> _Leaf:
     """A char array is text, an array of integers or enums slots (named ``slots``) or an
-    array; anything else (unions, structs past the depth, pointers...) is other."""
+    array, a pointer a pointer; anything else (unions, structs past the depth...) is other."""
+    if isinstance(t, Pointer):
+        return _Leaf(path, "pointer", type_id, offset)
     if isinstance(t, Array):
         elem = btf.resolve(t.type)
         if isinstance(elem, Int) and elem.size == 1 and (elem.encoding & IntEncoding.CHAR or "char" in elem.name):
@@ -262,13 +291,68 @@ def plan_map(m: Map, object_name: str, *, prefix: str = "bpfkit") -> MapMetrics 
             if leaf.kind in ("int", "enum", "bool", "float"):
                 name = metric_name(base, leaf.path.replace(".", "_")) if leaf.path else base
                 fields.append(Field(name, _getter(leaf.path), f"map {m.name} ({m.type.kernel_name}) {shown}",
-                                    path=leaf.path, offset=leaf.offset, fmt=leaf.fmt))
+                                    auto_kind(name, base), path=leaf.path, offset=leaf.offset, fmt=leaf.fmt))
             elif leaf.kind != "slots" or hist is None:
                 skipped.append(f"{shown} ({btf.type_name(leaf.type_id)}: not a number)")
     if not fields and hist is None:
         return None
     _unique_labels(labels, hist)
     return MapMetrics(m, base, labels, fields, hist, percpu, skipped)
+
+
+# The suffixes of the samples of counters, histograms and summaries. promtool check metrics
+# refuses a gauge named with one ('non-counter metrics should not have "_total" suffix', and
+# '... "_count"', '"_sum"', '"_bucket"' for non-histograms), and a value so named adds up what
+# it counts (ebpf_exporter names its counter maps *_total).
+CUMULATIVE = ("_total", "_count", "_sum", "_bucket")
+
+
+def auto_kind(name: str, base: str) -> Kind:
+    """A family's kind when no config says: a counter when its name ends in a
+    :data:`CUMULATIVE` suffix or its map's family (``base``) ends in ``_total`` (a map of
+    totals: every field adds up), else a gauge."""
+    return "counter" if name.endswith(CUMULATIVE) or base.endswith("_total") else "gauge"
+
+
+# Internal maps: a program's working state, not a metric (see :func:`internal`). Words of a map's
+# name (split at _) that say it holds start times or scratch space: biolatency's start,
+# cgroup-rstat-flushing's start_wait, softirq-latency's softirq_entry_timestamp, enqueue_ts ...
+_STATE_NAME = frozenset({"start", "ts", "tstamp", "timestamp", "timestamps", "tmp", "scratch"})
+# Words of a value field's name that say it holds a time stamp or an identifier (a trace's
+# span_id, a tgid): a map whose every number is one is state kept between events.
+_STATE_FIELD = frozenset({"start", "ts", "tstamp", "timestamp", "id", "ids", "pid", "tid", "tgid"})
+
+
+def internal(plan: MapMetrics) -> str | None:
+    """Why the planned map is a program's working state rather than a metric, as its BTF and
+    names tell (None: nothing says so). Maps without a config are served only when this is None
+    (a config that names a map serves it whatever this says):
+
+    * a key that is or holds a pointer (``struct request *``): entries live while the object
+      does (an I/O in flight, a socket), keyed by kernel addresses, one series each;
+    * a name whose words (split at ``_``) include start, ts, tstamp, timestamp(s), tmp or
+      scratch, unless the name ends in a :data:`CUMULATIVE` suffix (``timer_starts_total`` is
+      a counter) or the map is histogram-shaped;
+    * a struct value whose every number is named as a time stamp or an identifier (words ts,
+      tstamp, timestamp, start, id, ids, pid, tid, tgid: ``start_ns``, ``trace_id_hi``,
+      ``span_id``).
+    """
+    m = plan.map
+    kc, vc = m.key_codec, m.value_codec
+    if kc is None or vc is None:
+        return None
+    pointer = next((k for k in _leaves(kc.btf, kc.type_id) if k.kind == "pointer"), None)
+    if pointer is not None:
+        field = f" field {pointer.path}" if pointer.path else ""
+        return f"its key{field} is a pointer ({kc.btf.type_name(pointer.type_id)}): an object in flight, not a label"
+    words = set(m.name.lower().split("_"))
+    if words & _STATE_NAME and plan.hist is None and not m.name.endswith(CUMULATIVE):
+        return f"its name says it holds {' and '.join(sorted(words & _STATE_NAME))} (start times or scratch space)"
+    numbers = [f.path for f in plan.fields]
+    if plan.hist is None and numbers and all(p and set(p.rsplit(".", 1)[-1].lower().split("_")) & _STATE_FIELD
+                                             for p in numbers):
+        return f"its value fields ({', '.join(numbers)}) are time stamps or identifiers, not quantities"
+    return None
 
 
 def _unique_labels(labels: list[Label], hist: HistPlan | None) -> None:
@@ -326,8 +410,8 @@ def _claims(plan: MapMetrics) -> Iterator[tuple[str, str]]:
         what = f"map {plan.map.name} field {f.path or 'value'} ({f.name})"
         if f.kind == "counter":
             base = f.name.removesuffix("_total")
+            yield base + "_total", what  # the samples' name first: a clash is told by it
             yield base, what
-            yield base + "_total", what
         else:
             yield f.name, what
     if plan.hist is not None:
@@ -371,9 +455,11 @@ def object_name(path: str) -> str:
 
 
 def plan_collection(maps: Mapping[str, Map], obj: str, *, prefix: str = "bpfkit") -> list[MapMetrics]:
-    """The automatic plans of every map that has one (see :func:`plan_map`), in name order;
-    UsageError if Prometheus would refuse or misread them (:func:`name_clash`)."""
-    plans = [p for p in (plan_map(m, obj, prefix=prefix) for _, m in sorted(maps.items())) if p is not None]
+    """The automatic plans of every map that has one (see :func:`plan_map`) and is not
+    :func:`internal`, in name order; UsageError if Prometheus would refuse or misread them
+    (:func:`name_clash`)."""
+    plans = [p for p in (plan_map(m, obj, prefix=prefix) for _, m in sorted(maps.items()))
+             if p is not None and internal(p) is None]
     clash = name_clash(plans)
     if clash is not None:
         raise UsageError(f"metrics for {obj or 'the object'}: {clash[1]}: serve one of them under another name "

@@ -10,6 +10,7 @@ mappings that remember each key's line; :class:`Checker` turns a wrong value int
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -152,6 +153,11 @@ def _node_kind(node: yaml.Node) -> str:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+# A number with an exponent (1e-6, 2.5e3) is a float in YAML 1.2 and in Go's yaml (which
+# ebpf_exporter reads its configs with), text in YAML 1.1 (PyYAML): read it as a float.
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                              list("-+.0123456789"))
 
 
 class Checker:
