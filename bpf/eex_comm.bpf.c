@@ -3,7 +3,8 @@
 // getppid() calls of the test's workload (eex_target), which renames itself between batches.
 //   eex_comm_calls_total       key char[16] comm   (decoder string: every comm)
 //   eex_comm_kept_calls_total  the same counts     (string, then regexp: comms no regexp matches
-//                              are dropped; a match gives its first group, or all of it)
+//                              are dropped; a match gives its first group, or all of it; comms
+//                              given one label have their counts added up)
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "eex_maps.bpf.h"

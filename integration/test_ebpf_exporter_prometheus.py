@@ -182,7 +182,7 @@ def _sleeping(pid: int) -> bool:
         return f.read().rpartition(")")[2].split()[0] == "S"
 
 
-def run_workload(tmp: Path, prog_ids: set[int], *args: str, cpu: int | None = None) -> None:
+def run_workload(tmp: Path, prog_ids: set[int], *args: str) -> None:
     """eex_workload ARGS, counted by the objects of ``prog_ids``: started, waited for until it sleeps
     in its read of stdin (nothing it did so far is counted), its pid written into their
     eex_target maps, then let go; it must exit 0 having written nothing."""
@@ -191,8 +191,6 @@ def run_workload(tmp: Path, prog_ids: set[int], *args: str, cpu: int | None = No
     try:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline() == "ready\n"
-        if cpu is not None:
-            os.sched_setaffinity(proc.pid, {cpu})
         deadline = time.monotonic() + 30
         while not _sleeping(proc.pid):  # blocked in read(0): its syscalls from now on are the workload's
             assert time.monotonic() < deadline, "the workload never waited on stdin"
@@ -251,8 +249,8 @@ class Served:
         assert found, f"no bpfkit_ebpf_program_info for {configs}:\n{text[:3000]}"
         return found
 
-    def run(self, configs: tuple[str, ...], *args: str, cpu: int | None = None) -> None:
-        run_workload(self.tmp, self.ids(*configs), *args, cpu=cpu)
+    def run(self, configs: tuple[str, ...], *args: str) -> None:
+        run_workload(self.tmp, self.ids(*configs), *args)
 
     def expect(self, promql: str, want: dict[tuple[tuple[str, str], ...], float]) -> None:
         wait_series(self.prom_port, promql, want)
@@ -358,14 +356,20 @@ def _possible_cpus() -> list[int]:
 
 def test_percpu_split_by_cpu(served: Served) -> None:
     """eex_percpu: a per-CPU array whose last label is cpu is served per CPU: the workload, pinned
-    to one CPU, is counted on that CPU's series only; every other CPU's series is there with 0."""
-    cpu = max(os.sched_getaffinity(0))
-    served.run(("eex_percpu",), "calls", "25", "12", cpu=cpu)
+    to one CPU and then (where this process may run on two) another, is counted on those CPUs'
+    series; every other CPU's series is there with 0. The per-CPU hash without a cpu label adds
+    the CPUs up."""
+    allowed = sorted(os.sched_getaffinity(0))
+    plan = {allowed[-1]: (25, 12)} | ({allowed[0]: (6, 1)} if len(allowed) > 1 else {})
+    served.run(("eex_percpu",), "cpus", *(f"{cpu}:{n}:{m}" for cpu, (n, m) in plan.items()))
     want = {}
     for c in _possible_cpus():
-        want[labels(call="getppid", cpu=str(c))] = 25.0 if c == cpu else 0.0
-        want[labels(call="gettid", cpu=str(c))] = 12.0 if c == cpu else 0.0
+        n, m = plan.get(c, (0, 0))
+        want[labels(call="getppid", cpu=str(c))] = n
+        want[labels(call="gettid", cpu=str(c))] = m
     served.expect("ebpf_exporter_eex_percpu_calls_total", want)
+    served.expect("ebpf_exporter_eex_percpu_summed_calls_total", {
+        labels(call="getppid"): sum(n for n, _ in plan.values()), labels(call="gettid"): sum(m for _, m in plan.values())})
 
 
 def test_uprobe_counter(served: Served) -> None:
@@ -377,13 +381,15 @@ def test_uprobe_counter(served: Served) -> None:
 
 def test_string_and_regexp_on_comm(served: Served) -> None:
     """eex_comm: the string decoder gives each comm; the regexp decoder keeps the comms a regexp
-    matches (its first group, or the whole match) and drops the rest: eex-drop-b has no series."""
-    served.run(("eex_comm",), "comm", "eex-keep-a:5", "eex-drop-b:4", "eexkeep7:3", "eex-keep-zz:2")
+    matches (its first group, or the whole match) and drops the rest: eex-drop-b has no series;
+    eexsum1 and eexsum2 both become eexsum, one series with their counts added up."""
+    served.run(("eex_comm",), "comm", "eex-keep-a:5", "eex-drop-b:4", "eexkeep7:3", "eex-keep-zz:2", "eexsum1:6",
+               "eexsum2:7")
     served.expect("ebpf_exporter_eex_comm_calls_total", {
         labels(comm="eex-keep-a"): 5, labels(comm="eex-drop-b"): 4, labels(comm="eexkeep7"): 3,
-        labels(comm="eex-keep-zz"): 2})
+        labels(comm="eex-keep-zz"): 2, labels(comm="eexsum1"): 6, labels(comm="eexsum2"): 7})
     served.expect("ebpf_exporter_eex_comm_kept_calls_total", {
-        labels(comm="a"): 5, labels(comm="eexkeep7"): 3, labels(comm="zz"): 2})
+        labels(comm="a"): 5, labels(comm="eexkeep7"): 3, labels(comm="zz"): 2, labels(comm="eexsum"): 13})
 
 
 @pytest.mark.skipif(not UDP_OK, reason="tp_btf/kfree_skb's drop reason needs 5.17")

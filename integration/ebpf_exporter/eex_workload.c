@@ -10,12 +10,13 @@
 //   getppid N                     N getppid()
 //   open DIR ENOENT EISDIR OK     openat(): ENOENT times DIR/missing, EISDIR times DIR for writing,
 //                                 OK times /dev/null (each closed)
-//   calls N M                     N getppid() then M gettid()
+//   cpus CPU:N:M ...              pinned to CPU (sched_setaffinity), N getppid() then M gettid()
 //   writes FD:SIZE,SIZE... ...    /dev/null duplicated to each FD, then one write() per SIZE
 //   ticks ARG:N ...               N eex_tick(ARG)
 //   comm NAME:N ...               prctl(PR_SET_NAME, NAME), then N getppid()
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,11 +103,22 @@ int main(int argc, char **argv)
 				die("/dev/null");
 			close(fd);
 		}
-	} else if (!strcmp(argv[1], "calls") && argc == 4) {
-		for (long i = strtol(argv[2], NULL, 10); i > 0; i--)
-			syscall(SYS_getppid);
-		for (long i = strtol(argv[3], NULL, 10); i > 0; i--)
-			syscall(SYS_gettid);
+	} else if (!strcmp(argv[1], "cpus")) {
+		for (int a = 2; a < argc; a++) {
+			cpu_set_t set;
+			long cpu, n, m;
+
+			if (sscanf(argv[a], "%ld:%ld:%ld", &cpu, &n, &m) != 3)
+				die(argv[a]);
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			if (sched_setaffinity(0, sizeof(set), &set) < 0)
+				die("sched_setaffinity");
+			for (; n > 0; n--)
+				syscall(SYS_getppid);
+			for (; m > 0; m--)
+				syscall(SYS_gettid);
+		}
 	} else if (!strcmp(argv[1], "writes")) {
 		for (int a = 2; a < argc; a++)
 			writes(argv[a]);
