@@ -658,3 +658,19 @@ def test_kprobe_and_fentry_counters(tmp_path: Path, config: str) -> None:
         s.run((config,), "open", str(tmp_path), "2", "1", "3")
         s.expect(f"ebpf_exporter_{config}_calls_total", {labels(function="do_sys_openat2"): 6})
         scrape(s.metrics_port)
+
+
+@pytest.mark.parametrize(("config", "feature", "named"), [
+    ("eex_kprobe", "kprobe_pmu", "kprobe"),
+    ("eex_fentry", "tracing_programs", "trampoline"),
+])
+def test_kprobe_and_fentry_refused_clearly(tmp_path: Path, config: str, feature: str, named: str) -> None:
+    """Where the kernel lacks kprobes or BPF trampolines (this host), --config.check of those configs
+    fails naming the program and why, rather than serving nothing silently."""
+    from bpfkit import features
+
+    if features.probe(feature).supported:
+        pytest.skip(f"this kernel has {feature}: test_kprobe_and_fentry_counters serves {config}")
+    _prepare(tmp_path, (config,))
+    rc, said = _check(tmp_path, config)
+    assert rc != 0 and f"{config}_openat2" in said and named in said, said
