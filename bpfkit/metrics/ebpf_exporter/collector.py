@@ -109,7 +109,12 @@ class PerfEventArrayCounter:
 
     def _record(self, _cpu: int, view: memoryview) -> None:
         raw = bytes(view[: self._size])  # the kernel pads samples to 8 bytes: only the labels' bytes count
-        labels = self.decoders.decode_labels_cached(raw, self.counter.name, self.counter.labels)
+        try:
+            labels = self.decoders.decode_labels_cached(raw, self.counter.name, self.counter.labels)
+        except BPFKitError:  # counted in bpfkit_decoder_errors_total; the other records go on
+            with self._lock:
+                self.errors += 1
+            return
         if labels is None:
             return
         key = tuple(labels)
@@ -282,6 +287,8 @@ class ExporterCollector(Collector):
         errors = CounterMetricFamily("bpfkit_decoder_errors", "How many times decoders have met errors",
                                      labels=["config"])
         counts = dict(self.decoder_errors)
+        for pc in self.perf_counters:
+            counts[pc.config.name] = counts.get(pc.config.name, 0) + pc.errors
         sinks = self.tracing.sinks if self.tracing is not None else []
         for sink in sinks:
             counts[sink.config.name] = counts.get(sink.config.name, 0) + sink.decode_errors
