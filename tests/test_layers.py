@@ -10,6 +10,8 @@
 * In a fresh interpreter, parsing and inspecting specs (load_spec, variables, maps, programs,
   struct_ops specs, CO-RE resolved against a BTF file given as a path) imports no module of
   bpfkit._kernel, bpfkit.link or bpfkit.events, nor any other kernel-side module.
+* cffi stays inside bpfkit._kernel: no module outside it imports cffi or an ``ffi``, or names
+  a ``.ffi`` attribute (``_ue.ffi.new``); the kernel modules hand out bytes, ints and classes.
 """
 
 from __future__ import annotations
@@ -295,6 +297,38 @@ def test_spec_layer_is_ordered() -> None:
     assert not wrong, "the spec layer's order (SPEC_ORDER) is broken:\n" + "\n".join(wrong)
     every = [name for name in MODULES if layer_of(name) == _layer_index("spec") and _spec_rank(name) is None]
     assert not every, f"spec-layer modules in no group of SPEC_ORDER: {every}"
+
+
+def _cffi_uses(tree: ast.AST) -> list[str]:
+    """Where ``tree`` reaches cffi: ``import cffi``, ``from ... import ffi``, ``x.ffi``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "cffi"]
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] == "cffi" or any(a.name == "ffi" for a in node.names):
+                found.append(f"line {node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                             + ", ".join(a.name for a in node.names))
+        elif isinstance(node, ast.Attribute) and node.attr == "ffi":
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_cffi_finder_finds_cffi() -> None:
+    tree = ast.parse("import cffi\nfrom .._kernel.abi import ffi, libc\nfrom . import ffi\nx = _ue.ffi.new('int *')\n"
+                     "ffi_note = 'ffi'  # ffi in a comment\n")
+    assert [use.split(":")[0] for use in _cffi_uses(tree)] == ["line 1", "line 2", "line 3", "line 4"]
+
+
+def test_cffi_stays_inside_the_kernel_modules() -> None:
+    """Buffers, pointers and casts belong to bpfkit._kernel (issue #36: a narrow syscall
+    layer): above it, values are bytes, ints and the kernel modules' own classes."""
+    wrong = []
+    for name, (path, _) in sorted(MODULES.items()):
+        if name == "bpfkit._kernel" or name.startswith("bpfkit._kernel."):
+            continue
+        wrong += [f"{name} {use}" for use in _cffi_uses(ast.parse(path.read_text()))]
+    assert not wrong, "cffi used outside bpfkit._kernel (add a typed function there instead):\n" + "\n".join(wrong)
 
 
 SPEC_USE = r"""

@@ -30,6 +30,12 @@ def new_attr() -> Any:
     return ffi.new("union bpf_attr *")
 
 
+def set_attr_u32(attr: Any, offset: int, value: int) -> None:
+    """Write a u32 into ``attr`` at byte ``offset``: fields newer than the ABI bpfkit compiles
+    (6.12's union bpf_attr) are set by offset (the kernel's layout, from its BTF)."""
+    struct.pack_into("<I", ffi.buffer(attr), offset, value)
+
+
 def bpf(cmd: Cmd, attr: Any, size: int = ATTR_SIZE, detail: str = "") -> int:
     """Call bpf(cmd, attr, size); return its non-negative result or raise a KernelError.
 
@@ -496,6 +502,21 @@ def link_create_perf_event(prog_fd: FD | int, perf_fd: FD | int, cookie: int = 0
     attr.link_create.attach_type = int(AttachType.PERF_EVENT)
     attr.link_create.perf_event.bpf_cookie = cookie
     return bpf_fd(Cmd.LINK_CREATE, attr, detail=detail)
+
+
+class U64Array:
+    """u64 values in memory of their own, for a bpf_attr field that takes an array's address
+    (uprobe_multi's offsets, kprobe_multi's addrs, cookies): ``address`` stays valid for as long
+    as this object lives, so keep it until the command returns."""
+
+    __slots__ = ("_values", "address")
+
+    def __init__(self, values: Sequence[int]) -> None:
+        self._values = ffi.new("uint64_t[]", list(values))
+        self.address = addr(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 def _u64_array(values: Sequence[int] | None) -> Any:

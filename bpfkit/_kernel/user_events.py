@@ -174,6 +174,43 @@ class Enabler:
             raise UsageError(f"enable bit {self.bit} does not fit a {self.size}-byte word")
 
 
+class EnableWord:
+    """A 4-byte word of its own for the kernel to set bit 0 of while an event is enabled:
+    DIAG_IOCSREG's enable address. The memory is owned by this object and never moves, so
+    :attr:`enabler` stays valid for as long as the object lives: keep it until the
+    registration is undone (and for ever when unregistering failed).
+
+    :attr:`view` is the word as a memoryview of one u32, read at C speed (a check on every
+    emit). ``word[0]`` is its value too, as through C's ``uint32_t *`` (writable, for a test
+    standing in for the kernel), and ``int(word)`` its address, as a pointer cast to
+    ``uintptr_t`` gives."""
+
+    __slots__ = ("view", "enabler")
+
+    def __init__(self) -> None:
+        memory = ffi.new("uint32_t[1]")  # the view holds it (through its buffer) and bounds-checks
+        self.view = memoryview(ffi.buffer(memory)).cast("I")
+        self.enabler = Enabler(int(ffi.cast("uintptr_t", memory)), 0, 4)
+
+    @property
+    def address(self) -> int:
+        return self.enabler.addr
+
+    @property
+    def enabled(self) -> bool:
+        """Whether bit 0 is set: a tracer has the event enabled (one read of the word)."""
+        return bool(self.view[0] & 1)
+
+    def __getitem__(self, index: int) -> int:
+        return self.view[index]
+
+    def __setitem__(self, index: int, value: int) -> None:
+        self.view[index] = value
+
+    def __int__(self) -> int:
+        return self.enabler.addr
+
+
 def register(fd: FD | int, name_args: str, enabler: Enabler, flags: int = 0) -> int:
     """DIAG_IOCSREG: register (or join) the event ``name_args`` describes; returns the write index.
 

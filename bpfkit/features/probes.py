@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator
 from .. import asm
 from .._kernel import bpf as _bpf
 from .._kernel import sysfs_btf as _sysfs_btf
-from .._kernel.abi import ffi
 from .._kernel.consts import BPF_F_SLEEPABLE, AttachType, Cmd, FuncId, MapFlag, MapType, ProgType
 from .._kernel.fd import FD
 from .._record import FrozenRecord
@@ -556,17 +555,11 @@ def probe_uprobe_session() -> Outcome:
                                "uprobe sessions")
 
 
-def _attr_u32(attr: Any, offset: int, value: int) -> None:
-    """Write a u32 into ``attr`` at ``offset``: fields newer than the ABI bpfkit compiles
-    (6.12's union bpf_attr) are set by offset (the kernel's layout, from its BTF)."""
-    struct.pack_into("<I", ffi.buffer(attr), offset, value)
-
-
 def _cmd_probe(cmd: Cmd, what: str, fds_at: tuple[int, ...]) -> Outcome:
     """A command given invalid fds: EBADF = known (it went looking for the fd), EINVAL = not."""
     attr = _bpf.new_attr()
     for offset in fds_at:
-        _attr_u32(attr, offset, 0xFFFFFFFF)
+        _bpf.set_attr_u32(attr, offset, 0xFFFFFFFF)
     return _try(lambda: _bpf.bpf(cmd, attr),
                 {errno.EBADF: (True, f"{cmd.c_name} with invalid fds gave EBADF: the kernel knows {what}"),
                  errno.EINVAL: (False, f"{cmd.c_name} gave EINVAL: the kernel has no such command")},
@@ -603,13 +596,12 @@ BPF_F_CPU = 8  # map lookup/update flag (7.0): the CPU is in the flags' upper 32
 @_register("percpu_cpu_flag", "syscall", "7.0", "BPF_F_CPU / BPF_F_ALL_CPUS: per-CPU map elements of one CPU or all CPUs at once",
            "BPF_MAP_LOOKUP_ELEM of a per-CPU array with BPF_F_CPU (CPU 0): EINVAL = flag unknown")
 def probe_percpu_cpu_flag() -> Outcome:
+    from .._kernel import map_elems
     from .._kernel.cpus import possible_cpus
 
     def lookup() -> None:
         with _bpf.map_create(int(MapType.PERCPU_ARRAY), 4, 8, 1) as fd:
-            key = ffi.new("uint32_t *", 0)
-            value = ffi.new("char[]", 8 * max(len(possible_cpus()), 1))
-            _bpf.map_lookup(fd, key, value, BPF_F_CPU)
+            map_elems.lookup(fd, bytes(4), 8 * max(len(possible_cpus()), 1), BPF_F_CPU)  # key 0
 
     return _try(lookup, {errno.EINVAL: (False, "BPF_MAP_LOOKUP_ELEM with BPF_F_CPU gave EINVAL: flag unknown")},
                 (True, "looked up CPU 0's element of a per-CPU array with BPF_F_CPU"))
@@ -618,15 +610,15 @@ def probe_percpu_cpu_flag() -> Outcome:
 @_register("uprobe_multi_path_fd", "links", "7.2", "uprobe_multi links naming the binary by an open fd (BPF_F_UPROBE_MULTI_PATH_FD)",
            "BPF_LINK_CREATE(uprobe_multi) with BPF_F_UPROBE_MULTI_PATH_FD and path_fd -1: EBADF = known, EINVAL = not")
 def probe_uprobe_multi_path_fd() -> Outcome:
-    offsets = ffi.new("uint64_t[1]", [0])
+    offsets = _bpf.U64Array([0])
 
     def fill(attr: Any) -> Any:
-        attr.link_create.uprobe_multi.offsets = _bpf.addr(offsets)
-        attr.link_create.uprobe_multi.cnt = 1
+        attr.link_create.uprobe_multi.offsets = offsets.address
+        attr.link_create.uprobe_multi.cnt = len(offsets)
         attr.link_create.uprobe_multi.flags = 2  # BPF_F_UPROBE_MULTI_PATH_FD
         # link_create.uprobe_multi.path_fd: after path, offsets, ref_ctr_offsets, cookies,
         # cnt, flags and pid, i.e. 16 + 44 bytes into the attr.
-        _attr_u32(attr, 60, 0xFFFFFFFF)
+        _bpf.set_attr_u32(attr, 60, 0xFFFFFFFF)
         return offsets
 
     return _link_probe(

@@ -59,10 +59,10 @@ class UserEventsFile(ClosesOnExit):
 
 # The enable words of events that could not be unregistered: the kernel may still write into
 # them, so their memory must never be freed.
-_PINNED_WORDS: list[Any] = []
+_PINNED_WORDS: list[_ue.EnableWord] = []
 
 
-def _release(fd: FD, own_fd: bool, word: Any, enabler: Enabler, registered: list[bool]) -> None:
+def _release(fd: FD, own_fd: bool, word: _ue.EnableWord, enabler: Enabler, registered: list[bool]) -> None:
     """Finalizer and close(): unregister the enabler before the word's memory can go."""
     if registered[0]:
         try:
@@ -98,10 +98,10 @@ class UserEvent(ClosesOnExit):
         self._file = file
         self._own_fd = file is None
         fd = _ue.open_data() if file is None else file.fd
-        # The word the kernel sets bit 0 of while the event is enabled: cffi memory owned by
-        # this object, so its address stays valid for as long as the registration.
-        self._word = _ue.ffi.new("uint32_t *")
-        self._enabler = Enabler(int(_ue.ffi.cast("uintptr_t", self._word)), 0, 4)
+        # The word the kernel sets bit 0 of while the event is enabled, owned by this object
+        # (and by _release), so its address stays valid for as long as the registration.
+        self._word = _ue.EnableWord()
+        self._enabler = self._word.enabler
         self._registered = [False]
         self._fd = fd
         self._tp_name: str | None = None
@@ -130,7 +130,7 @@ class UserEvent(ClosesOnExit):
     @property
     def enabled(self) -> bool:
         """Whether any tracer has the event enabled: one read of the word the kernel updates."""
-        return bool(self._word[0] != 0)  # a cffi uint32_t *: typed Any
+        return self._word.enabled
 
     @property
     def registered(self) -> bool:
@@ -179,7 +179,7 @@ class UserEvent(ClosesOnExit):
         """Emit one event if a tracer has it enabled; returns whether it was written. Values
         come as positional/keyword arguments by field, or one dataclass instance or dict.
         Nothing is packed while the event is disabled."""
-        if not self._word[0]:
+        if not self._word.view[0] & 1:  # .enabled without a call: the check on every emit
             return False
         return self._write(self.format.pack(*args, **kwargs))
 
@@ -188,7 +188,7 @@ class UserEvent(ClosesOnExit):
 
         ``force`` skips the enabled-bit check (after unregister(), the bit no longer follows the
         tracers); the kernel still drops a write to a disabled event."""
-        if not force and not self._word[0]:
+        if not force and not self._word.view[0] & 1:
             return False
         return self._write(*parts)
 
