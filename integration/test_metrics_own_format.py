@@ -217,3 +217,25 @@ def test_histogram_buckets_property(own: Any, kind: str, bucket_min: int, multip
             assert total_sum == float(Fraction(counts[bucket_max + 1]) * Fraction(multiplier))
         else:
             assert math.isfinite(total_sum)
+
+
+def test_cli_says_which_maps_it_leaves_out(bpf_obj: Any) -> None:
+    import re
+    import sys
+
+    from conftest import start_attached
+    from integration.test_metrics_prometheus import _free_port, _stop
+
+    proc, seen = start_attached([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_obj(OBJ)), "--set",
+                                 f"target_tgid={os.getpid()}", "--metrics", f"127.0.0.1:{_free_port()}"])
+    _stop(proc, "bpfkit attach")
+    notes = [line for line in seen if line.startswith("bpfkit: note: metrics:")]
+    assert notes == [
+        "bpfkit: note: metrics: map entry_ts not served: its name says it holds ts (start times or scratch space) "
+        "(--metrics-config that names it serves it)\n",
+        "bpfkit: note: metrics: map start not served: its key is a pointer (struct task_struct *): an object in flight, "
+        "not a label (--metrics-config that names it serves it)\n",
+        "bpfkit: note: metrics: map traced not served: its value fields (trace_id_hi, trace_id_lo, span_id) are time "
+        "stamps or identifiers, not quantities (--metrics-config that names it serves it)\n"], seen
+    assert any(re.fullmatch(r"serving 5 map\(s\) as metrics on http://127\.0\.0\.1:\d+/metrics: arg_seconds, calls_total, "
+                            r"ops, start_calls_total, user_hist\n", line) for line in seen), seen

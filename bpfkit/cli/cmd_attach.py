@@ -425,7 +425,7 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any, attached: dic
     """Plan every map of the object (bpfkit.metrics) and serve them on --metrics ADDR; with an
     ebpf_exporter config, its metrics. (server, collector to close after it or None)"""
     from ..errors import UsageError
-    from ..metrics.plan import object_name, plan_collection
+    from ..metrics.plan import internal_maps, object_name, plan_collection
 
     try:
         from ..metrics.collector import MapCollector
@@ -452,6 +452,12 @@ def _metrics_server(args: argparse.Namespace, coll: Any, say: Any, attached: dic
         plans = apply_config(args.metrics_config_loaded, coll.maps, object_name(args.object))
     else:
         plans = plan_collection(coll.maps, object_name(args.object))
+    if not getattr(args.metrics_config_loaded, "only_listed", False):
+        served = {p.map.name for p in plans}
+        for name, why in internal_maps(coll.maps, object_name(args.object)).items():
+            if name not in served:
+                print(f"bpfkit: note: metrics: map {name} not served: {why} (--metrics-config that names it serves it)",
+                      file=sys.stderr)
     if not plans:
         raise UsageError(f"--metrics {args.metrics}: no map of {args.object} can be served (metrics come from "
                          "hash and array maps, per-CPU or not, with BTF-typed keys and numeric values)")

@@ -45,7 +45,8 @@ from ..maps import PERCPU_TYPES, Map
 from ..spec.consts import MapType
 
 __all__ = ["Label", "Field", "HistPlan", "MapMetrics", "plan_map", "plan_collection", "object_name", "metric_name", "SERVED_TYPES",
-           "name_clash", "label_problem", "RENDER_ERRORS", "internal", "auto_kind", "scaled", "CUMULATIVE", "MAX_SLOT"]
+           "name_clash", "label_problem", "RENDER_ERRORS", "internal", "internal_maps", "auto_kind", "scaled", "CUMULATIVE",
+           "MAX_SLOT"]
 
 # Maps whose elements are counters or gauges: hashes and arrays, per-CPU or not.
 SERVED_TYPES = frozenset({MapType.HASH, MapType.ARRAY, MapType.PERCPU_HASH, MapType.PERCPU_ARRAY,
@@ -353,6 +354,18 @@ def internal(plan: MapMetrics) -> str | None:
                                              for p in numbers):
         return f"its value fields ({', '.join(numbers)}) are time stamps or identifiers, not quantities"
     return None
+
+
+def internal_maps(maps: Mapping[str, Map], obj: str) -> dict[str, str]:
+    """The maps whose automatic plan is :func:`internal`, and why (what a note tells the user
+    who wonders where a map went)."""
+    out: dict[str, str] = {}
+    for name, m in sorted(maps.items()):
+        plan = plan_map(m, obj)
+        why = internal(plan) if plan is not None else None
+        if why is not None:
+            out[name] = why
+    return out
 
 
 def _unique_labels(labels: list[Label], hist: HistPlan | None) -> None:
