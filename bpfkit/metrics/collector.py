@@ -362,7 +362,7 @@ def _bounds(kind: Literal["log2", "linear"], first_slot: int, base: int, step: i
     """The ``le`` text of each of ``width`` slots ("": served in the next bucket) and twice the
     middle of each slot before the multiplier (the approximate ``_sum`` adds those up exactly)."""
     h = HistPlan("", "", "slot_key", kind=kind, first_slot=first_slot, base=base, step=step, multiplier=multiplier)
-    ranges = [h.range(i) for i in range(width)]
+    ranges = [h.slot_range(i) for i in range(width)]
     return _bucket_bounds([scaled(hi, multiplier) for _, hi in ranges]), tuple(lo + hi for lo, hi in ranges)
 
 

@@ -138,7 +138,7 @@ class HistPlan:
     slot_path: str = ""       # key_slot: the key field holding the slot
     sum_slot: int = -1        # the slot holding the exact sum (a config's bucket_max + 1); -1: none
 
-    def range(self, i: int) -> tuple[int, int]:
+    def slot_range(self, i: int) -> tuple[int, int]:
         """The integers slot ``i`` counts, inclusive, before ``multiplier``."""
         if self.kind == "linear":
             low = self.base + i * self.step
@@ -149,10 +149,10 @@ class HistPlan:
     def upper(self, i: int) -> float:
         """The inclusive upper bound (Prometheus' ``le``) of slot ``i`` (see :func:`scaled`);
         ``inf`` past the range of a float (a log2 slot 1,023 and up: 2**1024 is not one)."""
-        return scaled(self.range(i)[1], self.multiplier)
+        return scaled(self.slot_range(i)[1], self.multiplier)
 
     def lower(self, i: int) -> float:
-        return scaled(self.range(i)[0], self.multiplier)
+        return scaled(self.slot_range(i)[0], self.multiplier)
 
 
 def scaled(n: int, multiplier: float) -> float:
