@@ -95,6 +95,16 @@ def test_internal_maps_are_left_out(own: Any) -> None:
     assert [p.map.name for p in only] == ["traced"]
 
 
+def test_libbpf_usdt_maps_are_left_out(bpf_obj: Any) -> None:
+    """usdt.bpf.h adds __bpf_usdt_specs and __bpf_usdt_ip_to_spec_id to a USDT object: libbpf's."""
+    from bpfkit.metrics.plan import internal_maps
+
+    with bpfkit.Collection(bpfkit.load_spec(bpf_obj("usdt_args"))) as coll:
+        assert [p.map.name for p in plan_collection(coll.maps, "usdt_args")] == ["usdt_hits"]
+        why = "its name begins with __, as the maps libbpf adds for itself do (__bpf_usdt_specs)"
+        assert internal_maps(coll.maps, "usdt_args") == {"__bpf_usdt_ip_to_spec_id": why, "__bpf_usdt_specs": why}
+
+
 # ------------------------------------------------------------------ counters and promtool
 def test_counters_by_name_and_promtool_clean(own: Any) -> None:
     me = str(os.getpid())

@@ -317,8 +317,9 @@ def auto_kind(name: str, base: str) -> Kind:
 
 # Internal maps: a program's working state, not a metric (see :func:`internal`). Words of a map's
 # name (split at _) that say it holds start times or scratch space: biolatency's start,
-# cgroup-rstat-flushing's start_wait, softirq-latency's softirq_entry_timestamp, enqueue_ts ...
-_STATE_NAME = frozenset({"start", "ts", "tstamp", "timestamp", "timestamps", "tmp", "scratch"})
+# libbpf-tools' funclatency starts, softirqslower entry_ts, ebpf_exporter's start_wait and
+# softirq_entry_timestamp ...
+_STATE_NAME = frozenset({"start", "starts", "ts", "tstamp", "timestamp", "timestamps", "tmp", "scratch"})
 # Words of a value field's name that say it holds a time stamp or an identifier (a trace's
 # span_id, a tgid): a map whose every number is one is state kept between events.
 _STATE_FIELD = frozenset({"start", "ts", "tstamp", "timestamp", "id", "ids", "pid", "tid", "tgid"})
@@ -329,9 +330,11 @@ def internal(plan: MapMetrics) -> str | None:
     names tell (None: nothing says so). Maps without a config are served only when this is None
     (a config that names a map serves it whatever this says):
 
+    * a name beginning with ``__`` (C's reserved names: libbpf's own ``__bpf_usdt_specs`` and
+      ``__bpf_usdt_ip_to_spec_id``, which usdt.bpf.h adds to every USDT object);
     * a key that is or holds a pointer (``struct request *``): entries live while the object
       does (an I/O in flight, a socket), keyed by kernel addresses, one series each;
-    * a name whose words (split at ``_``) include start, ts, tstamp, timestamp(s), tmp or
+    * a name whose words (split at ``_``) include start(s), ts, tstamp, timestamp(s), tmp or
       scratch, unless the name ends in a :data:`CUMULATIVE` suffix (``timer_starts_total`` is
       a counter) or the map is histogram-shaped;
     * a struct value whose every number is named as a time stamp or an identifier (words ts,
@@ -342,6 +345,8 @@ def internal(plan: MapMetrics) -> str | None:
     kc, vc = m.key_codec, m.value_codec
     if kc is None or vc is None:
         return None
+    if m.name.startswith("__"):
+        return "its name begins with __, as the maps libbpf adds for itself do (__bpf_usdt_specs)"
     pointer = next((k for k in _leaves(kc.btf, kc.type_id) if k.kind == "pointer"), None)
     if pointer is not None:
         field = f" field {pointer.path}" if pointer.path else ""
