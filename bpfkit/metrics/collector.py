@@ -279,8 +279,8 @@ class MapCollector(Collector):
                     add(list(lv), v)
         if plan.hist is not None:
             hfam = HistogramMetricFamily(plan.hist.name, plan.hist.help, labels=names)
-            for lv, buckets, approx in self._hist_rows(plan, plan.hist, escaped=False):
-                hfam.add_metric(list(lv), [(le, float(c)) for le, c in buckets], approx)
+            for lv, buckets, total_sum in self._hist_rows(plan, plan.hist, escaped=False):
+                hfam.add_metric(list(lv), [(le, float(c)) for le, c in buckets], total_sum)
             out.append(hfam)
         return out
 
@@ -315,11 +315,11 @@ class MapCollector(Collector):
             h = plan.hist
             out.append(f"# HELP {h.name} {_help(h.help)}\n# TYPE {h.name} histogram\n")
             sep = "," if names else ""
-            for lv, buckets, approx in self._hist_rows(plan, h, escaped=True):
+            for lv, buckets, total_sum in self._hist_rows(plan, h, escaped=True):
                 inner = template[1:-1] % lv if template else ""
                 lbl = "{" + inner + "}" if inner else ""
                 out.extend(f'{h.name}_bucket{{{inner}{sep}le="{le}"}} {c}\n' for le, c in buckets)
-                out.append(f"{h.name}_sum{lbl} {approx}\n{h.name}_count{lbl} {buckets[-1][1]}\n")
+                out.append(f"{h.name}_sum{lbl} {total_sum}\n{h.name}_count{lbl} {buckets[-1][1]}\n")
         return out
 
 
