@@ -590,10 +590,10 @@ def test_attach_serves_an_ebpf_exporter_config(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------- config check, stop, errors
-def _check(tmp: Path, names: str) -> tuple[int, str]:
+def _check(tmp: Path, names: str, *more: str) -> tuple[int, str]:
     """``bpfkit exporter --config.check`` on ``names`` in ``tmp``: (exit status, what it said)."""
     proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "exporter", "--config.dir", str(tmp), "--config.names",
-                           names, "--config.check"], cwd=tmp, capture_output=True, text=True, timeout=120, check=False)
+                           names, "--config.check", *more], cwd=tmp, capture_output=True, text=True, timeout=120, check=False)
     said = proc.stdout + proc.stderr
     assert "Traceback" not in said, said
     return proc.returncode, said
@@ -666,11 +666,16 @@ def test_kprobe_and_fentry_counters(tmp_path: Path, config: str) -> None:
 ])
 def test_kprobe_and_fentry_refused_clearly(tmp_path: Path, config: str, feature: str, named: str) -> None:
     """Where the kernel lacks kprobes or BPF trampolines (this host), --config.check of those configs
-    fails naming the program and why, rather than serving nothing silently."""
+    names the program and why, rather than serving nothing silently: as ebpf_exporter, a program
+    that does not attach is a note (exit 0) and --config.strict makes it an error; an object that
+    does not load (fentry without trampolines) is an error either way."""
     from bpfkit import features
 
     if features.probe(feature).supported:
         pytest.skip(f"this kernel has {feature}: test_kprobe_and_fentry_counters serves {config}")
     _prepare(tmp_path, (config,))
     rc, said = _check(tmp_path, config)
+    assert f"{config}_openat2" in said and named in said, said
+    assert rc == (0 if config == "eex_kprobe" else 1), said
+    rc, said = _check(tmp_path, config, "--config.strict")
     assert rc != 0 and f"{config}_openat2" in said and named in said, said

@@ -35,11 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config.names", dest="config_names", metavar="NAMES", required=True,
                         help="comma-separated names of the configs to load (biolatency,timers)")
     parser.add_argument("--config.check", dest="config_check", action="store_true",
-                        help="load and attach the configs, then exit: 0 when every one attaches")
+                        help="load and attach the configs, then exit: 0 when every config loads (with "
+                             "--config.strict: and every program attaches)")
     parser.add_argument("--config.strict", dest="config_strict", action="store_true",
                         help="fail when a program of a config cannot be attached (default: note it, go on)")
     parser.add_argument("--web.listen-address", dest="listen", metavar="ADDR", default=":9435",
-                        help="where to serve the metrics, HOST:PORT (default :9435, ebpf_exporter's port)")
+                        help="where to serve the metrics, HOST:PORT (default :9435, ebpf_exporter's port), or fd://N "
+                             "for the N-th socket systemd passed (socket activation)")
     parser.add_argument("--web.telemetry-path", dest="telemetry_path", metavar="PATH", default="/metrics",
                         help="the path the metrics are served on (default /metrics)")
     parser.add_argument("--web.config.file", dest="web_config", metavar="FILE", default=None,
@@ -50,6 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: OpenTelemetry's variables as ebpf_exporter reads them "
                              "(OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318)")
     parser.add_argument("--debug", action="store_true", help="say each program attached")
+    parser.add_argument("--btf.path", dest="btf_path", metavar="FILE", default=None,
+                        help="a BTF file (or an ELF with .BTF) to resolve CO-RE relocations against instead of the "
+                             "running kernel's (ebpf_exporter's --btf.path)")
+    # ebpf_exporter's other flags, taken so its service units start unchanged.
+    parser.add_argument("--log.no-timestamps", dest="log_no_timestamps", action="store_true",
+                        help="accepted for ebpf_exporter's units: bpfkit writes no timestamps")
+    parser.add_argument("--config.skip-cache-size", dest="skip_cache_size", metavar="N", type=int, default=0,
+                        help="accepted for ebpf_exporter's units: bpfkit bounds its decoders' caches itself "
+                             "(65,536 keys a metric)")
+    parser.add_argument("--capabilities.keep", dest="capabilities_keep", metavar="CAPS", default="all",
+                        help="accepted for ebpf_exporter's units; bpfkit keeps the process's capabilities, and says "
+                             "so when CAPS is not 'all'")
 
 
 def _configs(args: argparse.Namespace) -> Any:
@@ -77,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     previous_int = signal.getsignal(signal.SIGINT)
     try:
         configs = _configs(args)  # every config judged before anything is loaded
+        if args.capabilities_keep.strip().lower() != "all":
+            print(f"bpfkit: note: --capabilities.keep {args.capabilities_keep}: bpfkit does not drop capabilities; "
+                  "run it with only those it needs (systemd's CapabilityBoundingSet=, a container's cap_drop)",
+                  file=sys.stderr)
         web = None
         if args.web_config:
             from ..metrics.webconfig import load_web_config
@@ -88,18 +106,21 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as exc:
             raise UsageError(f"bpfkit exporter needs prometheus_client ({exc.name} is missing): "
                              "pip install 'bpfkit[metrics]'") from None
-        parse_address(args.listen, "--web.listen-address")  # refused before anything is loaded
+        activated = args.listen.startswith("fd://")  # a socket systemd passed (socket activation)
+        if not activated:
+            parse_address(args.listen, "--web.listen-address")  # refused before anything is loaded
         spans = [s for cfg in configs for s in cfg.spans]
         server = tracing = None
-        with Exporter(configs, strict=args.config_strict, say=say if args.debug else None) as exp:
+        with Exporter(configs, strict=args.config_strict, say=say if args.debug else None,
+                      kernel_btf=args.btf_path) as exp:
             try:
                 if args.config_check:
                     say(f"{len(configs)} config(s) loaded, {exp.program_count} program(s) attached: "
                         f"{', '.join(c.name for c in configs)}")
-                    return 0 if not exp.skipped else 1
+                    return 0  # as ebpf_exporter: a program that did not attach is a note (--config.strict: an error)
                 if spans:
                     tracing = _start_tracing(args, exp, say)
-                if every_interface(parse_address(args.listen, "--web.listen-address")[0]) and not (
+                if not activated and every_interface(parse_address(args.listen, "--web.listen-address")[0]) and not (
                         web is not None and web.authenticates):
                     warn_every_interface(args.listen)
                 server = MetricsServer(args.listen, [exp.collector], option="--web.listen-address", web_config=web,

@@ -28,6 +28,7 @@ when one of its files changes.
 from __future__ import annotations
 
 import errno
+import os
 import queue
 import selectors
 import socket
@@ -71,6 +72,43 @@ def parse_address(text: str, option: str = "--metrics") -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host or "0.0.0.0", int(port_text)
+
+
+def _listen(address: str, option: str, host: str, port: int) -> socket.socket:
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    except OSError as exc:
+        raise UsageError(f"{option} {address}: cannot resolve {host!r}: {exc.strerror or exc}") from None
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        raise KernelError(f"{option} {address}: listen on {host} port {port}", exc.errno or errno.EINVAL) from None
+
+
+SD_LISTEN_FDS_START = 3  # sd_listen_fds(3): the first socket systemd passes is fd 3
+
+
+def systemd_socket(address: str, option: str = "--metrics") -> socket.socket:
+    """``fd://N``: the N-th listening socket systemd passed (socket activation: sd_listen_fds(3),
+    LISTEN_FDS sockets from fd 3 when LISTEN_PID is this process), as ebpf_exporter takes
+    ``--web.listen-address fd://0``. The variables are removed, so children do not take them."""
+    text = address.removeprefix("fd://")
+    if not text.isdigit():
+        raise UsageError(f"{option} {address!r}: fd://N takes the number of a socket systemd passed (fd://0: the first)")
+    index = int(text)
+    pid, count = os.environ.get("LISTEN_PID", ""), os.environ.get("LISTEN_FDS", "")
+    if pid != str(os.getpid()) or not count.isdigit() or index >= int(count):
+        raise UsageError(f"{option} {address}: no socket {index} from systemd (LISTEN_FDS={count or 'unset'}, "
+                         f"LISTEN_PID={pid or 'unset'}, this process {os.getpid()}): start it from a .socket unit")
+    for var in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(var, None)
+    sock = socket.socket(fileno=SD_LISTEN_FDS_START + index)
+    if sock.type != socket.SOCK_STREAM or not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        sock.detach()
+        raise UsageError(f"{option} {address}: systemd's socket {index} is not a listening stream socket "
+                         "(ListenStream= in the .socket unit)")
+    os.set_inheritable(sock.fileno(), False)
+    return sock
 
 
 def every_interface(host: str) -> bool:
@@ -129,7 +167,7 @@ class MetricsServer(ClosesOnExit):
                  web_config: WebConfig | None = None, max_connections: int = 256, head_timeout: float = 10.0,
                  idle_timeout: float = 60.0, write_timeout: float = 30.0, min_interval: float = 1.0,
                  path: str = "/metrics") -> None:
-        host, port = parse_address(address, option)
+        host, port = parse_address(address, option) if not address.startswith("fd://") else ("", 0)
         if not path.startswith("/") or any(c in path for c in "?# \r\n"):
             raise UsageError(f"{path!r}: the metrics path must start with / and hold no ?, #, space or line break")
         self.path = path
@@ -149,17 +187,14 @@ class MetricsServer(ClosesOnExit):
         self._auth = web_config.auth if web_config is not None else None
         self._web_checked = time.monotonic()
         self._web_failed: str | None = None  # the last reload error said (said once)
-        try:
-            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        except OSError as exc:
-            raise UsageError(f"{option} {address}: cannot resolve {host!r}: {exc.strerror or exc}") from None
-        try:
-            self._listener = socket.create_server((host, port), family=family, backlog=128)
-        except OSError as exc:
-            raise KernelError(f"{option} {address}: listen on {host} port {port}", exc.errno or errno.EINVAL) from None
+        if address.startswith("fd://"):
+            self._listener = systemd_socket(address, option)
+        else:
+            self._listener = _listen(address, option, host, port)
         self._listener.setblocking(False)
-        self.host = host
-        self.port = int(self._listener.getsockname()[1])
+        bound = self._listener.getsockname()
+        self.host = host if not address.startswith("fd://") else str(bound[0]) if isinstance(bound, tuple) else host
+        self.port = int(bound[1]) if isinstance(bound, tuple) else 0
         self._conns: dict[int, _Conn] = {}
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ, None)

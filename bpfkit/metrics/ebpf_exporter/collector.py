@@ -10,7 +10,8 @@ them when Prometheus scrapes:
 * a histogram map's last label is the bucket key; :mod:`.histogram` makes the series;
 * a ``perf_event_array`` counter counts the records the program outputs, each record's bytes
   decoded as the key, reset every ``flush_interval`` (1 h when unset, as ebpf_exporter);
-* the families are ``ebpf_exporter_<name>`` (dashboards keep working); bpfkit's own figures
+* the families are ``ebpf_exporter_<name>`` (dashboards keep working: a counter whose name does
+  not end in ``_total`` is served untyped under that very name); bpfkit's own figures
   are ``bpfkit_*``: enabled configs, each program's id, tag and whether it attached, its run time
   and count while BPF stats are on (BPF_ENABLE_STATS, 5.8), decoder errors, lost perf records.
 
@@ -28,7 +29,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TextIO
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from ...errors import BPFKitError
@@ -223,7 +230,13 @@ class ExporterCollector(Collector):
     # ---------------------------------------------------------------------- families
     def _counter(self, lc: LoadedConfig, counter: Counter) -> Metric | None:
         names = [label.name for label in counter.labels]
-        family = CounterMetricFamily(_metric(counter.name), counter.help, labels=names)
+        family: CounterMetricFamily | UnknownMetricFamily
+        if counter.name.endswith("_total"):
+            family = CounterMetricFamily(_metric(counter.name), counter.help, labels=names)
+        else:
+            # ebpf_exporter serves the counter under its name as given; a counter's samples end in
+            # _total (OpenMetrics, promtool's lint), so one named otherwise keeps its name untyped.
+            family = UnknownMetricFamily(_metric(counter.name), counter.help, labels=names)
         if counter.perf_event_array:
             found = next((p for p in self.perf_counters if p.config is lc.config and p.counter is counter), None)
             series = found.snapshot() if found is not None else {}

@@ -23,6 +23,7 @@ from ...errors import BPFKitError, UsageError
 from ...link.attach import AttachedLinks
 from ...maps import Map
 from ...spec.consts import MapType
+from . import post_attach
 from .cgroup_id_map import CgroupIDMapFiller
 from .collector import ExporterCollector, LoadedConfig, PerfEventArrayCounter, ProgramEntry, bpf_stats_enabled
 from .config import Counter, ExporterConfig, Histogram, prepare_spec
@@ -89,7 +90,8 @@ class Exporter(ClosesOnExit):
     """``configs`` loaded, set up and attached; :attr:`collector` serves their metrics."""
 
     def __init__(self, configs: Sequence[ExporterConfig], *, strict: bool = False, enable_stats: bool = True,
-                 say: Callable[[str], None] | None = None, errors: TextIO | None = None) -> None:
+                 say: Callable[[str], None] | None = None, errors: TextIO | None = None,
+                 kernel_btf: str | None = None) -> None:
         check_unique_names(configs)
         self.configs = list(configs)
         self.collections: list[Collection] = []
@@ -98,11 +100,13 @@ class Exporter(ClosesOnExit):
         self._stats: FD | None = None
         self._closed = False
         self._say = say or (lambda _msg: None)
+        self._kernel_btf = kernel_btf
         self.decoders = DecoderSet()
         loaded: list[LoadedConfig] = []
         programs: list[ProgramEntry] = []
         self._perf: list[PerfEventArrayCounter] = []
         self._fillers: list[CgroupIDMapFiller] = []
+        self._post_attach = False
         try:
             for cfg in self.configs:
                 try:
@@ -117,6 +121,8 @@ class Exporter(ClosesOnExit):
                         self._perf.append(PerfEventArrayCounter(cfg, counter, coll.maps[counter.name], self.decoders))
             if enable_stats:
                 self._enable_stats()
+            if self._post_attach:
+                post_attach.mark()  # every config attached: as ebpf_exporter's Attach() ends
         except BaseException:
             self.close()
             raise
@@ -129,16 +135,21 @@ class Exporter(ClosesOnExit):
 
         spec = load_spec(cfg.object_path)
         prepare_spec(cfg, spec)  # kaddrs
-        coll = Collection(spec)
+        coll = Collection(spec, kernel_btf=self._kernel_btf)
         self.collections.append(coll)
         check_maps(cfg, coll.maps)
         if cfg.cgroup_id_map is not None:  # filled before the programs run
             self._fillers.append(CgroupIDMapFiller(cfg.cgroup_id_map, coll.maps[cfg.cgroup_id_map.name], path=cfg.path))
         links = AttachedLinks()
         self.links.append(links)
-        for name in coll.programs:  # one at a time: a program that fails to attach is noted, the rest go on
+        for name, program in coll.programs.items():  # one at a time: a failure is noted, the rest go on
             try:
-                got = coll.attach_all(programs=[name])
+                if post_attach.is_post_attach(program.spec.section):
+                    got = AttachedLinks()
+                    got.links[name] = post_attach.attach(program)
+                    self._post_attach = True
+                else:
+                    got = coll.attach_all(programs=[name])
             except BPFKitError as exc:
                 if strict:
                     raise exc.wrap("attach with --config.strict (every program must attach)")
