@@ -104,7 +104,7 @@ class Counter:
     help: str
     labels: tuple[Label, ...]
     perf_event_array: bool = False
-    flush_interval: float = 0.0  # seconds; 0: never reset
+    flush_interval: float = 0.0  # seconds; 0: unset (the counter starts over every hour)
     line: int = 0
 
 
