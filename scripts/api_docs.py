@@ -20,7 +20,7 @@ PUBLIC_MODULES = [
     "bpfkit", "bpfkit.spec", "bpfkit.btf", "bpfkit.elf", "bpfkit.sections", "bpfkit.asm",
     "bpfkit.collection", "bpfkit.maps", "bpfkit.program", "bpfkit.struct_ops", "bpfkit.kernel_btf",
     "bpfkit.features", "bpfkit.link", "bpfkit.probespec", "bpfkit.usdt", "bpfkit.skeleton", "bpfkit.events",
-    "bpfkit.user_events", "bpfkit.hist", "bpfkit.symbols", "bpfkit.profile", "bpfkit.metrics",
+    "bpfkit.user_events", "bpfkit.hist", "bpfkit.symbols", "bpfkit.profile", "bpfkit.metrics", "bpfkit.syscalls",
 ]
 # The rest of bpfkit's top level serves the modules above or the command line, not users:
 # module -> what it is (tests/test_api_docs.py checks that every module is in one list or the other).
