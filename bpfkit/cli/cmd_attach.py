@@ -490,25 +490,65 @@ def _check_stacks_args(args: argparse.Namespace) -> None:
 
 
 def _stack_maps(args: argparse.Namespace, spec: Any) -> tuple[str, str]:
-    """(counts map, stack-trace map) named in the object, checked before loading."""
+    """(counts map, stack-trace map) named in the object, checked before loading. --stacks
+    names either: the counts map, or the stack-trace map (then the counts map is the one hash
+    map keyed by a struct with stack ids: bpfkit.profile.keys). A stack-trace map left unsized
+    (libbpf-tools' stackmap) gets the sizes its tool would give it (bpfkit.profile.stackmap)."""
     from ..errors import UsageError
+    from ..profile.keys import counts_maps, counts_shape, key_summary
     from ..spec.consts import MapFlag, MapType
+    from .output import shown
 
     if args.stacks not in spec.maps:
         raise UsageError(f"--stacks {args.stacks}: no map {args.stacks!r} in {args.object} "
                          f"(it has: {', '.join(spec.maps) or 'none'})")
     # Build-id stack maps hold (build id, offset) pairs, not addresses: not what --stacks names.
     traces = [n for n, m in spec.maps.items() if m.type == MapType.STACK_TRACE and not m.flags & MapFlag.STACK_BUILD_ID]
-    if args.stack_map:
-        if args.stack_map not in traces:
-            raise UsageError(f"--stack-map {args.stack_map}: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in "
+    keyed = counts_maps(spec.maps)
+    stack_map = args.stack_map
+    if args.stacks in traces:  # the stack-trace map: the counts map is found by its key
+        if stack_map and stack_map != args.stacks:
+            raise UsageError(f"--stacks {args.stacks} is a stack-trace map, and --stack-map names {stack_map}: "
+                             "give --stacks the map that counts the stacks")
+        if len(keyed) != 1:
+            raise UsageError(f"--stacks {args.stacks}: a stack-trace map; {args.object} has {len(keyed)} hash maps "
+                             f"keyed by a struct with stack ids ({', '.join(keyed) or 'none'}): name the one that counts "
+                             f"the stacks, --stacks COUNTS --stack-map {args.stacks}")
+        counts, stack_map = keyed[0], args.stacks
+        print(shown(f"bpfkit: note: --stacks {args.stacks} is the stack-trace map: counting map {counts} "
+                    f"(key {key_summary(spec.maps[counts])})"), file=sys.stderr)
+    else:
+        counts = args.stacks
+        if counts_shape(spec.maps[counts]) is None:
+            others = f"; the maps keyed so: {', '.join(keyed)}" if keyed else ""
+            raise UsageError(f"--stacks {counts}: not a map of stack counts: a hash map whose key is a BTF struct with "
+                             f"user_stack_id or kernel_stack_id (kern_stack_id) fields; its key is "
+                             f"{key_summary(spec.maps[counts])}{others}")
+    if stack_map:
+        if stack_map not in traces:
+            raise UsageError(f"--stack-map {stack_map}: not a BPF_MAP_TYPE_STACK_TRACE map of addresses in "
                              f"{args.object} (those are: {', '.join(traces) or 'none'}; build-id stack maps hold "
                              "(build id, offset) pairs)")
-        return args.stacks, args.stack_map
-    if len(traces) != 1:
+    elif len(traces) != 1:
         raise UsageError(f"--stacks {args.stacks}: {args.object} has {len(traces)} BPF_MAP_TYPE_STACK_TRACE maps "
                          f"({', '.join(traces) or 'none'}): name the one its stack ids index with --stack-map")
-    return args.stacks, traces[0]
+    else:
+        stack_map = traces[0]
+    _size_stack_map(args, spec.maps[stack_map], stack_map)
+    return counts, stack_map
+
+
+def _size_stack_map(args: argparse.Namespace, mspec: Any, name: str) -> None:
+    """Sizes the object left 0 (and --map-size does not set) filled in, with a note."""
+    from ..profile.stackmap import size_stack_map
+    from .output import shown
+
+    given = frozenset(item.partition("=")[0].partition(".")[2] for item in args.map_size
+                      if item.partition("=")[0].partition(".")[0] == name)
+    done = size_stack_map(mspec, keep=given)
+    if done:
+        print(shown(f"bpfkit: note: stack-trace map {name} is unsized in {args.object}: {'; '.join(done)} "
+                    f"(--map-size {name}.FIELD=N sets another)"), file=sys.stderr)
 
 
 def _write_stacks(args: argparse.Namespace, coll: Any, maps: tuple[str, str], seconds: float, say: Any) -> None:
@@ -518,7 +558,8 @@ def _write_stacks(args: argparse.Namespace, coll: Any, maps: tuple[str, str], se
     prof.name = f"bpfkit attach {args.object}"
     prof.duration_ns = int(seconds * 1e9)
     fmt = write_profile(prof, args.output)
-    say(f"wrote {args.output} ({fmt}): {len(prof.stacks)} stacks, total {prof.total}")
+    unit = "samples" if prof.unit == "count" else f"{prof.unit} ({prof.sample_type})"
+    say(f"wrote {args.output} ({fmt}): {len(prof.stacks)} stacks, total {prof.total} {unit}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,8 +12,11 @@ The program counts into a hash map whose key is a struct holding a process id, t
     };
 
 and a ``BPF_MAP_TYPE_STACK_TRACE`` map the ids index. The value is a number (u64; per-CPU
-values are summed): samples, or a time. Fields are found by name through the key's BTF, so
-the order and extra fields are free; either stack id may be absent from the struct. A
+values are summed): samples, or a time; or a struct whose ``delta`` is the count (libbpf-tools'
+offcputime: microseconds off CPU, which the profile's unit then says). Fields are found by name
+in the decoded key, in the spellings of bcc's and libbpf-tools' profile and offcputime
+(bpfkit.profile.keys: ``kern_stack_id``, ``name``, ``tgid``, bcc's ``kernel_ip``; the task name
+may be in the value), so the order and extra fields are free; either stack id may be absent. A
 negative id is the helper's error (-EFAULT: no user stack, as for kernel threads; -EEXIST: a
 hash bucket collision without BPF_F_REUSE_STACKID; -ENOMEM): that part of the stack is left
 out, and a stack with neither part is counted under ``[lost stack]``.
@@ -29,37 +32,64 @@ from typing import Any
 from ..errors import UsageError
 from ..symbols import Frame, Symbolizer, default_symbolizer
 from ..symbols.stacks import decode_stack
+from .keys import COMM_FIELDS, DELTA, KERNEL_FIELDS, KERNEL_IP, OFF_CPU_UNIT, PID_FIELDS, USER_FIELDS, first
 from .model import KERNEL_SUFFIX, Profile
 
 __all__ = ["from_maps", "stack_key_fields", "LOST_STACK"]
 
 LOST_STACK = "[lost stack]"
-_PID = ("pid", "tgid")
-_COMM = ("comm", "name", "task")
 
 
-def stack_key_fields(key: Any) -> tuple[int, int | None, int | None, str]:
-    """(pid, user stack id or None, kernel stack id or None, comm) of a decoded key."""
-    fields = key.to_dict() if hasattr(key, "to_dict") else None
-    if not isinstance(fields, dict):
+def _fields(record: Any) -> dict[str, Any] | None:
+    fields = record.to_dict() if hasattr(record, "to_dict") else record
+    return fields if isinstance(fields, dict) else None
+
+
+def _key_parts(key: Any, value: Any = None) -> tuple[int, int | None, int | None, str, int]:
+    """(pid, user stack id, kernel stack id, comm, kernel ip or 0) of a decoded key (and the
+    value, which may carry the task name)."""
+    fields = _fields(key)
+    if fields is None:
         raise UsageError(f"the counts map's key {key!r} is not a struct typed by BTF: give the map BTF "
-                         "(__type(key, struct stack_key)) with pid, user_stack_id, kernel_stack_id and comm fields")
-    pid = next((int(fields[n]) for n in _PID if n in fields), 0)
-    user = fields.get("user_stack_id")
-    kernel = fields.get("kernel_stack_id")
-    comm = next((str(fields[n]) for n in _COMM if n in fields), "")
+                         "(__type(key, struct key_t)) with user_stack_id and kernel_stack_id (or kern_stack_id) "
+                         "fields, and pid (or tgid) and comm (or name)")
+    user, kernel = first(USER_FIELDS, fields), first(KERNEL_FIELDS, fields)
     if user is None and kernel is None:
-        raise UsageError(f"the counts map's key has neither user_stack_id nor kernel_stack_id "
+        raise UsageError(f"the counts map's key has neither {' nor '.join(USER_FIELDS + KERNEL_FIELDS)} "
                          f"(fields: {', '.join(fields)})")
-    return pid, None if user is None else int(user), None if kernel is None else int(kernel), comm
+    pid = first(PID_FIELDS, fields)
+    named = fields if first(COMM_FIELDS, fields) else _fields(value[0] if isinstance(value, list) and value
+                                                               else value) or {}
+    comm = first(COMM_FIELDS, named)
+    return (0 if pid is None else int(fields[pid]), None if user is None else int(fields[user]),
+            None if kernel is None else int(fields[kernel]), "" if comm is None else str(named[comm]),
+            int(fields.get(KERNEL_IP) or 0))
+
+
+def stack_key_fields(key: Any, value: Any = None) -> tuple[int, int | None, int | None, str]:
+    """(pid, user stack id or None, kernel stack id or None, comm) of a decoded key; the comm
+    from ``value`` when the key has none (libbpf-tools' offcputime keeps it in val_t)."""
+    return _key_parts(key, value)[:4]
 
 
 def _value(v: Any) -> int:
+    """The count in a value: a number, a struct's ``delta``, per-CPU values summed."""
     if isinstance(v, list):
         return sum(_value(x) for x in v)
     if isinstance(v, (bytes, bytearray)):
         return int.from_bytes(bytes(v)[:8], "little")
+    fields = _fields(v)
+    if fields is not None:
+        if DELTA not in fields:
+            raise UsageError(f"the counts map's value is a struct without a {DELTA} field (fields: {', '.join(fields)}): "
+                             "give it a number (__u64), or the count in a field named delta")
+        return int(fields[DELTA])
     return int(v)
+
+
+def _is_delta(v: Any) -> bool:
+    fields = _fields(v[0] if isinstance(v, list) and v else v)
+    return fields is not None and DELTA in fields
 
 
 def _frames(frames: list[Frame], kernel: bool) -> list[str]:
@@ -103,17 +133,23 @@ def from_maps(counts: Any, stacks: Any, *, symbolizer: Symbolizer | None = None,
     if tracker is not None:
         tracker.sync()  # apply the records up to now
     for key, value in counts.items():
-        tgid, uid, kid, comm = stack_key_fields(key)
-        if pid is not None and tgid != pid:
+        tgid, uid, kid, comm, kernel_ip = _key_parts(key, value)
+        if _is_delta(value) and (prof.sample_type, prof.unit) == ("samples", "count"):
+            prof.sample_type, prof.unit = OFF_CPU_UNIT  # a time, not samples: pprof and the SVG say so
+        count = _value(value)
+        # 0: an entry made and not added to yet (offcputime's val_t until its task runs again)
+        if (pid is not None and tgid != pid) or not count:
             continue
         stack = [comm or str(tgid)]
         ustack = ips(uid) if user else []
         kstack = ips(kid) if kernel else []
+        if kernel and kernel_ip:
+            kstack = [kernel_ip, *kstack]  # bcc's profile: the sampled ip, innermost (its "fix kernel stack")
         if ustack:
             stack += _frames(user_frames(tgid, ustack), False)
         if kstack:
             stack += _frames(sym.kernel_stack(kstack), True)
         if not ustack and not kstack:
             stack.append(LOST_STACK)
-        prof.add(stack, _value(value))
+        prof.add(stack, count)
     return prof
