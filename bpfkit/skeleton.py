@@ -4,7 +4,7 @@ open -> load -> attach -> close lifecycle (docs/skeleton.md).
 
     skel = Syscount.open()          # a generated class (bpfkit gen skeleton), or bpfkit.open(path)
     skel.targ_pid = 1234            # const volatile: before load, in the spec's .rodata
-    skel.load()                     # maps, then programs (bpfkit.Collection)
+    skel.load()                     # maps, then programs (bpfkit.Collection); of twins, one
     skel.attach()                   # every program whose section names a target
     skel.counts.items()             # Map[int, data_t]: typed through the object's BTF
     skel.total_calls                # a .bss global, read from the mmap'ed data map
@@ -13,13 +13,17 @@ open -> load -> attach -> close lifecycle (docs/skeleton.md).
 Generated modules declare the attributes with :class:`ProgramAttr`, :class:`MapAttr` and
 :class:`Variable` (typed: mypy sees ``Map[int, data_t]``, ``int``); :func:`open` builds the
 same class at run time from the same plan (bpfkit.skelgen).
+
+Twins (bpfkit.spec.twins: a tp_btf and a raw_tp program on one tracepoint, fentry and kprobe,
+fexit and kretprobe on one function) load as a group of alternatives by default: the BTF one,
+or its twin when the kernel refuses it, as runqlat.c chooses with probe_tp_btf().
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overload
 
@@ -36,16 +40,20 @@ from .program import LoadOptions, Program
 from .skelgen import Attr, class_name_for, skeleton_plan
 from .spec.collection import CollectionSpec, VariableSpec
 from .spec.load import load_spec
+from .spec.twins import find_twins, load_selection
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["Skeleton", "DynamicSkeleton", "ProgramAttr", "MapAttr", "Variable", "open", "dynamic_class"]
+__all__ = ["Skeleton", "DynamicSkeleton", "ProgramAttr", "MapAttr", "Variable", "Programs", "open", "dynamic_class"]
 
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
 R = TypeVar("R", bound=Record)
+
+# What load(programs=...) takes: names, and groups of alternatives (a tuple of names, first preferred).
+Programs = Iterable[str | Sequence[str]]
 
 
 class ProgramAttr:
@@ -61,10 +69,16 @@ class ProgramAttr:
     def __get__(self, obj: Skeleton | None, owner: type[Skeleton]) -> ProgramAttr | Program:
         if obj is None:
             return self
-        programs = obj._loaded(f"program {self.name!r}").programs
+        coll = obj._loaded(f"program {self.name!r}")
+        programs = coll.programs
         if self.name not in programs:
-            raise UsageError(f"program {self.name!r} of {obj.spec.name}.bpf.o was not loaded "
-                             f"(load(programs=...) chose {', '.join(programs) or 'none'})")
+            refused = coll.not_loaded.get(self.name)
+            twin = next((t for t in find_twins({n: p.section for n, p in obj.spec.programs.items()})
+                         if self.name in t.names), None)
+            raise UsageError(f"program {self.name!r} of {obj.spec.name}.bpf.o was not loaded " + (
+                f"(the kernel refused it and loaded an alternative: {refused})" if refused else
+                f"(load() keeps one of twins: {twin.note(twin.preferred if self.name == twin.fallback else twin.fallback)})"
+                if twin is not None else f"(load(programs=...) chose {', '.join(programs) or 'none'})"))
         return programs[self.name]
 
 
@@ -146,7 +160,7 @@ class Skeleton(ClosesOnExit):
         return cls(load_spec(where), where)
 
     @classmethod
-    def open_and_load(cls, path: str | os.PathLike[str] | None = None, *, programs: Iterable[str] | None = None,
+    def open_and_load(cls, path: str | os.PathLike[str] | None = None, *, programs: Programs | None = None,
                       pin_dir: str | os.PathLike[str] | None = None, options: LoadOptions | None = None) -> Self:
         """:meth:`open` then :meth:`load` (closed again when loading fails)."""
         skel = cls.open(path)
@@ -157,12 +171,16 @@ class Skeleton(ClosesOnExit):
             raise
         return skel
 
-    def load(self, *, programs: Iterable[str] | None = None, pin_dir: str | os.PathLike[str] | None = None,
+    def load(self, *, programs: Programs | None = None, pin_dir: str | os.PathLike[str] | None = None,
              options: LoadOptions | None = None) -> Self:
-        """Create the maps and load the programs (``programs``: only these, as libbpf's
-        autoload); the spec's variables are the data sections' initial contents."""
+        """Create the maps and load the programs; the spec's variables are the data sections'
+        initial contents. ``programs``: only these (as libbpf's autoload), each a name or a
+        group of alternatives (a tuple of names: the first the kernel loads is kept, as
+        :class:`bpfkit.Collection`). By default every program, twins as groups (BTF one first)."""
         if self.collection is not None:
             raise UsageError(f"{type(self).__name__}: already loaded")
+        if programs is None:
+            programs = load_selection(self.spec)
         self.collection = Collection(self.spec, programs=programs, pin_dir=pin_dir, options=options)
         for m in self.collection.maps.values():
             m.use_records(self.RECORDS)  # structs decode into the generated classes
@@ -171,7 +189,8 @@ class Skeleton(ClosesOnExit):
     def attach(self, *, programs: Iterable[str] | None = None, pid: int | None = None,
                mode: AttachMode | str = AttachMode.AUTO) -> AttachedLinks:
         """Attach every loaded program whose section names a target (``programs``: these
-        only); the links are closed by :meth:`detach` and :meth:`close`."""
+        only; without it, of two twins loaded, one: :func:`bpfkit.attach.attach_all`); the
+        links are closed by :meth:`detach` and :meth:`close`."""
         coll = self._loaded("attach")
         links = coll.attach_all(mode=mode, pid=pid, programs=programs)
         if self.links is None:

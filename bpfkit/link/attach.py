@@ -49,6 +49,7 @@ from .._kernel.fd import FD
 from ..errors import BPFKitError, KernelError, NotSupportedError, UsageError
 from ..probespec import ProbeSpec, parse_probe
 from ..sections import match_section
+from ..spec.twins import Twin, find_twins
 from . import _kinds
 from ._netdev import NetAttachMode
 from .base import Link
@@ -362,6 +363,23 @@ def _struct_ops_maps(source: ProgramsArg) -> dict[str, Map]:
     return dict(found()) if callable(found) else {}
 
 
+def _attach_twin(twin: Twin, preferred: Program, fallback: Program, attach: Callable[[str, Program], Link | str],
+                 skipped: dict[str, str]) -> tuple[str, Link | str]:
+    """Attach ``twin``'s preferred program, else (the kernel refused it) its fallback, as
+    libbpf-tools keep one of the pair (runqlat.c); the other is noted in ``skipped``."""
+    try:
+        made, used = attach(twin.preferred, preferred), twin.preferred
+    except BPFKitError as exc:
+        try:
+            made, used = attach(twin.fallback, fallback), twin.fallback
+        except BPFKitError as again:
+            raise again.wrap(f"its twin {twin.preferred!r} was refused too ({exc})")
+        skipped[twin.preferred] = f"the kernel refused it ({exc}); its twin {twin.fallback!r} on {twin.hook} runs instead"
+        return used, made
+    skipped[twin.fallback] = twin.note(used)
+    return used, made
+
+
 def attach_all(
     collection: ProgramsArg,
     *,
@@ -381,6 +399,11 @@ def attach_all(
     cgroup_sock, cgroup_sock_addr, sock_ops, sockopt, sysctl, device); without it they are skipped.
     ``netkit`` (a netkit pair's primary device, name or ifindex): where netkit/primary and
     netkit/peer programs go; without it they are skipped.
+
+    Twins (a tp_btf and a raw_tp program on one tracepoint, fentry and kprobe on one function,
+    fexit and kretprobe: :mod:`bpfkit.spec.twins`) both loaded would handle each event twice:
+    without ``programs``, the BTF one is attached, or its twin when the kernel refuses it, and
+    the other is in ``skipped`` with why. Name both in ``programs`` to attach both.
 
     All-or-nothing: when one attach fails, the links made so far are closed and the error
     (naming the program) propagates.
@@ -404,11 +427,24 @@ def attach_all(
             result.skipped[name] = reason
         else:
             todo.append((name, prog))
+    # Twins (tp_btf and raw_tp on one tracepoint, fentry and kprobe on one function; see
+    # bpfkit.spec.twins) would handle each event twice: unless both are named, one attaches.
+    twins = {t.preferred: t for t in find_twins({n: _section_of(p) for n, p in todo})} if wanted is None else {}
+    held = {t.fallback: dict(todo)[t.fallback] for t in twins.values()}
+    todo = [(n, p) for n, p in todo if n not in held]
+
+    def attach(name: str, prog: Program) -> Link | str:
+        return auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie, cgroup=cgroup, netkit=netkit)
+
     try:
-        for i, (name, prog) in enumerate(todo, 1):
+        for i, (first, prog) in enumerate(todo, 1):
             if progress is not None:
-                progress(i, len(todo), name)
-            made = auto_attach(name, prog, mode=mode, pid=pid, cookie=cookie, cgroup=cgroup, netkit=netkit)
+                progress(i, len(todo), first)
+            twin = twins.get(first)
+            if twin is not None:
+                name, made = _attach_twin(twin, prog, held[twin.fallback], attach, result.skipped)
+            else:
+                name, made = first, attach(first, prog)
             if isinstance(made, str):
                 result.skipped[name] = made
             else:
