@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Histograms: log2 and linear histograms from slot counts, maps and values, drawn as bcc draws
-them (``print_log2_hist``, ``print_linear_hist``) or handed over as data.
+them (``print_log2_hist``, ``print_linear_hist``), byte for byte as libbpf-tools' trace_helpers.c
+draws them (``style="libbpf-tools"``), or handed over as data.
 
 Where the counts come from (any of these, plain Python values or a :class:`bpfkit.Map`):
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Literal, Protocol, TypeGuard
 
 from .errors import UsageError
@@ -44,9 +45,15 @@ __all__ = [
     "render",
     "render_map",
     "slot_counts",
+    "Style",
 ]
 
 Kind = Literal["log2", "linear"]
+# Whose picture: bcc's Python (table.py) or libbpf-tools' C (trace_helpers.c). They differ in
+# the log2 header ("count     distribution" against "count    distribution"), the bar's
+# arithmetic (float against unsigned int) and which linear rows are drawn (libbpf-tools: only
+# non-zero rows, from the first non-zero one).
+Style = Literal["bcc", "libbpf-tools"]
 
 STARS_MAX = 40  # bcc's stars_max: the bar's width in columns
 LOG2_INDEX_MAX = 65  # bcc's log2_index_max: slots of a 64-bit log2 histogram
@@ -79,12 +86,14 @@ class Bucket:
 @dataclasses.dataclass
 class Histogram:
     """A histogram as data: buckets up to the last non-empty one, a unit, and for per-key
-    histograms the key (``label``). ``str(h)`` draws it as bcc does."""
+    histograms the key (``label``) and the fields of the key's value other than its slots
+    (``value_fields``: runqlat's ``comm`` in its ``struct hist``). ``str(h)`` draws it as bcc does."""
 
     kind: Kind
     buckets: list[Bucket]
     unit: str = "value"
     label: object = None
+    value_fields: dict[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -119,11 +128,17 @@ class Histogram:
         out["buckets"] = [b.to_dict() for b in self.buckets]
         return out
 
-    def render(self, *, strip_leading_zero: bool = False) -> str:
+    def render(self, *, strip_leading_zero: bool = False, style: Style = "bcc") -> str:
         """The picture bcc's ``print_log2_hist`` / ``print_linear_hist`` prints, line for line
-        (without a trailing newline); "" for an empty histogram, as bcc prints nothing."""
+        (without a trailing newline); "" for an empty histogram, as bcc prints nothing.
+        ``style="libbpf-tools"``: what libbpf-tools' C functions of the same names print, byte
+        for byte once ``print()`` adds the last newline (counts taken as their ``unsigned int``)."""
         if not any(self.counts):
             return ""
+        if style == "libbpf-tools":
+            return self._render_libbpf(strip_leading_zero)
+        if style != "bcc":
+            raise UsageError(f"histogram style {style!r}: use 'bcc' or 'libbpf-tools'")
         val_max = max(self.counts)
         lines = []
         if self.kind == "linear":
@@ -143,8 +158,50 @@ class Histogram:
             lines.append(f"{b.low:>{num}d} -> {b.high:<{num}d} : {b.count:<8d} |{bar:<{stars}}|")
         return "\n".join(lines)
 
+    def _render_libbpf(self, strip_leading_zero: bool) -> str:
+        """libbpf-tools' trace_helpers.c print_log2_hist / print_linear_hist, format string for
+        format string (their printf formats are quoted beside each line)."""
+        counts = [_c_uint(b.count) for b in self.buckets]
+        val_max = max(counts)
+        lines = []
+        if self.kind == "linear":
+            lines.append(f"     {self.unit:<13} : count     distribution")  # "     %-13s : count     distribution\n"
+            for b, val in zip(self.buckets, counts, strict=True):
+                if val:  # "if (!val) continue;"
+                    lines.append(f"        {_c_int(b.low):<10d} : {_c_int(val):<8d} |{_c_stars(val, val_max, STARS_MAX)}|")
+            return "\n".join(lines)
+        idx_max = len(counts) - 1  # the last non-zero slot: buckets end there
+        narrow = idx_max <= 32
+        pad, label, width, stars = (5, 19, 10, STARS_MAX) if narrow else (15, 29, 20, STARS_MAX // 2)
+        lines.append(f"{'':{pad}}{self.unit:<{label}} : count    distribution")  # "%*s%-*s : count    distribution\n"
+        for b, val in zip(self.buckets, counts, strict=True):
+            if strip_leading_zero and not val:
+                continue
+            strip_leading_zero = False
+            # "%*lld -> %-*lld : %-8d |", then print_stars, then "|\n"
+            lines.append(f"{b.low:>{width}d} -> {b.high:<{width}d} : {_c_int(val):<8d} |{_c_stars(val, val_max, stars)}|")
+        return "\n".join(lines)
+
     def __str__(self) -> str:
         return self.render()
+
+
+def _c_uint(count: int) -> int:
+    """A count as libbpf-tools holds it: ``unsigned int vals[]`` (wrapped past 32 bits)."""
+    return count & 0xFFFFFFFF
+
+
+def _c_int(value: int) -> int:
+    """An ``unsigned int`` printed with ``%d``: 2**31 and above print negative."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _c_stars(val: int, val_max: int, width: int) -> str:
+    """libbpf-tools' print_stars: ``min(val, val_max) * width / val_max`` stars in unsigned int
+    arithmetic (the product wraps at 2**32 as C's does), spaces to ``width``, "+" past val_max."""
+    stars = ((min(val, val_max) * width) & 0xFFFFFFFF) // val_max
+    return "*" * stars + " " * (width - stars) + ("+" if val > val_max else "")
 
 
 def _stars(val: int, val_max: int, width: int) -> str:
@@ -160,7 +217,8 @@ def _stars(val: int, val_max: int, width: int) -> str:
 
 
 # --------------------------------------------------------------------------------- building
-def log2_hist(source: object, unit: str = "value", *, first_slot: int = 0, label: object = None) -> Histogram:
+def log2_hist(source: object, unit: str = "value", *, first_slot: int = 0, label: object = None,
+              value_fields: Mapping[str, object] | None = None) -> Histogram:
     """A log2 histogram from slot counts, a slot -> count mapping, a value with ``slots`` or a
     map (see the module's docstring). Counts of slots below ``first_slot`` are not drawn (bcc
     skips its slot 0 the same way)."""
@@ -169,17 +227,18 @@ def log2_hist(source: object, unit: str = "value", *, first_slot: int = 0, label
     for i, count in enumerate(counts[: _last_nonzero(counts) + 1]):
         low, high = (0, 1) if i == 0 else (1 << i, (1 << (i + 1)) - 1)
         buckets.append(Bucket(low, high, count))
-    return Histogram("log2", buckets, unit, label)
+    return Histogram("log2", buckets, unit, label, dict(value_fields or {}))
 
 
-def linear_hist(source: object, unit: str = "value", *, base: int = 0, step: int = 1, label: object = None) -> Histogram:
+def linear_hist(source: object, unit: str = "value", *, base: int = 0, step: int = 1, label: object = None,
+                value_fields: Mapping[str, object] | None = None) -> Histogram:
     """A linear histogram: slot ``i`` holds ``[base + i*step, base + (i+1)*step - 1]``."""
     if step < 1:
         raise UsageError(f"linear histogram: step must be 1 or more, not {step}")
     counts = slot_counts(source)
     buckets = [Bucket(base + i * step, base + (i + 1) * step - 1, count)
                for i, count in enumerate(counts[: _last_nonzero(counts) + 1])]
-    return Histogram("linear", buckets, unit, label)
+    return Histogram("linear", buckets, unit, label, dict(value_fields or {}))
 
 
 def _last_nonzero(counts: Sequence[int]) -> int:
@@ -189,10 +248,11 @@ def _last_nonzero(counts: Sequence[int]) -> int:
     return -1
 
 
-def _hist(kind: Kind, source: object, unit: str, first_slot: int, base: int, step: int, label: object) -> Histogram:
+def _hist(kind: Kind, source: object, unit: str, first_slot: int, base: int, step: int, label: object,
+          value_fields: Mapping[str, object] | None = None) -> Histogram:
     if kind == "log2":
-        return log2_hist(source, unit, first_slot=first_slot, label=label)
-    return linear_hist(source, unit, base=base, step=step, label=label)
+        return log2_hist(source, unit, first_slot=first_slot, label=label, value_fields=value_fields)
+    return linear_hist(source, unit, base=base, step=step, label=label, value_fields=value_fields)
 
 
 def slot_counts(source: object) -> list[int]:
@@ -316,15 +376,18 @@ def per_key(source: object, unit: str = "value", *, kind: Kind = "log2", first_s
     """Histograms per key, each with its key as ``label``, sorted by key where keys sort:
 
     * key -> histogram value (a record/dict with ``slots``, or a list of counts): runqlat -P;
+      the value's other fields (runqlat's ``comm``) become the histogram's ``value_fields``;
     * struct key with a slot field (``slot_field``, else a field named slot or bucket) ->
       count: the label is the key without its slot (the one other field's value, or a dict).
     """
     pairs = list(map_items(source) if _is_map(source) else _pairs(source))
     groups: dict[object, tuple[object, list[tuple[object, object]]]] = {}
+    extras: dict[object, dict[str, object]] = {}
     for key, value in pairs:
         slots = _slots_of(value)
         if slots is not None:
             groups[_hashable(key)] = (key, [(i, c) for i, c in enumerate(slots)])
+            extras[_hashable(key)] = {k: v for k, v in (_fields(value) or {}).items() if k != "slots"}
             continue
         fields = _fields(key)
         name = slot_field or next((f for f in _SLOT_FIELDS if fields and f in fields), None)
@@ -339,8 +402,9 @@ def per_key(source: object, unit: str = "value", *, kind: Kind = "log2", first_s
         ordered.sort(key=lambda item: item[0])  # type: ignore[arg-type,return-value]
     except TypeError:
         pass  # keys that do not sort keep the map's order
-    return [_hist(kind, _counts_from_pairs(slot_pairs, f"key {_short(label)}"), unit, first_slot, base, step, label)
-            for _, (label, slot_pairs) in ordered]
+    return [_hist(kind, _counts_from_pairs(slot_pairs, f"key {_short(label)}"), unit, first_slot, base, step, label,
+                  extras.get(hashed))
+            for hashed, (label, slot_pairs) in ordered]
 
 
 def _pairs(source: object) -> Iterable[tuple[object, object]]:
@@ -429,15 +493,46 @@ def find_histograms(m: MapWithItems, unit: str = "value", *, kind: Kind | None =
     return []
 
 
-def render(histograms: Sequence[Histogram], *, section_header: str = "key", strip_leading_zero: bool = False) -> str:
+def render(histograms: Sequence[Histogram], *, section_header: str = "key", strip_leading_zero: bool = False,
+           style: Style = "bcc", section: str | Callable[[Histogram], str] | None = None) -> str:
     """Several histograms drawn one after another; each with a label gets bcc's section line
-    (``\\n{section_header} = {label}``) above it, as bcc's print_log2_hist with a secondary key."""
+    (``\\n{section_header} = {label}``) above it, as bcc's print_log2_hist with a secondary key.
+
+    ``section`` writes that line instead: a format string over ``label`` (the key as text),
+    the key's fields when it is a record, and the value's other fields (``value_fields``):
+    runqlat's ``"pid = {label} {comm}"`` (``printf("\\npid = %d %s\\n", ...)``); or a function
+    of the histogram. ``style``: see :meth:`Histogram.render` (with "libbpf-tools" an empty
+    histogram adds no line under its section, as the C tools print nothing for it)."""
     parts = []
     for h in histograms:
-        if h.label is not None:
-            parts.append(f"\n{section_header} = {_label_text(h.label)}")
-        parts.append(h.render(strip_leading_zero=strip_leading_zero))
+        if h.label is not None or section is not None:
+            parts.append("\n" + (_section_text(section, h) if section is not None
+                                 else f"{section_header} = {_label_text(h.label)}"))
+        text = h.render(strip_leading_zero=strip_leading_zero, style=style)
+        if text or style == "bcc":
+            parts.append(text)
     return "\n".join(parts)
+
+
+def _section_text(section: str | Callable[[Histogram], str], h: Histogram) -> str:
+    if callable(section):
+        return section(h)
+    names: dict[str, object] = {k: _field_text(v) for k, v in (_fields(h.label) or {}).items()}
+    names.update((k, _field_text(v)) for k, v in h.value_fields.items())
+    names["label"] = _label_text(h.label) if h.label is not None else ""
+    try:
+        return section.format(**names)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UsageError(f"histogram section {section!r}: cannot fill it ({type(exc).__name__}: {exc}); "
+                         f"it may name {', '.join('{' + n + '}' for n in names)}") from None
+
+
+def _field_text(value: object) -> object:
+    """A field for a section line: a char array's bytes as its text up to the first NUL (as
+    printf's %s reads it), anything else as it is."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).split(b"\0", 1)[0].decode(errors="replace")
+    return value
 
 
 def _label_text(label: object) -> str:
