@@ -52,6 +52,7 @@ from .btf.types import Array, Enum, Float, Int, IntEncoding, Pointer, Struct, Ty
 from .errors import UsageError
 from .spec.collection import CollectionSpec
 from .spec.maps import PERCPU_TYPES
+from .spec.twins import find_twins
 
 __all__ = ["Attr", "RecordPlan", "EnumPlan", "SkeletonPlan", "skeleton_plan", "generate", "class_name_for",
            "python_name", "RESERVED"]
@@ -490,6 +491,9 @@ def generate(spec: CollectionSpec, class_name: str | None = None, *, object_path
         out += ["", "    # programs"]
         out += [f"    {a.attr}: _skel.ProgramAttr = _skel.ProgramAttr({a.name!r})  # {a.comment}"
                 for a in plan.programs]
+        # Twins (bpfkit.spec.twins): load() takes the pair as alternatives, attach() one of them.
+        out += [f"    # twins on {t.hook}: load() keeps {t.preferred!r}, else {t.fallback!r}"
+                for t in find_twins({n: p.section for n, p in spec.programs.items()}) if t.hook.isprintable()]
     if plan.maps:
         out += ["", "    # maps"]
         out += [f"    {a.attr}: _skel.MapAttr[{a.key}, {a.value}] = _skel.MapAttr({a.name!r}, {a.size})  # {a.comment}"

@@ -115,10 +115,13 @@ def _program_groups(values: list[str]) -> list[tuple[str, ...]]:
 
 
 def _selection(spec: Any, groups: list[tuple[str, ...]]) -> list[tuple[str, ...]] | None:
-    """What Collection(programs=...) loads for these -p groups: None (everything) without -p.
-    A struct_ops map named by -p brings its callbacks; one not named is not created."""
+    """What Collection(programs=...) loads for these -p groups: without -p, everything, twins
+    as alternatives (bpfkit.spec.twins). A struct_ops map named by -p brings its callbacks; one
+    not named is not created."""
     if not groups:
-        return None
+        from ..spec.twins import load_selection
+
+        return load_selection(spec)
     named = {name for group in groups for name in group}
     chosen = [g for g in groups if not (len(g) == 1 and g[0] in spec.maps and spec.maps[g[0]].struct_ops)]
     for name, mspec in spec.maps.items():
