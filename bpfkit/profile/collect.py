@@ -143,8 +143,10 @@ def from_maps(counts: Any, stacks: Any, *, symbolizer: Symbolizer | None = None,
         stack = [comm or str(tgid)]
         ustack = ips(uid) if user else []
         kstack = ips(kid) if kernel else []
-        if kernel and kernel_ip:
-            kstack = [kernel_ip, *kstack]  # bcc's profile: the sampled ip, innermost (its "fix kernel stack")
+        if kernel and kernel_ip and kid is not None and kid >= 0 and kstack[:1] != [kernel_ip]:
+            # bcc's profile.py puts the sampled ip first ("fix kernel stack") for kernels whose
+            # perf-event stacks leave it out; where the stack starts there (6.x) it is not repeated.
+            kstack = [kernel_ip, *kstack]
         if ustack:
             stack += _frames(user_frames(tgid, ustack), False)
         if kstack:

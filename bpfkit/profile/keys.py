@@ -17,6 +17,7 @@ task name               ``comm``, ``name``, ``task`` (key or value)     bpfkit, 
 kernel ip               ``kernel_ip``                                   bcc's profile: the
                                                                         sampled ip, the kernel
                                                                         stack's innermost frame
+                                                                        unless it starts there
 value                   a number, or a struct's ``delta``               libbpf-tools' offcputime:
                                                                         ``struct val_t {delta,
                                                                         comm}``, microseconds
