@@ -4,8 +4,10 @@
     bpfkit events /sys/fs/bpf/opensnoop/events                       # hex records
     bpfkit events /sys/fs/bpf/opensnoop/events --btf opensnoop.bpf.o --event-type event --json
 
-The same printing serves ``bpfkit attach --events MAP`` (:class:`EventStream`). Records print
-hex unless a BTF struct describes them; lost counts go to stderr.
+The same printing serves ``bpfkit attach --events MAP[:TYPE]`` (:class:`EventStream`). Records
+print hex unless a struct of the object's BTF, or else of its DWARF, describes them; a record
+shorter than its struct prints the fields it holds (execsnoop's); ``--char-arrays`` says how
+char arrays print; lost counts go to stderr.
 """
 
 from __future__ import annotations
@@ -32,10 +34,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pinned", metavar="PINNED_MAP", help="path of the map in bpffs")
     parser.add_argument("--btf", metavar="OBJ", help="object file whose BTF describes the records")
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
-                        help="BTF struct of one record (default: event)")
+                        help="struct of one record, from the object's BTF or else its DWARF (default: event)")
+    add_char_arrays_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per record")
     parser.add_argument("--count", type=argtypes.count, default=0, help="stop after N records")
     parser.add_argument("--duration", type=argtypes.seconds, default=0.0, help="stop after S seconds")
+
+
+def add_char_arrays_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--char-arrays", metavar="MODE|FIELD=MODE", action="append", default=[],
+                        help="how decoded char arrays print: text (up to the first NUL; the default), strings (every "
+                             "NUL-separated string, as execsnoop's args) or bytes (hex); FIELD=MODE for one field "
+                             "(args=strings, fname.pathes=bytes); repeatable")
+
+
+def char_arrays(values: list[str]) -> dict[str, str] | str | None:
+    """--char-arrays as bpfkit.btf.records reads it: a mode for all, and modes by field."""
+    from ..btf.records import CHAR_MODES
+    from ..errors import UsageError
+
+    default, by_field = None, {}
+    for value in values:
+        field, eq, mode = value.rpartition("=")
+        if mode not in CHAR_MODES or (eq and not field):
+            raise UsageError(f"--char-arrays {value}: give MODE or FIELD=MODE, MODE one of {', '.join(CHAR_MODES)}")
+        if eq:
+            by_field[field] = mode
+        else:
+            default = mode
+    if not by_field:
+        return default
+    if default is not None:
+        by_field.setdefault("", default)
+    return by_field
+
+
+def record_format_of(btf: Any, type_name: str, what: str, *, named: bool) -> Any:
+    """The RecordFormat of struct ``type_name`` from the object's BTF or DWARF. Not there, or
+    not decodable: a UsageError naming both places when the user ``named`` it, else None
+    (records print hex) and a note on stderr saying why."""
+    from ..errors import BPFKitError, NotFoundError, UsageError
+    from ..events import RecordFormat
+
+    try:
+        return RecordFormat.from_btf(btf, type_name)
+    except BPFKitError as exc:
+        if named:
+            raise (UsageError(f"{what}: {exc}") if isinstance(exc, NotFoundError) else exc.wrap(what)) from None
+        print(f"bpfkit: note: {what}: {exc}: printing hex (MAP:TYPE names the record type)", file=sys.stderr)
+    return None
 
 
 class EventStream:
@@ -44,12 +91,23 @@ class EventStream:
     ``run(stop)`` polls until ``stop`` is set (or ``count`` records were printed)."""
 
     def __init__(self, maps: list[tuple[Any, Any]], *, json_lines: bool = False, count: int = 0,
-                 make_sink: Callable[[Any, Any], Any] | None = None) -> None:
+                 make_sink: Callable[[Any, Any], Any] | None = None, char_arrays: Any = None) -> None:
         """``maps``: (map, RecordFormat or None) pairs; ``make_sink(map, fmt)``: what takes each
-        record (``sink(data, cpu)``, ``sink.lost(cpu, n)``, ``sink.count``) instead of a printer."""
+        record (``sink(data, cpu)``, ``sink.lost(cpu, n)``, ``sink.count``) instead of a printer;
+        ``char_arrays``: how char arrays print (bpfkit.btf.records)."""
         from ..errors import UsageError
         from ..events import PerfBuffer, RingBuffer
-        from .output import RecordPrinter
+        from .output import RecordPrinter, jsonable
+
+        class Printer(RecordPrinter):
+            """Records decoded whole or cut short (RecordFormat.fields), char arrays as asked."""
+
+            def decode(self, data: bytes) -> dict[str, Any] | None:
+                if self.fmt is None:
+                    return None
+                fields = self.fmt.fields(data, char_arrays)
+                return {k: (v.hex() if self.fmt.char_mode(k, char_arrays) == "bytes" else jsonable(v))
+                        if isinstance(v, bytes) else v for k, v in fields.items()}
 
         self.readers: list[Any] = []
         self.printers: list[Any] = []
@@ -57,7 +115,7 @@ class EventStream:
         ring: Any = None
         try:
             for m, fmt in maps:
-                printer = make_sink(m, fmt) if make_sink is not None else RecordPrinter(m.name, fmt, json_lines=json_lines)
+                printer = make_sink(m, fmt) if make_sink is not None else Printer(m.name, fmt, json_lines=json_lines)
                 self.printers.append(printer)
                 tname = getattr(m.type, "name", str(m.type))
                 if tname == "RINGBUF":
@@ -150,17 +208,15 @@ class TracePipe:
 
 def run(args: argparse.Namespace) -> int:
     from ..maps import Map
-    from .output import record_format
 
     fmt = None
+    modes = char_arrays(args.char_arrays)
     if args.btf:
         import bpfkit
 
-        fmt = record_format(bpfkit.load_spec(args.btf).btf, args.event_type)
-        if fmt is None:
-            print(f"bpfkit: note: no struct {args.event_type!r} in {args.btf}: printing hex", file=sys.stderr)
+        fmt = record_format_of(bpfkit.load_spec(args.btf).btf, args.event_type, f"--btf {args.btf}", named=True)
     with StopSignals() as stop, Map.load_pinned(args.pinned) as m:
-        stream = EventStream([(m, fmt)], json_lines=args.json, count=args.count)
+        stream = EventStream([(m, fmt)], json_lines=args.json, count=args.count, char_arrays=modes)
         try:
             stream.run(stop, args.duration)
         finally:

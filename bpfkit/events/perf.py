@@ -47,9 +47,10 @@ from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
 from .._protocols import UpdatableMapLike
+from ..btf.records import CharArrays, RecordDecoder
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
 from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release, warn_lost
-from .records import HAVE_NUMPY, RecordFormat, collect_batches, numpy_module, require_format
+from .records import HAVE_NUMPY, RecordFormat, collect_batches, decoding, numpy_module, record_decoder, require_format
 
 __all__ = ["PerfBuffer", "PerfRing"]
 
@@ -302,7 +303,9 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
 
     ``pages`` per CPU must be a power of two. ``wakeup_events``/``wakeup_watermark`` choose
     when the kernel wakes the reader (see the module docs). ``cpus`` restricts the rings to
-    some CPUs (the program's outputs on other CPUs then fail with ENOENT).
+    some CPUs (the program's outputs on other CPUs then fail with ENOENT). ``record``
+    (``"struct event"``, from the object's BTF or DWARF, or a RecordDecoder): ``on_sample(cpu,
+    record)`` gets each record decoded, cut-short ones too (``char_arrays``: bpfkit.btf.records).
     """
 
     _WHAT = "perf buffer"
@@ -310,7 +313,7 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
     def __init__(
         self,
         pmap: UpdatableMapLike,
-        callback: Callable[[int, memoryview], Any] | None = None,
+        callback: Callable[[int, Any], Any] | None = None,
         lost_callback: Callable[[int, int], Any] | None = None,
         *,
         pages: int = 64,
@@ -318,9 +321,13 @@ class PerfBuffer(PolledReader[tuple[int, memoryview]]):
         wakeup_watermark: int = 0,
         overwrite: bool = False,
         cpus: Iterable[int] | None = None,
+        record: str | RecordDecoder | None = None,
+        char_arrays: CharArrays | None = None,
     ) -> None:
         if getattr(pmap, "type", None) != MapType.PERF_EVENT_ARRAY:
             raise UsageError(f"map {getattr(pmap, 'name', pmap)!r} is not a perf_event_array")
+        if record is not None:  # callback(cpu, Record): bpfkit.btf.records
+            callback = decoding(callback, record_decoder(pmap, record, char_arrays), True)
         _ring.check_pages(pages)
         if wakeup_watermark and wakeup_watermark >= pages * PAGE:
             raise UsageError(f"wakeup_watermark {wakeup_watermark} must be smaller than the ring ({pages * PAGE} bytes)")

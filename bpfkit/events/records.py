@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._kernel.consts import PerfRecord, PerfSample
+from ..btf.records import CharArrays, RecordDecoder, char_modes, char_value, mode_of
 from ..errors import ParseError, UsageError
 
 # numpy is the optional extra that makes batches structured arrays. It is imported on first
@@ -41,6 +42,7 @@ def numpy_module() -> Any:
 __all__ = [
     "HAVE_NUMPY",
     "RecordFormat",
+    "RecordDecoder",
     "SampleId",
     "PerfEventRecord",
     "Record",
@@ -96,11 +98,15 @@ class RecordFormat:
     format: str | None  # None for a numpy dtype with no struct equivalent
     names: list[str]
     size: int
+    char_fields: frozenset[str]  # the fields that are char arrays (from_btf knows them)
 
     def __init__(self, fmt: Any, names: Sequence[str] | None = None) -> None:
         self._dtype: Any = None
+        self._fields: list[tuple[int, str, int]] = []
+        self.char_fields = frozenset()
         if isinstance(fmt, RecordFormat):
             self.format, self.names, self.size, self._dtype = fmt.format, fmt.names, fmt.size, fmt._dtype
+            self._fields, self.char_fields = fmt._fields, fmt.char_fields
             return
         np = numpy_module() if not isinstance(fmt, str) else None
         if np is not None and isinstance(fmt, np.dtype):
@@ -168,16 +174,19 @@ class RecordFormat:
         members in order with explicit padding, little-endian; nested structs are flattened
         into ``outer.inner`` names, arrays of integers into ``name[i]`` fields, byte/char
         arrays and unions become ``bytes``. Bitfields are refused."""
+        from ..btf.dwarf import find_struct
         from ..btf.layout import FLOAT_FORMATS, INT_FORMATS, POINTER_FORMAT, leaves
+        from ..btf.records import is_char_array
         from ..btf.types import Array, Enum, Float, Int, Pointer, Struct, Union
 
-        if isinstance(struct_type, str):
-            struct_type = btf.lookup(struct_type)
+        if isinstance(struct_type, str):  # the object's BTF, else its DWARF (bpfkit.btf.dwarf)
+            btf, struct_type = find_struct(btf, struct_type)
         elif isinstance(struct_type, int):
             struct_type = btf.resolve(struct_type)
         if not isinstance(struct_type, Struct) or isinstance(struct_type, Union):
             raise UsageError(f"{struct_type!r} is not a BTF struct")
         codes: list[tuple[int, str, int, str]] = []  # (offset, code, size, name)
+        chars: set[str] = set()
 
         def scalar(t: Any) -> str | None:
             """Integers and enums by size and sign (a bool as an integer), pointers, floats."""
@@ -213,6 +222,8 @@ class RecordFormat:
                 ecode = scalar(elem)
                 if ecode is None or esize == 1:
                     codes.append((off, "s", esize * mt.nelems, name))
+                    if is_char_array(btf, mt):
+                        chars.add(name)
                 else:
                     for i in range(mt.nelems):
                         codes.append((off + i * esize, ecode, esize, f"{name}[{i}]"))
@@ -228,7 +239,9 @@ class RecordFormat:
             pos = off + size
         if struct_type.size > pos:
             fmt += f"{struct_type.size - pos}x"
-        return cls(fmt, names)
+        made = cls(fmt, names)
+        made.char_fields = frozenset(chars)
+        return made
 
     @property
     def dtype(self) -> Any:
@@ -299,8 +312,72 @@ class RecordFormat:
             raise UsageError("this RecordFormat came from a numpy dtype: it has no struct format")
         return struct.unpack_from(self.format, data)
 
+    def fields(self, data: Any, char_arrays: CharArrays | None = None) -> dict[str, Any]:
+        """One record as {name: value}, whole or cut short (execsnoop sends its struct only up to
+        the bytes ``args`` uses): a field starting at or after the record's end is None, a
+        ``bytes`` field the end cuts holds the bytes there, another field it cuts is None.
+        Char arrays (:attr:`char_fields`) read as ``char_arrays`` says (bpfkit.btf.records:
+        ``"text"``, ``"strings"``, ``"bytes"``, or a mode by field name); other bytes fields
+        stay bytes."""
+        if self.format is None:
+            raise UsageError("this RecordFormat came from a numpy dtype: it has no struct format")
+        n = len(data)
+        if n >= self.size:
+            values = list(struct.unpack_from(self.format, data))
+        else:
+            order = self.format[0] if self.format[0] in "@=<>!" else "@"
+            values = []
+            for off, code, count in self._fields:
+                width = count if code in "sp" else struct.calcsize(order + code)
+                if off >= n:
+                    values.append(None)
+                elif code in "sp":
+                    values.append(bytes(data[off:min(off + width, n)]))
+                else:
+                    values.append(struct.unpack_from(order + code, data, off)[0] if off + width <= n else None)
+        out: dict[str, Any] = dict(zip(self.names, values))
+        for name in self.char_fields:
+            raw = out.get(name)
+            mode = self.char_mode(name, char_arrays)
+            if isinstance(raw, bytes) and mode is not None:
+                out[name] = char_value(raw, mode)
+        return out
+
+    def char_mode(self, name: str, char_arrays: CharArrays | None = None) -> str | None:
+        """How :meth:`fields` reads field ``name`` given ``char_arrays`` (None: not a char array)."""
+        if name not in self.char_fields:
+            return None
+        return mode_of(name, *char_modes(char_arrays))
+
     def __repr__(self) -> str:
         return f"RecordFormat({self.format or self._dtype!r}, size={self.size})"
+
+
+def record_decoder(rmap: Any, record: str | RecordDecoder, char_arrays: CharArrays | None = None) -> RecordDecoder:
+    """What ``record=`` of a reader names, as a decoder: a RecordDecoder as it is, or a struct
+    name (``"struct event"``) looked up in the BTF of the object ``rmap`` came from, else in its
+    DWARF (bpfkit.btf.dwarf)."""
+    if isinstance(record, RecordDecoder):
+        if char_arrays is not None:
+            raise UsageError("give char_arrays to the RecordDecoder itself, not beside it")
+        return record
+    if not isinstance(record, str):
+        raise UsageError(f"record must be a struct name or a RecordDecoder, not {record!r}")
+    from ..btf.dwarf import find_struct
+
+    btf = getattr(getattr(rmap, "spec", None), "btf", None)
+    found_btf, struct_type = find_struct(btf, record, f"map {getattr(rmap, 'name', rmap)!r}: record type")
+    return RecordDecoder(found_btf, struct_type, char_arrays=char_arrays)
+
+
+def decoding(callback: Any, decoder: RecordDecoder, with_cpu: bool) -> Any:
+    """``callback`` called with each record decoded (after the CPU for a perf buffer's)."""
+    if not callable(callback):
+        raise UsageError(f"a reader given record= needs a callback, not {callback!r}")
+    decode = decoder.decode
+    if with_cpu:
+        return lambda cpu, data: callback(cpu, decode(data))
+    return lambda data: callback(decode(data))
 
 
 def as_format(fmt: Any) -> RecordFormat | None:

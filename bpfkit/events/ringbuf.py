@@ -29,9 +29,10 @@ from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
 from .._protocols import MapLike
+from ..btf.records import CharArrays, RecordDecoder
 from ..errors import BPFKitError, ParseError, RingBufferFullError, UsageError
 from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release
-from .records import HAVE_NUMPY, RecordFormat, collect_batches, numpy_module, require_format
+from .records import HAVE_NUMPY, RecordFormat, collect_batches, decoding, numpy_module, record_decoder, require_format
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
@@ -231,24 +232,32 @@ class RingBuffer(PolledReader[memoryview]):
         arr = rb.read_batch("<QQIIQ")                 # or drain all at once, decoded
 
     Callbacks get a ``memoryview`` into the ring, valid only during the call (copy with
-    ``bytes(rec)``). An exception from a callback propagates; that record counts as consumed.
+    ``bytes(rec)``), or with ``record="struct event"`` the record decoded (see :meth:`add`).
+    An exception from a callback propagates; that record counts as consumed.
     """
 
     _WHAT = "ring buffer reader"
 
-    def __init__(self, rmap: MapLike | None = None, callback: Callable[[memoryview], Any] | None = None) -> None:
+    def __init__(self, rmap: MapLike | None = None, callback: Callable[[Any], Any] | None = None, *,
+                 record: str | RecordDecoder | None = None, char_arrays: CharArrays | None = None) -> None:
         self._rings: list[_Ring] = []
         self._by_fd: dict[int, _Ring] = {}
         self._poller = _ring.Poller()
         if rmap is not None:
             try:
-                self.add(rmap, callback)
+                self.add(rmap, callback, record=record, char_arrays=char_arrays)
             except BaseException:
                 self.close()
                 raise
 
-    def add(self, rmap: MapLike, callback: Callable[[memoryview], Any] | None = None) -> None:
-        """Also read ``rmap`` (a RINGBUF Map), calling ``callback`` for its records."""
+    def add(self, rmap: MapLike, callback: Callable[[Any], Any] | None = None, *,
+            record: str | RecordDecoder | None = None, char_arrays: CharArrays | None = None) -> None:
+        """Also read ``rmap`` (a RINGBUF Map), calling ``callback`` for its records. ``record``
+        (``"struct event"``, found in the object's BTF or DWARF, or a RecordDecoder): call it
+        with each record decoded (a Record; cut-short records and ``char_arrays``:
+        bpfkit.btf.records)."""
+        if record is not None:
+            callback = decoding(callback, record_decoder(rmap, record, char_arrays), False)
         try:
             ring = _Ring(rmap, callback)
         except BPFKitError as exc:

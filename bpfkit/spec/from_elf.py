@@ -25,6 +25,7 @@ import struct
 from collections.abc import Callable
 
 from ..btf import BTF, BTFExt
+from ..btf.dwarf import attach_dwarf
 from ..btf.types import Datasec, Func, Kind, Linkage, Var, VarLinkage
 from ..elf.reader import (
     SHF_EXECINSTR,
@@ -125,6 +126,7 @@ def internal_map_name(obj_name: str, section: str) -> str:
 class _ObjectParser:
     def __init__(self, data: bytes | bytearray | memoryview, name: str) -> None:
         self.elf = ElfFile(data)
+        self.data = data
         self.name = name
         self.symbols_by_section: dict[int, list[Symbol]] = {}
         for sym in self.elf.symbols:
@@ -139,6 +141,8 @@ class _ObjectParser:
         btf_sec = elf.by_name.get(".BTF")
         self.btf = BTF.from_bytes(btf_sec.data) if btf_sec is not None else None
         if self.btf is not None:
+            if ".debug_info" in elf.by_name:  # types BTF lacks, read on demand (bpfkit.btf.dwarf)
+                attach_dwarf(self.btf, self.data, self.name)
             self._fixup_datasecs()
             self._hidden_funcs_static()
         ext_sec = elf.by_name.get(".BTF.ext")

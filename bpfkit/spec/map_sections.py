@@ -244,6 +244,8 @@ def _btf_map_def(btf: BTF, name: str, type_id: int, inner: bool) -> tuple[MapSpe
     if map_type is None:
         raise ParseError(f"map {name!r}: no 'type' in its definition")
     spec.type = _map_type(map_type, name)
+    if spec.type in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY):
+        spec.btf = btf  # untyped, but its records are typed by the object's BTF (or DWARF): record="struct event"
     for what, given, type_ref in (("key", key_size, key_type), ("value", value_size, value_type)):
         if not type_ref:
             continue
