@@ -10,6 +10,11 @@ JSON: list/show {"id", "name", "type", "key_size", "value_size", "max_entries", 
 decoded through the map's BTF by bpfkit.cli.bpftool_json). Without --json, dump prints one
 entry a line, decoded through BTF (hex for maps without); --hist draws the histograms
 bpfkit.hist recognises in the map instead. Documented in docs/cli.md.
+
+Event maps dump as bpftool 7.x dumps them: a perf event array key by key, each value the
+lookup's error (the kernel reads no perf event fd back: ENOTSUPP, "Unknown error 524"); a ring
+buffer (or user ring buffer) has no keys (BPF_MAP_GET_NEXT_KEY: ENOTSUPP), so the dump is empty
+("[]") and the command fails with the kernel's error, as bpftool (which exits with -524 & 0xff).
 """
 
 from __future__ import annotations
@@ -111,6 +116,7 @@ def dump(m: Map[Any, Any], as_json: bool, out: Any) -> int:
     Map.dump_batches: BPF_MAP_LOOKUP_BATCH a few thousand entries a syscall, or key by key as
     bpftool reads, with the errno of a failed lookup)."""
     from .._kernel.cpus import num_possible_cpus
+    from ..errors import KernelError
     from .bpftool_json import EntryFormatter, TypeFormatter
     from .output import hexdump
 
@@ -123,10 +129,14 @@ def dump(m: Map[Any, Any], as_json: bool, out: Any) -> int:
     count = 0
     if as_json:
         sep = "["
-        for kbuf, vbuf, n, err in m.dump_batches():
-            texts = fmt.entries(kbuf, vbuf, n) if not err else [fmt.error(kbuf, os.strerror(err))]
-            out.write(sep + ",".join(texts))
-            sep, count = ",", count + n
+        try:
+            for kbuf, vbuf, n, err in m.dump_batches():
+                texts = fmt.entries(kbuf, vbuf, n) if not err else [fmt.error(kbuf, os.strerror(err))]
+                out.write(sep + ",".join(texts))
+                sep, count = ",", count + n
+        except KernelError:  # as bpftool, a failed key walk closes the array it began (a ring buffer's "[]")
+            out.write("[]\n" if not count else "]\n")
+            raise
         out.write("[]\n" if not count else "]\n")
         return count
     types = TypeFormatter(btf, plain=True) if btf is not None else None
@@ -134,19 +144,23 @@ def dump(m: Map[Any, Any], as_json: bool, out: Any) -> int:
     key_text = types.render(key_id) if types and key_id else lambda b, o: hexdump(b[o:o + ks])
     value_text = types.render(value_id) if types else lambda b, o: hexdump(b[o:o + vs])
     label = "values" if percpu else "value"
-    for kbuf, vbuf, n, err in m.dump_batches():
-        lines = []
-        for i in range(n):
-            ko, vo = i * ks, i * vsz
-            if err:
-                value = f"<{os.strerror(err)}>"
-            elif percpu:
-                value = "[" + ", ".join(value_text(vbuf, vo + c * slot) for c in range(percpu)) + "]"
-            else:
-                value = value_text(vbuf, vo)
-            lines.append(f"key: {key_text(kbuf, ko)}  {label}: {value}\n")
-        out.write("".join(lines))
-        count += n
+    try:
+        for kbuf, vbuf, n, err in m.dump_batches():
+            lines = []
+            for i in range(n):
+                ko, vo = i * ks, i * vsz
+                if err:
+                    value = f"<{os.strerror(err)}>"
+                elif percpu:
+                    value = "[" + ", ".join(value_text(vbuf, vo + c * slot) for c in range(percpu)) + "]"
+                else:
+                    value = value_text(vbuf, vo)
+                lines.append(f"key: {key_text(kbuf, ko)}  {label}: {value}\n")
+            out.write("".join(lines))
+            count += n
+    except KernelError:  # a failed key walk (a ring buffer's) still ends with the count, as bpftool's
+        out.write(f"{count} entr{'y' if count == 1 else 'ies'}\n")
+        raise
     out.write(f"{count} entr{'y' if count == 1 else 'ies'}\n")
     return count
 
@@ -155,20 +169,28 @@ PERCPU = frozenset({"percpu_hash", "percpu_array", "lru_percpu_hash", "percpu_cg
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
+    from ..errors import KernelError
     from ..maps import Map, map_ids
     from .output import list_or_show
 
     if args.action in ("list", "show"):  # ValueError: a map type newer than bpfkit, left out of the list
         return list_or_show(args, Map, map_ids, describe, COLUMNS, (ValueError,))
     with _open_for_dump(args.target) as m:
-        if m.type.kernel_name in ("ringbuf", "perf_event_array", "user_ringbuf"):
-            raise UsageError(f"map {m.name!r} is a {m.type.kernel_name}: it has no entries to dump "
-                             "(read its records with `bpfkit events PINNED_MAP`)")
         if args.hist:
             from ..hist import render_map
 
             print(render_map(m, args.unit))
-        else:
+            return 0
+        try:
             dump(m, args.json, sys.stdout)
+        except KernelError as exc:
+            if m.type.kernel_name not in EVENT_MAPS:
+                raise
+            where = args.target if isinstance(args.target, str) and "/" in args.target else "PINNED_MAP"
+            how = f"read them with `bpfkit events {where}`" if m.type.kernel_name == "ringbuf" else \
+                "user space writes them, programs drain them"
+            raise exc.wrap(f"dump map {m.name!r}: a {m.type.kernel_name} has no keys, only records ({how})") from None
     return 0
+
+
+EVENT_MAPS = frozenset({"ringbuf", "user_ringbuf"})  # no keys: BPF_MAP_GET_NEXT_KEY gives ENOTSUPP
