@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overloa
 from ._closing import ClosesOnExit
 from ._kernel.ring import RingMapping
 from .attach import AttachedLinks
+from .btf.dwarf import find_struct
+from .btf.records import RecordDecoder
 from .btf.types import Kind
 from .btf.values import Record, ValueCodec, value_codec
 from .collection import Collection
@@ -230,17 +232,21 @@ class Skeleton(ClosesOnExit):
     # -------------------------------------------------------------------------- records
     def decode(self, record: type[R], data: bytes | bytearray | memoryview) -> R:
         """``data`` (a ring buffer record, a map value's bytes) as the struct ``record`` was
-        generated for: ``skel.decode(event, raw)``."""
+        generated for: ``skel.decode(event, raw)``. A record shorter than the struct (execsnoop
+        sends its event cut where ``args`` ends) holds the fields before its end, the others
+        None (bpfkit.btf.records); a struct BTF lacks is read from the object's DWARF."""
         names = [n for n, c in self.RECORDS.items() if c is record]
         if not names or self.spec.btf is None:
             raise UsageError(f"{record.__name__} is not a struct of {self.spec.name}.bpf.o")
         codec = self._codecs.get(f"struct {names[0]}")
         if codec is None:
             found = [t for t in self.spec.btf.find(names[0]) if t.kind in (Kind.STRUCT, Kind.UNION)]
-            if not found:
-                raise UsageError(f"{self.spec.name}.bpf.o has no struct {names[0]!r} in its BTF")
-            codec = self._codecs[f"struct {names[0]}"] = value_codec(self.spec.btf, found[0].id, records=self.RECORDS)
-        return cast("R", codec.decode(data))
+            if found:
+                codec = self._codecs[f"struct {names[0]}"] = value_codec(self.spec.btf, found[0].id, records=self.RECORDS)
+        if codec is not None and len(data) >= codec.size:
+            return cast("R", codec.decode(data))
+        btf, struct_type = find_struct(self.spec.btf, names[0], f"{self.spec.name}.bpf.o: struct")
+        return cast("R", RecordDecoder(btf, struct_type, records=self.RECORDS).decode(data))
 
     # ------------------------------------------------------------------------ internals
     def _loaded(self, what: str) -> Collection:
