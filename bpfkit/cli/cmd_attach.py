@@ -5,6 +5,7 @@
     bpfkit attach prog.bpf.o tracepoint:syscalls:sys_enter_openat --program handle_openat
     bpfkit attach prog.bpf.o uprobe:/bin/bash:readline --mode ioctl
     bpfkit attach opensnoop.bpf.o --events events --json      # print ring buffer records
+    bpfkit attach execsnoop.bpf.o --events events:event --char-arrays args=strings
     bpfkit attach prog.bpf.o --pin /sys/fs/bpf/mytool          # pin links and maps, exit
     bpfkit attach prog.bpf.o -p handle_exec -p 'on_switch_btf|on_switch_raw'  # only these load
     bpfkit attach profile.bpf.o profile:hz:99 --stacks counts --output profile.svg   # a flame graph on exit
@@ -65,10 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="attach every netkit/primary and netkit/peer program of the object to the netkit pair "
                              "whose primary device is IFACE (Linux 6.7+)")
     parser.add_argument("--pin", metavar="DIR", help="pin the links and maps under DIR (bpffs) and exit")
-    parser.add_argument("--events", metavar="MAP", action="append", default=[],
-                        help="print the records of this ringbuf/perf_event_array map while attached (repeatable)")
+    parser.add_argument("--events", metavar="MAP[:TYPE]", action="append", default=[],
+                        help="print the records of this ringbuf/perf_event_array map while attached, decoded as struct "
+                             "TYPE (of the object's BTF, else its DWARF; default: --event-type) (repeatable)")
     parser.add_argument("--event-type", metavar="STRUCT", default="event",
-                        help="BTF struct that decodes --events records (default: event; else hex)")
+                        help="struct that decodes --events records without a :TYPE (default: event; hex when the "
+                             "object has none)")
+    from .cmd_events import add_char_arrays_argument
+
+    add_char_arrays_argument(parser)
     parser.add_argument("--json", action="store_true", help="--events records as one JSON object a line; status to stderr")
     from .cmd_load import add_spec_edit_arguments  # load's module: the one attach shares them with
 
@@ -329,21 +335,27 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
 
 
 def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
-    from .cmd_events import EventStream
-    from .output import record_format
+    from .cmd_events import EventStream, char_arrays, record_format_of
 
-    fmt = record_format(spec.btf, args.event_type)
-    return EventStream([(m, fmt) for m in _events_maps(coll, args.events)], json_lines=args.json)
+    pairs = []
+    for value, m in zip(args.events, _events_maps(coll, args.events)):
+        type_name = value.partition(":")[2]
+        pairs.append((m, record_format_of(spec.btf, type_name or args.event_type, f"--events {value}",
+                                          named=bool(type_name) or args.event_type != "event")))
+    return EventStream(pairs, json_lines=args.json, char_arrays=char_arrays(args.char_arrays))
 
 
 def _events_maps(coll: Any, names: list[str]) -> list[Any]:
-    """The maps --events names (for printing or --otlp), each one the object's."""
+    """The maps --events names (MAP or MAP:TYPE; for printing or --otlp), each one the object's."""
     from ..errors import UsageError
 
-    for name in names:
+    maps = []
+    for value in names:
+        name = value.partition(":")[0]
         if name not in coll.maps:
-            raise UsageError(f"--events {name}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
-    return [coll.maps[name] for name in names]
+            raise UsageError(f"--events {value}: no map {name!r} in the object (it has: {', '.join(coll.maps)})")
+        maps.append(coll.maps[name])
+    return maps
 
 
 def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tuple[Any, Any]:
