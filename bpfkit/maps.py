@@ -646,6 +646,52 @@ class Map(PinnableObject, _Generic["K", "V"]):
         batched = self._batch_ok and bool(self.key_size) and self.type not in _ID_VALUE_TYPES
         return self._read(batch_size, batched=batched, errors=True)
 
+    _drain_batched = True  # BPF_MAP_LOOKUP_AND_DELETE_BATCH not refused yet (set False on the instance)
+
+    def drain(self, batch_size: int = 256) -> list[tuple[K, V]]:
+        """Take every (key, value) out of the map, for a tool that reads and resets a map each
+        interval (libbpf-tools' syscount; map_helpers.c dump_hash with lookup_and_delete).
+
+        BPF_MAP_LOOKUP_AND_DELETE_BATCH (5.6+), ``batch_size`` elements a syscall: the kernel
+        copies and deletes each hash bucket's elements under the bucket's lock, so an element is
+        returned by exactly one drain, and one inserted while draining stays for the next.
+        Map types and kernels without it (EINVAL, ENOTSUPP: remembered) fall back as libbpf-tools
+        does: every key (BPF_MAP_GET_NEXT_KEY), then a lookup and a delete each; an element whose
+        delete finds it gone (taken by another drainer) is left out. Per-CPU maps give one value
+        per possible CPU. Either way a value is what was copied: a program that changes a value in
+        place, through bpf_map_lookup_elem's pointer, just as it is drained loses that change (a
+        count meant to survive drains is inserted whole, as a new key, or read with
+        :meth:`items` and subtracted). Everything is read before this returns. Arrays (every
+        index exists: :meth:`items` then :meth:`clear`), queues and maps without elements refuse."""
+        self._refuse(_ARRAY_TYPES | _QUEUE_TYPES | _NO_ELEMENTS, "drain",
+                     "is not possible: it has no keys to take out")
+        if batch_size < 1:
+            raise UsageError(f"drain map {self.name!r}: batch_size must be 1 or more, not {batch_size}")
+        out: list[tuple[K, V]] = []
+        if self._drain_batched and self.key_size:
+            try:
+                for kraw, vraw, count in _elems.lookup_and_delete_batches(
+                        self.fd, self.key_size, self._value_buf_size, batch_size, max(self.max_entries, 1) * 2):
+                    out.extend(zip(self._decode_keys(kraw, count), self._decode_values(vraw, count), strict=True))
+                return out
+            except KernelError as exc:
+                if out or exc.errno not in _NO_BATCH:
+                    raise exc.wrap(f"drain map {self.name!r} (BPF_MAP_LOOKUP_AND_DELETE_BATCH)")
+                self._drain_batched = False
+        return self._drain_by_key()
+
+    def _drain_by_key(self) -> list[tuple[K, V]]:
+        """:meth:`drain` without the batch op: the keys first, then a lookup and a delete each."""
+        out: list[tuple[K, V]] = []
+        for raw in list(self._raw_keys()):
+            try:
+                value = _elems.lookup(self.fd, raw, self._value_buf_size)
+            except BPFKitError as exc:
+                raise exc.wrap(f"drain map {self.name!r}: lookup")
+            if value is not None and self._delete_raw(raw):
+                out.append((self._decode_key(raw), self._decode_value(value)))
+        return out
+
     @property
     def value_stride(self) -> int:
         """Bytes between two values in :meth:`raw_batches` (per-CPU: every CPU's slot)."""

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Map elements as bytes: BPF_MAP_LOOKUP_ELEM, UPDATE_ELEM, DELETE_ELEM, LOOKUP_AND_DELETE_ELEM,
-GET_NEXT_KEY and the LOOKUP/UPDATE_BATCH commands with Python bytes in and out.
+GET_NEXT_KEY and the LOOKUP/LOOKUP_AND_DELETE/UPDATE_BATCH commands with Python bytes in and out.
 
 The cffi buffers these commands fill stay here: bpfkit.maps and the CLI hand over and get back
 bytes. A key of None is the NULL key: the first key for GET_NEXT_KEY, the head of a queue or
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["lookup", "update", "delete", "lookup_and_delete", "holds", "next_key", "keys", "lookup_batches",
-           "update_batch"]
+           "lookup_and_delete_batches", "update_batch"]
 
 
 def _buf(size: int) -> Any:
@@ -99,12 +99,27 @@ def lookup_batches(fd: FD | int, key_size: int, value_size: int, batch_size: int
     count)``, keys ``key_size`` and values ``value_size`` bytes apart. A hash bucket holding more
     elements than a batch (ENOSPC: kernel/bpf/hashtab.c __htab_map_lookup_and_delete_batch)
     doubles the batch, up to ``max_batch_size``; past it the KernelError is raised."""
+    return _batches(Cmd.MAP_LOOKUP_BATCH, fd, key_size, value_size, batch_size, max_batch_size)
+
+
+def lookup_and_delete_batches(fd: FD | int, key_size: int, value_size: int, batch_size: int,
+                              max_batch_size: int) -> Iterator[tuple[bytes, bytes, int]]:
+    """Every entry taken out by BPF_MAP_LOOKUP_AND_DELETE_BATCH (5.6+), as :func:`lookup_batches`
+    reads them. The kernel copies and deletes a hash bucket's elements under the bucket's lock
+    (kernel/bpf/hashtab.c __htab_map_lookup_and_delete_batch): an element is returned once, and
+    one written meanwhile stays for the next drain. A batch the caller does not take (the
+    generator left early) was deleted all the same: read it to the end."""
+    return _batches(Cmd.MAP_LOOKUP_AND_DELETE_BATCH, fd, key_size, value_size, batch_size, max_batch_size)
+
+
+def _batches(cmd: Cmd, fd: FD | int, key_size: int, value_size: int, batch_size: int,
+             max_batch_size: int) -> Iterator[tuple[bytes, bytes, int]]:
     keys, values = _buf(key_size * batch_size), _buf(value_size * batch_size)
     in_batch: Any = None
     out_batch = _buf(max(key_size, 8))
     while True:
         try:
-            count, done = _bpf.map_batch(Cmd.MAP_LOOKUP_BATCH, fd, keys, values, batch_size, in_batch, out_batch)
+            count, done = _bpf.map_batch(cmd, fd, keys, values, batch_size, in_batch, out_batch)
         except KernelError as exc:
             if exc.errno != errno.ENOSPC or batch_size >= max_batch_size:
                 raise
