@@ -92,8 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="YAML, the Prometheus exporters' --web.config.file: TLS (tls_server_config) and basic "
                              "authentication (basic_auth_users, bcrypt hashes) for --metrics (docs/metrics.md)")
     parser.add_argument("--stacks", metavar="MAP",
-                        help="on exit, write the stacks counted in MAP (key: struct with pid, user_stack_id, "
-                             "kernel_stack_id, comm; value: a count or a time; docs/stacks.md) to --output")
+                        help="on exit, write the stacks counted in MAP (key: struct with pid/tgid, user_stack_id, "
+                             "kernel_stack_id/kern_stack_id, comm/name; value: a count, a time, or a struct's delta; "
+                             "docs/stacks.md) to --output; MAP may be the stack-trace map: the counts map is then the "
+                             "one keyed by stack ids")
     parser.add_argument("--stack-map", metavar="MAP",
                         help="the BPF_MAP_TYPE_STACK_TRACE map the ids index (default: the object's only one)")
     parser.add_argument("--output", "-o", metavar="FILE",
