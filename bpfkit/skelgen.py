@@ -37,7 +37,9 @@ arrays, ``list[...]`` for other arrays, a generated :class:`Record` subclass per
 union (anonymous members flattened as C names them), ``Record`` for an anonymous struct.
 Records are generated for the structs reachable from map keys and values and from global
 variables (through pointers too: ``struct event *unused_event`` puts a ring buffer's record type
-in BTF), and for any struct named ``event``, ``event_t`` or ``*_event_t`` (event structs sent through rings).
+in BTF), and for any struct named ``event``, ``event_t`` or ``*_event_t`` (event structs sent through rings),
+from the object's DWARF when BTF lacks it (bpfkit.btf.dwarf: libbpf-tools' opensnoop builds its
+event in an untyped heap map; DWARF is read only when ``.debug_str`` holds such a name).
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ import re
 import unicodedata
 
 from .btf import BTF
+from .btf.dwarf import dwarf_types
 from .btf.types import Array, Enum, Float, Int, IntEncoding, Pointer, Struct, Type, Union
-from .errors import UsageError
+from .errors import BPFKitError, UsageError
 from .spec.collection import CollectionSpec
 from .spec.maps import PERCPU_TYPES
 from .spec.twins import find_twins
@@ -358,7 +361,10 @@ def _attribute(name: str) -> tuple[str, list[str]]:
 def skeleton_plan(spec: CollectionSpec) -> SkeletonPlan:
     """The names and annotations of a skeleton for ``spec`` (see the module's docstring)."""
     btf = spec.btf
-    types = _Types(btf) if btf is not None else None
+    # Event structs BTF lacks (libbpf-tools' opensnoop builds its event in an untyped heap map)
+    # come from the object's DWARF: the types then live in a BTF split on top of the object's.
+    dwarf_btf, dwarf_events = _dwarf_events(btf)
+    types = _Types(dwarf_btf or btf) if btf is not None else None
 
     def ann(type_id: int) -> str:
         return types.annotation(type_id) if types is not None and type_id else "bytes"
@@ -406,10 +412,30 @@ def skeleton_plan(spec: CollectionSpec) -> SkeletonPlan:
             t = btf.type_by_id(tid)
             if isinstance(t, Struct) and _EVENT_NAME.match(t.name):
                 types.record(t)
+        for t in dwarf_events:
+            types.record(t)
     records = tuple(sorted((r for r in (types.records.values() if types else ()) if r is not None),
                            key=lambda r: r.type_id))
     enums = tuple(sorted(types.enums.values(), key=lambda e: e.cls)) if types else ()
     return SkeletonPlan(spec.name, programs, tuple(maps), tuple(variables), records, enums)
+
+
+def _dwarf_events(btf: BTF | None) -> tuple[BTF | None, list[Struct]]:
+    """(the BTF split on top of the object's that DWARF types are added to, the event structs
+    (named as _EVENT_NAME says) BTF lacks and DWARF has), or (None, []) when there are none.
+    DWARF is read only when ``.debug_str`` holds such a name that BTF has no struct of
+    (bpfkit.btf.dwarf: tens of ms)."""
+    dwarf = dwarf_types(btf)
+    if btf is None or dwarf is None:
+        return None, []
+    missing = [n for n in dwarf.may_name(_EVENT_NAME) if not any(isinstance(t, Struct) for t in btf.find(n))]
+    found: list[Struct] = []
+    for name in missing:
+        try:
+            found.append(dwarf.struct(name))
+        except BPFKitError:
+            continue  # the name was a variable's or member's, or DWARF cannot be read: no record
+    return (dwarf.btf, found) if found else (None, [])
 
 
 # --------------------------------------------------------------------------- the module

@@ -153,3 +153,33 @@ def test_attach_events_json_typed_from_dwarf(bpf_obj: Any, tmp_path: Path) -> No
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0
     assert "--events events:nope" in bad.stderr and "BTF has no struct named 'nope', nor has its DWARF" in bad.stderr
+
+
+def test_skeleton_records_include_dwarf_events(bpf_obj: Any, tmp_path: Path) -> None:
+    """skel.RECORDS has the event struct DWARF describes (and the struct it nests); skel.decode
+    and the generated module's classes read it. An object whose event is in BTF reads no DWARF."""
+    from bpfkit.skelgen import generate
+
+    skel = bpfkit.open(bpf_obj("records_opensnoop"))
+    assert sorted(skel.RECORDS) == ["event", "full_path"]
+    path = tmp_path / "records-dwarf-skel"
+    path.write_text("x")
+    skel.spec.variables["target_tgid"].value = os.getpid()
+    raws: list[bytes] = []
+    with skel.load(), skel.attach(), RingBuffer(skel.collection.maps["events"], lambda v: raws.append(bytes(v))) as rb:
+        _open_known(path)
+        deadline = time.monotonic() + 10
+        while not raws and time.monotonic() < deadline:
+            rb.poll(0.1)
+    events = [skel.decode(skel.RECORDS["event"], raw) for raw in raws]
+    mine = [e for e in events if e.fname.pathes == str(path)]
+    assert len(mine) == 1 and isinstance(mine[0], skel.RECORDS["event"])
+    assert isinstance(mine[0].fname, skel.RECORDS["full_path"])
+    _check(mine[0], path)
+    text = generate(bpfkit.load_spec(bpf_obj("records_opensnoop")), "RecordsOpensnoop")
+    assert "class event(" in text and "class full_path(" in text and "fname: full_path" in text
+    compile(text, "records_opensnoop_skel.py", "exec")
+    plain = bpfkit.load_spec(bpf_obj("records_execsnoop"))
+    assert "event" in bpfkit.open(bpf_obj("records_execsnoop")).RECORDS
+    dwarf = dwarf_types(plain.btf)
+    assert dwarf is not None and dwarf._dies is None  # its event is in BTF: DWARF never read

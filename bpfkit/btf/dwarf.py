@@ -22,10 +22,11 @@ types: bpfkit's own ELF reader reads no DWARF).
 from __future__ import annotations
 
 import io
+import re
 import threading
 import weakref
 
-from ..errors import NotFoundError, ParseError
+from ..errors import BPFKitError, NotFoundError, ParseError
 from .spec import BTF
 from .types import (
     Array,
@@ -123,6 +124,21 @@ class DwarfTypes:
         except (ELFError, KeyError, IndexError, ValueError, AssertionError) as exc:  # pyelftools' failures
             raise ParseError(f"DWARF of {self.object_name or 'the object'}: {exc}") from None
         self._dies = dies
+
+    def may_name(self, pattern: re.Pattern[str]) -> list[str]:
+        """The strings of ``.debug_str`` that ``pattern`` matches in full: the names DWARF may
+        give a type, found without reading DWARF (bpfkit's ELF reader and one regex over the
+        section: what a skeleton checks before paying for :meth:`struct`)."""
+        from ..elf.reader import ElfFile
+
+        try:
+            sec = ElfFile(self._data).by_name.get(".debug_str")
+        except BPFKitError:  # the object parsed once already: nothing to find then
+            return []
+        if sec is None:
+            return []
+        strings = bytes(sec.data).split(b"\0")
+        return sorted({text for raw in strings if (text := raw.decode(errors="replace")) and pattern.fullmatch(text)})
 
     def names(self) -> list[str]:
         """The names of every struct and union DWARF defines."""
