@@ -36,16 +36,20 @@ from __future__ import annotations
 
 import errno
 import mmap
-import platform
+import os
 import select
-from collections.abc import Callable
-from typing import Any
 
 from ..errors import KernelError, NotSupportedError, UsageError
-from . import perf as _perf
 from .abi import ffi
-from .consts import PerfAttrFlag, PerfSample, PerfSwId, PerfType
 from .fd import FD
+
+# A first reader's set-up is mostly imports (benchmarks/bench_reader_setup.py): typing (~2 ms),
+# platform (~1 ms) and the perf enums (bpfkit._kernel.perf_consts, ~1.5 ms) are not loaded
+# here for a ring buffer reader; the perf event functions import theirs when called.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 PAGE_SIZE = mmap.PAGESIZE
 
@@ -59,7 +63,7 @@ EPOLLIN = select.EPOLLIN
 EPOLLOUT = select.EPOLLOUT
 
 # ------------------------------------------------------------------------------ ordering
-_ARCH = platform.machine()
+_ARCH = os.uname().machine  # what platform.machine() returns, without importing platform
 NEEDS_FENCE = _ARCH not in ("x86_64", "AMD64", "i386", "i686")
 
 # Machine code of ``full barrier; return`` for the weakly ordered architectures bpfkit knows.
@@ -234,6 +238,9 @@ def open_bpf_output(
     bytes are waiting. ``write_backward`` (4.10) makes the ring fill from the end backwards so
     it can run in overwrite mode.
     """
+    from . import perf as _perf
+    from .consts import PerfAttrFlag, PerfSample, PerfSwId, PerfType
+
     attr = _perf.new_attr()
     attr.type = PerfType.SOFTWARE
     attr.config = PerfSwId.BPF_OUTPUT
@@ -265,6 +272,9 @@ def open_sideband(
     """A ``PERF_COUNT_SW_DUMMY`` event on ``cpu`` that only carries sideband records (COMM,
     FORK/EXIT, MMAP2, NAMESPACES, ... as chosen by ``flags``), timestamped with ``clockid``
     (use_clockid, 4.1) and with ``sample_type`` fields appended to each (sample_id_all)."""
+    from . import perf as _perf
+    from .consts import PerfAttrFlag, PerfSwId, PerfType
+
     attr = _perf.new_attr()
     attr.type = PerfType.SOFTWARE
     attr.config = PerfSwId.DUMMY
@@ -305,8 +315,6 @@ def probe_emit_sideband(fd: FD | int) -> tuple[bool, str]:
     """Whether this kernel implements the sideband ioctl, judged conclusively on a dummy event:
     an unknown emit flag must give EINVAL and no flags must succeed (an unrelated ioctl that
     ever takes number 12 would not answer both that way)."""
-    import os
-
     try:
         emit_sideband(fd, os.getpid(), 1 << 31)
     except KernelError as exc:

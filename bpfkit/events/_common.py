@@ -12,15 +12,31 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from itertools import starmap
 from operator import length_hint
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from ..errors import UsageError
 from .records import as_format
 
+# typing costs ~2 ms of a first reader's set-up (benchmarks/bench_reader_setup.py): the readers
+# are generic through types.GenericAlias at run time (as bpfkit.maps.Map), typing's names are
+# for the type checker only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Generic, TypeVar
+
     from .records import RecordFormat
+
+    _T = TypeVar("_T")
+
+    class _Generic(Generic[_T]):
+        pass
+else:  # at run time
+    from types import GenericAlias
+
+    class _Generic:
+        __slots__ = ()
+        __class_getitem__ = classmethod(GenericAlias)
 
 # A fast path starts when at least this many records of one size are waiting; the window
 # of records validated at once grows 4x per success up to RUN_MAX and falls back on a miss,
@@ -225,10 +241,7 @@ def as_callable(obj: Any, what: str) -> Any:
     return obj
 
 
-_T = TypeVar("_T")
-
-
-class PolledReader(Generic[_T], ClosesOnExit):
+class PolledReader(_Generic["_T"], ClosesOnExit):
     """What the ring-buffer and perf-buffer readers share: an epoll set (``self._poller``) over
     their rings (``self._by_fd``: each ring by the fd a wakeup names), ``consume`` and ``poll``
     over the rings' own consuming loops, and this lifecycle, iteration and asyncio face. ``_T``
