@@ -6,6 +6,7 @@
 // stack-trace map `stack_traces` sized at build time as bcc does. Samples only target_tgid.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "profile_maps.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 #define TASK_COMM_LEN 16
@@ -51,11 +52,7 @@ int do_perf_event(struct bpf_perf_event_data *ctx)
 		if (ip >> 63)  /* a kernel address (x86-64, arm64: the upper half) */
 			key.kernel_ip = ip;
 	}
-	val = bpf_map_lookup_elem(&counts, &key);
-	if (!val) {
-		bpf_map_update_elem(&counts, &key, &zero, BPF_NOEXIST);
-		val = bpf_map_lookup_elem(&counts, &key);
-	}
+	val = lookup_or_try_init(&counts, &key, &zero);
 	if (val)
 		__sync_fetch_and_add(val, 1);
 	return 0;

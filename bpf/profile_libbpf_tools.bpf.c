@@ -7,6 +7,7 @@
 // --perf-max-stack-depth and --stack-storage-size). Samples only the process target_tgid.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "profile_maps.bpf.h"
 
 #define TASK_COMM_LEN 16
 
@@ -52,11 +53,7 @@ int do_perf_event(struct bpf_perf_event_data *ctx)
 	bpf_get_current_comm(&key.name, sizeof(key.name));
 	key.kern_stack_id = bpf_get_stackid(&ctx->regs, &stackmap, 0);
 	key.user_stack_id = bpf_get_stackid(&ctx->regs, &stackmap, BPF_F_USER_STACK);
-	valp = bpf_map_lookup_elem(&counts, &key);
-	if (!valp) {
-		bpf_map_update_elem(&counts, &key, &zero, BPF_NOEXIST);
-		valp = bpf_map_lookup_elem(&counts, &key);
-	}
+	valp = lookup_or_try_init(&counts, &key, &zero);
 	if (valp)
 		__sync_fetch_and_add(valp, 1);
 	return 0;

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from bpfkit.profile import KERNEL_SUFFIX
+from conftest import start_attached
 from integration.stack_workload import CHAIN, Workload, build, chain_samples, own_name
 
 SECONDS = 2
@@ -43,16 +44,9 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
 def attach(obj: Path, pid: int, *args: str) -> str:
     """``bpfkit attach OBJ --set target_tgid=PID ARGS...`` stopped by SIGINT SECONDS after it
     says it is attached: all it printed (it must exit 0)."""
-    cli = subprocess.Popen([sys.executable, "-m", "bpfkit.cli", "attach", str(obj), "--set", f"target_tgid={pid}",
-                            *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(REPO)))
+    cli, seen = start_attached([sys.executable, "-m", "bpfkit.cli", "attach", str(obj), "--set",
+                                f"target_tgid={pid}", *args], env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
-        assert cli.stdout is not None
-        seen = []
-        for line in cli.stdout:
-            seen.append(line)
-            if "attached; Ctrl-C" in line:
-                break
         time.sleep(SECONDS)
         cli.send_signal(signal.SIGINT)
         rest = cli.communicate(timeout=60)[0]
