@@ -165,3 +165,32 @@ def test_library_bcc_profile_kernel_ip(bpf_obj: Any, workload: Workload, tmp_pat
     # kernel's stack already starts there, as on 6.x).
     kernel_parts = {tuple(f for f in s if f.endswith(KERNEL_SUFFIX)) for s in prof.stacks}
     assert set(expected.values()) <= kernel_parts, (expected, kernel_parts)
+
+
+def test_library_libbpf_tools_profile(bpf_obj: Any, workload: Workload, tmp_path: Path) -> None:
+    """The library path on libbpf-tools' shapes: counts_maps finds ``counts``, size_stack_map
+    sizes ``stackmap`` so the object loads, from_maps reads the key's own spellings."""
+    import bpfkit
+    from bpfkit import link
+    from bpfkit.errors import BPFKitError
+    from bpfkit.profile import counts_maps, from_maps, size_stack_map
+    from bpfkit.symbols import Symbolizer
+
+    spec = bpfkit.load_spec(str(bpf_obj("profile_libbpf_tools")))
+    with pytest.raises(BPFKitError, match=r"stackmap.*value_size and max_entries are 0"):
+        bpfkit.Collection(spec.copy()).close()  # unsized, as the object leaves it: the kernel refuses
+    [counts] = counts_maps(spec.maps)
+    assert size_stack_map(spec.maps["stackmap"])
+    exe = own_name(workload, tmp_path)
+    proc = subprocess.Popen([str(exe), "spin", "60"])
+    try:
+        spec.variables["target_tgid"].set(proc.pid)
+        with bpfkit.Collection(spec) as coll:
+            with link.perf_event_sample(coll.programs["do_perf_event"], "cpu-clock", freq=99):
+                time.sleep(SECONDS)
+            prof = from_maps(coll.maps[counts], coll.maps["stackmap"], symbolizer=Symbolizer())
+    finally:
+        proc.kill()
+        proc.wait()
+    total, good = chain_samples("".join(f"{';'.join(s)} {n}\n" for s, n in prof.stacks.items()), exe.name)
+    assert total == prof.total >= 20 and good >= 0.9 * total, prof.stacks.most_common(3)
