@@ -183,3 +183,19 @@ def test_skeleton_records_include_dwarf_events(bpf_obj: Any, tmp_path: Path) -> 
     assert "event" in bpfkit.open(bpf_obj("records_execsnoop")).RECORDS
     dwarf = dwarf_types(plain.btf)
     assert dwarf is not None and dwarf._dies is None  # its event is in BTF: DWARF never read
+
+
+@pytest.mark.parametrize("fill", [0xFF, 0x00, 0x41])
+def test_damaged_dwarf_is_a_bpfkit_error(bpf_obj: Any, fill: int) -> None:
+    """An object whose .debug_info is garbage: looking a type up there is a BPFKitError (the
+    message says DWARF), never pyelftools' own exception or a Python error."""
+    from bpfkit.elf.reader import ElfFile
+    from bpfkit.errors import BPFKitError
+
+    data = bytearray(bpf_obj("records_opensnoop").read_bytes())
+    sec = ElfFile(bytes(data)).by_name[".debug_info"]
+    start = sec.offset + 12  # past the unit header's length, version, unit type and address size
+    data[start:sec.offset + sec.size] = bytes([fill]) * (sec.size - 12)
+    spec = bpfkit.load_spec(bytes(data), "records_opensnoop")
+    with pytest.raises(BPFKitError, match="DWARF"):
+        find_struct(spec.btf, "event")

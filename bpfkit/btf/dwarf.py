@@ -105,7 +105,6 @@ class DwarfTypes:
         if self._dies is not None:
             return
         try:
-            from elftools.common.exceptions import ELFError
             from elftools.elf.elffile import ELFFile
         except ImportError:  # pragma: no cover - a dependency of bpfkit
             raise NotFoundError("reading DWARF types needs pyelftools (pip install pyelftools)") from None
@@ -121,7 +120,7 @@ class DwarfTypes:
                             name = _name(die)
                             if name:
                                 self._named.setdefault(name, []).append(die.offset)
-        except (ELFError, KeyError, IndexError, ValueError, AssertionError) as exc:  # pyelftools' failures
+        except _failures() as exc:
             raise ParseError(f"DWARF of {self.object_name or 'the object'}: {exc}") from None
         self._dies = dies
 
@@ -155,7 +154,10 @@ class DwarfTypes:
             offsets = self._named.get(bare)
             if not offsets:
                 raise NotFoundError(f"DWARF of {self.object_name or 'the object'} has no struct named {bare!r}")
-            t = self.btf.type_by_id(self._type(offsets[0], 0))
+            try:
+                t = self.btf.type_by_id(self._type(offsets[0], 0))
+            except _failures() as exc:  # a DIE that is not what its tag says
+                raise ParseError(f"DWARF of {self.object_name or 'the object'}: struct {bare!r}: {exc}") from None
         assert isinstance(t, Struct)
         return t
 
@@ -270,6 +272,16 @@ class DwarfTypes:
         if not self._int_id:
             self._int_id = self.btf.add(Int(0, "int", 4, IntEncoding.SIGNED, 0, 32))
         return self._int_id
+
+
+def _failures() -> tuple[type[Exception], ...]:
+    """What pyelftools raises on a malformed object (its exceptions, its construct copy's, and
+    the Python errors a bad offset or form gives), to be said as ParseError."""
+    from elftools.common.exceptions import DWARFError, ELFError
+    from elftools.construct.core import ConstructError
+
+    return (DWARFError, ELFError, ConstructError, KeyError, IndexError, ValueError, TypeError, AttributeError,
+            AssertionError, UnicodeDecodeError)
 
 
 def _name(die: Any) -> str:
