@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from ._kernel import tracefs as _tracefs
 from .errors import KernelPermissionError, NotSupportedError
 from .errors import errno_name as _errors_errno_name
+from .metrics import syscall_tables as _tables
 from .metrics.decoders import KERNEL_ERRNOS
 from .metrics.syscall_tables import ARM64, X86_64
 from .metrics.syscall_tables import KERNEL as TABLES_KERNEL
-from .metrics.syscall_tables import syscall_name as _syscall_name
 
 __all__ = ["syscall_name", "syscall_number", "syscall_table", "errno_name", "errno_number", "signal_name",
            "tracepoint_exists", "KERNEL_ERRNOS", "SIGNALS", "TABLES_KERNEL", "X86_64", "ARM64"]
@@ -55,14 +55,14 @@ def _machine(machine: str | None) -> str:
 def syscall_table(machine: str | None = None) -> Mapping[int, str]:
     """Every syscall number -> name of ``machine`` (this one's by default, as uname(2) names it:
     x86_64, aarch64; arm64 and amd64 are accepted); empty for a machine without a table."""
-    table = {"x86_64": X86_64, "amd64": X86_64, "aarch64": ARM64, "arm64": ARM64}.get(_machine(machine))
+    table = _tables._TABLES.get(_machine(machine))  # by uname's machine, and arm64, amd64
     return {} if table is None else table
 
 
 def syscall_name(nr: int, machine: str | None = None) -> str | None:
     """The name of syscall ``nr`` on ``machine`` (this one's by default); None for a number
     without a syscall or a machine without a table."""
-    return _syscall_name(nr, _machine(machine))
+    return _tables.syscall_name(nr, _machine(machine))
 
 
 _BY_NAME: dict[str, dict[str, int]] = {}
