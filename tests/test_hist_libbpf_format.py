@@ -50,8 +50,8 @@ def c_print_log2_hist(vals: list[int], val_type: str) -> str:
             val_max = val
     if idx_max < 0:
         return ""
-    out.append("%*s%-*s : count    distribution\n" % (5 if idx_max <= 32 else 15, "", 19 if idx_max <= 32 else 29,
-                                                       val_type))
+    out.append("%*s%-*s : count    distribution\n" % (  # noqa: UP031 - the C's printf format, as it is
+        5 if idx_max <= 32 else 15, "", 19 if idx_max <= 32 else 29, val_type))
     stars = stars_max if idx_max <= 32 else stars_max // 2
     for i in range(idx_max + 1):
         low = (1 << (i + 1)) >> 1
@@ -60,7 +60,7 @@ def c_print_log2_hist(vals: list[int], val_type: str) -> str:
             low -= 1
         val = vals[i]
         width = 10 if idx_max <= 32 else 20
-        out.append("%*d -> %-*d : %-8d |" % (width, low, width, high, _as_d(val)))
+        out.append("%*d -> %-*d : %-8d |" % (width, low, width, high, _as_d(val)))  # noqa: UP031
         c_print_stars(out, val, val_max, stars)
         out.append("|\n")
     return "".join(out)
@@ -79,12 +79,12 @@ def c_print_linear_hist(vals: list[int], base: int, step: int, val_type: str) ->
             val_max = val
     if idx_max < 0:
         return ""
-    out.append("     %-13s : count     distribution\n" % val_type)
+    out.append("     %-13s : count     distribution\n" % val_type)  # noqa: UP031
     for i in range(idx_min, idx_max + 1):
         val = vals[i]
         if not val:
             continue
-        out.append("        %-10d : %-8d |" % (_as_d(base + i * step), _as_d(val)))
+        out.append("        %-10d : %-8d |" % (_as_d(base + i * step), _as_d(val)))  # noqa: UP031
         c_print_stars(out, val, val_max, stars_max)
         out.append("|\n")
     return "".join(out)
@@ -188,7 +188,7 @@ def test_runqlat_per_process_sections() -> None:
     hists = hist.per_key(maps, "usecs")
     assert [h.value_fields for h in hists] == [{"comm": "cat"}, {"comm": b"sleepy\0\0\0"}]
     got = printed(hist.render(hists, style="libbpf-tools", section="pid = {label} {comm}"))
-    want = "".join("\npid = %d %s\n" % (pid, comm) + c_print_log2_hist(v.slots, "usecs")
+    want = "".join("\npid = %d %s\n" % (pid, comm) + c_print_log2_hist(v.slots, "usecs")  # noqa: UP031 - runqlat.c's
                    for pid, comm, v in ((7, "cat", maps[7]), (42, "sleepy", maps[42])))
     assert got == want
 
