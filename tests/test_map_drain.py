@@ -128,3 +128,18 @@ def test_drain_refuses_arrays_and_bad_sizes() -> None:
         array.drain()
     with _hash() as m, pytest.raises(UsageError, match="batch_size"):
         m.drain(batch_size=0)
+
+
+def test_a_map_type_without_the_batch_op_falls_back() -> None:
+    """An LPM trie has no BPF_MAP_LOOKUP_AND_DELETE_BATCH (kernel/bpf/lpm_trie.c sets no batch
+    ops: ENOTSUPP/EINVAL): drain() notices on its first call and goes key by key from then on."""
+    spec = MapSpec(name="tool_drain_lpm", type=MapType.LPM_TRIE, key_size=8, value_size=8, max_entries=16,
+                   flags=1)  # BPF_F_NO_PREALLOC: an LPM trie must have it
+    with Map(spec) as m:
+        keys = [(24).to_bytes(4, "little") + bytes([10, 0, i, 0]) for i in range(5)]
+        for i, key in enumerate(keys):
+            m[key] = (i).to_bytes(8, "little")
+        got = m.drain()
+        assert m._drain_batched is False
+        assert sorted(got) == sorted((k, (i).to_bytes(8, "little")) for i, k in enumerate(keys))
+        assert m.drain() == [] and m.next_key() is None
