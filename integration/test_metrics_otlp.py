@@ -91,7 +91,7 @@ def test_event_type_errors(demo: Any) -> None:
     from bpfkit.errors import NotFoundError
 
     spec, _ = demo
-    with pytest.raises(NotFoundError, match=r"--event-type nope: no struct 'nope' in the object's BTF \(structs: .*event"):
+    with pytest.raises(NotFoundError, match=r"--event-type 'nope': BTF has no struct named 'nope', nor has its DWARF \(.debug_info\) \(BTF's structs: .*event"):
         event_codec(spec.btf, "nope")
 
 

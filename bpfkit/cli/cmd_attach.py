@@ -376,15 +376,19 @@ def _otlp_stream(args: argparse.Namespace, spec: Any, coll: Any, say: Any) -> tu
     if not names:
         raise UsageError(f"--otlp: {args.object} has no ringbuf or perf_event_array map to read records from")
     maps = _events_maps(coll, names)
-    codec = event_codec(spec.btf, args.event_type)
+    # MAP:TYPE names a map's record type; the others take --event-type (default event)
+    codecs = {m.name: event_codec(spec.btf, value.partition(":")[2] or args.event_type,
+                                  f"--events {value}" if value.partition(":")[2] else "--event-type")
+              for value, m in zip(names, maps)}
     otlp = OtlpEvents(otlp_exporter(args.otlp), object_name=object_name(args.object))
     try:
         stream = EventStream([(m, None) for m in maps],
-                             make_sink=lambda m, _fmt: otlp.sink(m.name, codec, m.type.name == "PERF_EVENT_ARRAY"))
+                             make_sink=lambda m, _fmt: otlp.sink(m.name, codecs[m.name], m.type.name == "PERF_EVENT_ARRAY"))
     except BaseException:
         otlp.close()
         raise
-    say(f"sending records of {', '.join(names)} ({codec.type_name}) as OpenTelemetry logs to {args.otlp}")
+    types = ", ".join(sorted({c.type_name for c in codecs.values()}))
+    say(f"sending records of {', '.join(n.partition(':')[0] for n in names)} ({types}) as OpenTelemetry logs to {args.otlp}")
     return stream, otlp
 
 

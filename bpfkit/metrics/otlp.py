@@ -57,17 +57,21 @@ def otlp_exporter(endpoint: str, timeout: float = 10.0) -> LogRecordExporter:
 
 
 def event_codec(btf: BTF | None, type_name: str, what: str = "--event-type") -> ValueCodec:
-    """The codec of struct ``type_name`` (``event`` or ``struct event``) of ``btf``."""
+    """The codec of struct ``type_name`` (``event`` or ``struct event``) of ``btf``, or of the
+    object's DWARF when BTF lacks it (bpfkit.btf.dwarf.find_struct)."""
+    from ..btf.dwarf import find_struct
+
     name = type_name.removeprefix("struct ").strip()
     if btf is None:
         raise UsageError(f"{what} {name}: the object has no BTF to decode records with")
-    found = [t for t in btf.find(name) if isinstance(t, Struct)]
-    if not found:
+    try:
+        where, found = find_struct(btf, name, what)
+    except NotFoundError as exc:
         structs = sorted({t.name for t in btf.types if isinstance(t, Struct) and t.name})[:12]
-        raise NotFoundError(f"{what} {name}: no struct {name!r} in the object's BTF (structs: {', '.join(structs) or 'none'}); "
-                            f"a struct used only inside functions is left out of BTF: declare a global "
-                            f"'struct {name} *unused_{name} __attribute__((unused));'")
-    return value_codec(btf, found[0].id, name=name)
+        raise NotFoundError(f"{exc} (BTF's structs: {', '.join(structs) or 'none'}); a struct used only inside "
+                            f"functions is left out of BTF: build with clang -g, or declare a global "
+                            f"'struct {name} *unused_{name} __attribute__((unused));'") from None
+    return value_codec(where, found.id, name=name)
 
 
 def _attributes(value: object, prefix: str, out: dict[str, Any]) -> None:
