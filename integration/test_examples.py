@@ -31,8 +31,8 @@ CHILD = "import os, sys\nsys.stdin.readline()\n{body}\nprint('done', flush=True)
 class Tool:
     """An example tool running in the background; its stdout collected line by line."""
 
-    def __init__(self, name: str, *args: str) -> None:
-        script = REPO / "examples" / name / f"{name}.py"
+    def __init__(self, name: str, *args: str, folder: str = "") -> None:
+        script = REPO / "examples" / (folder or name) / f"{name}.py"
         obj = REPO / "bpf/.output/examples" / f"{name}.bpf.o"
         if not obj.exists():
             pytest.skip(f"{obj} is not built (make -C bpf)")
@@ -164,6 +164,64 @@ def test_execsnoop_ctrl_c(child) -> None:  # type: ignore[no-untyped-def]
     tool = Tool("execsnoop")
     tool.wait_for("^PCOMM|^TIME")
     tool.finish(interrupt=True)
+
+
+def test_execsnoop_varlen_prints_argv_of_cut_records(child) -> None:  # type: ignore[no-untyped-def]
+    """libbpf-tools' record, cut where the arguments end: an empty argument, a failure, and an
+    argv longer than --max-args (4: "..."), each line exactly."""
+    kid = child("import subprocess\n"
+                "subprocess.run(['/bin/echo', 'alpha', '', 'beta gamma'], stdout=subprocess.DEVNULL)\n"
+                "try: subprocess.run(['/nonexistent/bpfkit-varlen', '-x'])\n"
+                "except FileNotFoundError: pass\n"
+                "subprocess.run(['/bin/true', 'one', 'two', 'three', 'four', 'five'])")
+    comm = Path(f"/proc/{kid.pid}/comm").read_text().strip()
+    tool = Tool("execsnoop_varlen", "--ppid", str(kid.pid), "-x", "--max-args", "4", "--count", "3", folder="execsnoop")
+    tool.wait_for("^PCOMM +PID +PPID +RET ARGS$")
+    kid.go()
+    tool.finish()
+    pids = [m.group(1) for line in tool.seen[1:] if (m := re.match(r"^\S+ +(\d+) ", line))]
+    assert tool.seen[1:] == [
+        f"{'echo':<16} {pids[0]:<6} {kid.pid:<6}   0 /bin/echo alpha  beta gamma",  # the empty argument: two spaces
+        f"{comm:<16} {pids[1]:<6} {kid.pid:<6}  -2 /nonexistent/bpfkit-varlen -x",  # ENOENT; the comm not replaced
+        f"{'true':<16} {pids[2]:<6} {kid.pid:<6}   0 /bin/true one two three ...",
+    ], tool.seen
+
+
+def test_execsnoop_varlen_ctrl_c() -> None:
+    tool = Tool("execsnoop_varlen", "-T", "-U", folder="execsnoop")
+    tool.wait_for("^TIME     UID    PCOMM")
+    tool.finish(interrupt=True)
+
+
+# --------------------------------------------------------------------------- opensnoop
+OPENS = 23  # an unusual count
+
+
+def test_opensnoop_opens_failures_and_filters(child, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A child opens a known file OPENS times and a missing one once: opensnoop -p prints each,
+    -x -n only the failure, with the errno's name (-E) or number; -n of another name nothing."""
+    known = tmp_path / "opensnoop-known"
+    known.write_text("x")
+    missing = tmp_path / "opensnoop-missing"
+    kid = child(f"for _ in range({OPENS}): os.close(os.open({str(known)!r}, os.O_RDONLY))\n"
+                f"try: os.open({str(missing)!r}, os.O_RDONLY)\n"
+                "except FileNotFoundError: pass")
+    comm = Path(f"/proc/{kid.pid}/comm").read_text().strip()
+    every = Tool("opensnoop", "-p", str(kid.pid), "-E")
+    failed = Tool("opensnoop", "-p", str(kid.pid), "-x", "-n", comm[:4])
+    other = Tool("opensnoop", "-p", str(kid.pid), "-n", "no-such-comm")
+    for tool in (every, failed, other):
+        tool.wait_for("^PID    COMM              FD ERR PATH$")
+    kid.go()
+    every.wait_for("opensnoop-missing$")
+    failed.wait_for("opensnoop-missing$")
+    for tool in (every, failed, other):
+        tool.finish(interrupt=True)
+    fd = re.match(rf"^{kid.pid} +\S+ +(\d+) ", every.seen[1]).group(1)  # type: ignore[union-attr]
+    assert every.seen[1:] == [f"{kid.pid:<6} {comm:<16} {fd:>3}   0 {known}"] * OPENS + [
+        f"{kid.pid:<6} {comm:<16}  -1 ENOENT {missing}"], every.seen
+    assert failed.seen[1:] == [f"{kid.pid:<6} {comm:<16}  -1   2 {missing}"], failed.seen
+    assert other.seen[1:] == [], other.seen
 
 
 # ------------------------------------------------------------------ log2 histograms
