@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,10 @@ LOAD_PATH = ["maps.py", "_kernel/bpf.py", "_closing.py", "btf/values.py", "btf/t
              "spec/collection.py", "spec/programs.py", "spec/consts.py", "program.py", "collection.py", "kernelfit.py",
              "features/__init__.py", "features/_btf_kinds.py", "_no_typing.py", "_record.py"]
 
+# What `from bpfkit.events import RingBuffer` (or PerfBuffer) runs, issue 38: a tool's first reader.
+READER_PATH = ["events/__init__.py", "events/_common.py", "events/records.py", "events/ringbuf.py", "events/perf.py",
+               "_kernel/ring.py", "_kernel/perf.py", "_lazy.py"]
+
 
 def _runtime_imports(tree: ast.Module) -> list[str]:
     """Modules imported at module level outside ``if TYPE_CHECKING:`` blocks."""
@@ -39,7 +44,7 @@ def _runtime_imports(tree: ast.Module) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", LOAD_PATH)
+@pytest.mark.parametrize("path", LOAD_PATH + READER_PATH)
 def test_load_path_imports_typing_for_the_type_checker_only(path: str) -> None:
     tree = ast.parse((PKG / path).read_text())
     assert not {"typing", "typing_extensions"} & set(_runtime_imports(tree))
@@ -184,3 +189,51 @@ def test_a_signal_during_the_final_flush_still_ends_quietly() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (out.returncode, out.stderr) == (130, ""), (out.returncode, out.stderr)
+
+
+# Loaded by neither reader's import (issue 38: they were ~95% of a first RingBuffer's set-up):
+# typing (~3 ms), the perf record dataclasses and Decoder (~10 ms: fifteen generated classes),
+# record decoders and the BTF value codecs behind them, DWARF, numpy (a few hundred ms).
+NOT_FOR_A_READER = {"typing", "typing_extensions", "bpfkit.events._perf_records", "bpfkit.btf.records",
+                    "bpfkit.btf.values", "bpfkit.btf.layout", "bpfkit.btf.dwarf", "elftools", "numpy"}
+
+
+@pytest.mark.parametrize("reader", ["RingBuffer", "PerfBuffer"])
+def test_a_readers_import_loads_no_record_classes_nor_typing(reader: str) -> None:
+    """A tool that has its maps imports its reader: what that loads (a fresh interpreter, after
+    bpfkit.maps as a skeleton tool has it), then what the perf records' names load on first use."""
+    code = ("import json, sys; import bpfkit.maps\n"
+            "before = set(sys.modules)\n"
+            f"from bpfkit.events import {reader}\n"
+            "reader = sorted(set(sys.modules) - before)\n"
+            "from bpfkit.events import records\n"
+            "lazy = 'bpfkit.events._perf_records' in sys.modules\n"
+            "sample, decoder = records.Sample, records.Decoder\n"
+            "print(json.dumps([reader, lazy, sample.__module__, 'bpfkit.events._perf_records' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    reader_modules, loaded_early, module, loaded_late = json.loads(out.stdout)
+    assert f"bpfkit.events.{'ringbuf' if reader == 'RingBuffer' else 'perf'}" in reader_modules, reader_modules
+    assert not NOT_FOR_A_READER & set(reader_modules), reader_modules
+    if reader == "RingBuffer":  # the perf enums too (PerfBuffer needs them: PERF_RECORD_SAMPLE/LOST)
+        assert "bpfkit._kernel.perf_consts" not in reader_modules, reader_modules
+    assert (loaded_early, module, loaded_late) == (False, "bpfkit.events._perf_records", True)
+
+
+def test_the_perf_record_names_stay_in_bpfkit_events_records() -> None:
+    """Every name bpfkit.events.records had is there still, the lazy ones the very objects of the
+    module that defines them, and every public name of that module is reachable from records."""
+    from bpfkit.btf import records as btf_records
+    from bpfkit.events import _perf_records, records
+
+    for name in records.__all__:
+        assert getattr(records, name) is not None, name
+    for name in _perf_records.__all__:
+        assert getattr(records, name) is getattr(_perf_records, name), name
+    assert records.RecordDecoder is btf_records.RecordDecoder
+    assert records.Record is records.PerfEventRecord and issubclass(records.Mmap2, records.Mmap)
+    namespace: dict[str, object] = {}
+    exec("from bpfkit.events.records import *", namespace)
+    assert set(records.__all__) <= set(namespace)
+    with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
+        records.Nonesuch  # noqa: B018

@@ -39,18 +39,23 @@ import errno
 import struct
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from .._kernel import perf as _kperf
 from .._kernel import ring as _ring
 from .._kernel.consts import MapType, PerfRecord
 from .._kernel.cpus import online_cpus
 from .._kernel.fd import FD
-from .._protocols import UpdatableMapLike
-from ..btf.records import CharArrays, RecordDecoder
 from ..errors import BPFKitError, KernelError, ParseError, UsageError
 from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release, warn_lost
 from .records import HAVE_NUMPY, RecordFormat, collect_batches, decoding, numpy_module, record_decoder, require_format
+
+# typing (through _protocols too) and bpfkit.btf.records for the type checker only: a reader's import stays cheap (issue 38).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._protocols import UpdatableMapLike
+    from ..btf.records import CharArrays, RecordDecoder
 
 __all__ = ["PerfBuffer", "PerfRing"]
 

@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from .._closing import ClosesOnExit
 from .._kernel import ring as _ring
 from .._kernel.consts import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, MapType
-from .._protocols import MapLike
-from ..btf.records import CharArrays, RecordDecoder
 from ..errors import BPFKitError, ParseError, RingBufferFullError, UsageError
 from ._common import RUN_MAX, RUN_MIN, PolledReader, RunChecker, as_callable, deliver_batch, deliver_run, published, release
 from .records import HAVE_NUMPY, RecordFormat, collect_batches, decoding, numpy_module, record_decoder, require_format
+
+# typing (through _protocols too) and bpfkit.btf.records for the type checker only: a reader's import stays cheap (issue 38).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._protocols import MapLike
+    from ..btf.records import CharArrays, RecordDecoder
 
 __all__ = ["RingBuffer", "UserRingBuffer", "Reservation", "RingBufferFullError"]
 
