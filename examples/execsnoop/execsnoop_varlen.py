@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     start, seen = time.monotonic(), 0
 
-    def show(cpu: int, e: event) -> None:  # a record decoded as the skeleton's struct event
+    def show(cpu: int, e: event) -> None:  # struct event decoded: the fields the skeleton's event types
         nonlocal seen
         if args.name not in str(e.comm) or (args.count and seen >= args.count):
             return
