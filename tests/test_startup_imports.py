@@ -228,8 +228,11 @@ def test_the_perf_record_names_stay_in_bpfkit_events_records() -> None:
 
     for name in records.__all__:
         assert getattr(records, name) is not None, name
-    for name in _perf_records.__all__:
+    for name in records._PERF_RECORDS:
         assert getattr(records, name) is getattr(_perf_records, name), name
+    defined = {name for name, value in vars(_perf_records).items()
+               if not name.startswith("_") and getattr(value, "__module__", None) == _perf_records.__name__}
+    assert defined and not defined - set(records._PERF_RECORDS)
     assert records.RecordDecoder is btf_records.RecordDecoder
     assert records.Record is records.PerfEventRecord and issubclass(records.Mmap2, records.Mmap)
     namespace: dict[str, object] = {}

@@ -25,31 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "MISC_COMM_EXEC",
-    "MISC_MMAP_DATA",
-    "MISC_MMAP_BUILD_ID",
-    "MISC_SWITCH_OUT",
-    "STATUS_ONLY",
-    "NAMESPACE_NAMES",
-    "SampleId",
-    "PerfEventRecord",
-    "Record",
-    "Sample",
-    "Lost",
-    "LostSamples",
-    "Comm",
-    "Fork",
-    "Exit",
-    "Mmap",
-    "Mmap2",
-    "Namespaces",
-    "Throttle",
-    "Switch",
-    "Unknown",
-    "Decoder",
-    "decode_all",
-]
+# No __all__: bpfkit.events.records lists and re-exports every name (tests/test_startup_imports.py).
 
 # perf_event_header.misc bits used here.
 MISC_COMM_EXEC = 1 << 13  # COMM caused by exec (3.16)
