@@ -82,10 +82,17 @@ def render(version: str, tables: dict[str, dict[int, str]]) -> str:
         "",
         f"KERNEL = {version!r}",
     ]
+    # Since 5.1 every architecture numbers new syscalls alike (424 on: the kernel's syscall.tbl
+    # unification): what the tables share is written once.
+    first, *others = tables.values()
+    shared = {nr: name for nr, name in first.items() if all(t.get(nr) == name for t in others)}
+    lines += ["", "# The numbers every table gives the same name.", "_SHARED: dict[int, str] = {"]
+    lines += [f"    {nr}: {name!r}," for nr, name in sorted(shared.items())]
+    lines += ["}"]
     for var, table in tables.items():
         lines += ["", f"{var}: dict[int, str] = {{"]
-        lines += [f"    {nr}: {name!r}," for nr, name in sorted(table.items())]
-        lines += ["}"]
+        lines += [f"    {nr}: {name!r}," for nr, name in sorted(table.items()) if nr not in shared]
+        lines += ["    **_SHARED,", "}"]
     lines += [
         "",
         "# uname(2)'s machine (platform.machine()) -> table: arm64 is aarch64 there.",
