@@ -33,6 +33,7 @@ from typing import Literal, TextIO, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..btf.records import char_value
 from ..errors import BPFKitError
 from .plan import MAX_SLOT, RENDER_ERRORS, Field, HistPlan, Label, MapMetrics, label_text, scaled
 
@@ -135,7 +136,7 @@ def _label_conv(label: Label, escaped: bool) -> Callable[[object], str]:
     def conv(raw: object) -> str:
         out = cache.get(raw)
         if out is None:
-            value = _text_value(raw) if isinstance(raw, bytes) and not keep_bytes else raw
+            value = char_value(raw, "text") if isinstance(raw, bytes) and not keep_bytes else raw  # as btf.values decodes it
             out = text(value)
             if escaped:
                 out = escape(out)
@@ -143,17 +144,6 @@ def _label_conv(label: Label, escaped: bool) -> Callable[[object], str]:
         return out
 
     return conv
-
-
-def _text_value(raw: bytes) -> object:
-    """A char array as bpfkit.btf.values decodes it: the text up to the first NUL when it is
-    printable, else the bytes."""
-    head = raw.split(b"\0", 1)[0]
-    try:
-        text = head.decode()
-    except UnicodeDecodeError:
-        return raw
-    return text if text.isprintable() else raw
 
 
 class MapCollector(Collector):
