@@ -33,8 +33,9 @@ def test_values_of_every_kind(spec: bpfkit.CollectionSpec) -> None:
     ("nope=1", NotFoundError,
      "--set 'nope=1': the object has no variable 'nope' (settable: color, delta, enabled, hits, step, tag, target_pid)"),
     ("hidden_knob=1", UsageError, "--set 'hidden_knob=1': 'hidden_knob' is a static variable"),
-    ("target_pid=-1", BTFValueError,
-     "--set 'target_pid=-1': target_pid: expected const volatile __u32 (an integer in [0, 4294967295]), got -1 (out of range)"),
+    ("target_pid=-2147483649", BTFValueError,  # -1 is 0xffffffff, as the API takes it (tests/test_cli_knobs_39.py)
+     "--set 'target_pid=-2147483649': target_pid: expected const volatile __u32 (an integer in [-2147483648, "
+     "4294967295]; a negative one as two's complement), got -2147483649 (out of range)"),
     ("delta=0x80000000", BTFValueError, "delta: expected const volatile __s32 (an integer in [-2147483648, 2147483647])"),
     ("tag=toolongtag", BTFValueError,
      "--set 'tag=toolongtag': tag: expected const volatile char[8] (a string of up to 7 bytes, or bytes of up to 8), "

@@ -10,7 +10,7 @@ import os
 
 from .._record import record_dataclass
 from ..btf import BTF
-from ..btf.types import Enum, Int, Pointer
+from ..btf.types import Enum, Int, IntEncoding, Pointer
 from ..errors import UsageError
 from .maps import MapSpec
 from .programs import ProgramSpec
@@ -110,7 +110,24 @@ class VariableSpec:
             except ValueError:
                 raise UsageError(f"variable {self.name!r} has no BTF type: {text!r} is not an integer") from None
             return
+        number = self._integer_word(text)
+        if number is not None:
+            self.set(number)  # the API's rule for an int, negatives for unsigned types included
+            return
         self.set(codec.encode(codec.from_text(text)))
+
+    def _integer_word(self, text: str) -> int | None:
+        """``text`` as an int when this is an integer, enum or pointer variable (not a bool:
+        true/false/1/0 only) and the word is an integer; None otherwise (the codec judges it)."""
+        assert self.btf is not None
+        scalar, _ = self._scalar()
+        t = self.btf.resolve(self.type_id)
+        if not scalar or (isinstance(t, Int) and t.encoding & IntEncoding.BOOL):
+            return None
+        try:
+            return int(text.strip().replace("_", ""), 0)
+        except ValueError:
+            return None  # "010", names, digits past int()'s limit: the codec's word and message
 
     def set(self, new: object) -> None:
         """Write ``new`` as the initial value: an int or bool (wrapped to ``size`` bytes),
@@ -127,13 +144,19 @@ class VariableSpec:
         if isinstance(new, bool):
             new = int(new)
         if isinstance(new, int):
-            _, signed = self._scalar()
+            scalar, signed = self._scalar()
             try:
+                # A negative int for an unsigned type is its two's complement (-1 for a u32 is
+                # 0xffffffff), as C's conversion: [-2**(8n-1), 2**(8n)-1] fits n unsigned bytes.
                 raw = new.to_bytes(self.size, "little", signed=signed or new < 0)
             except OverflowError:
-                from ..btf.values import describe_value  # 5,000 digits are not shown: by their size
+                from ..btf.values import _fail  # 5,000 digits are not shown: by their size
 
-                raise UsageError(f"variable {self.name!r}: {describe_value(new)} does not fit in {self.size} bytes") from None
+                bits = 8 * self.size
+                top = (1 << (bits - 1 if signed else bits)) - 1
+                what = f"{self.type_name or f'{self.size} bytes'} (an integer in [{-(1 << (bits - 1))}, {top}]"
+                what += ")" if signed or not scalar else "; a negative one as two's complement)"
+                raise _fail(self.name, what, new, "out of range") from None
         elif isinstance(new, (bytes, bytearray, memoryview)):
             raw = bytes(new)
             if len(raw) != self.size:
