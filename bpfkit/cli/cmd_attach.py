@@ -282,6 +282,34 @@ def _link_kind(lk: Any) -> str:
     return "struct_ops map (registered)" if type(lk).__name__ == "StructOpsMapLink" else "link"
 
 
+def _summary(coll: Any, attached: dict[str, Any], pin_dir: str | None = None) -> list[str]:
+    """The closing lines of ``attach``: struct_ops maps named as registered (with their kernel
+    struct), the programs counted. With --pin: a map-only struct_ops (``.struct_ops``, no link)
+    stays registered when its pin is removed (the kernel holds a registered map), so the line
+    names the command that unregisters it; links detach once their pins are removed."""
+    lines, links, programs = [], 0, 0
+    for name, lk in attached.items():
+        kind = type(lk).__name__
+        if kind not in ("StructOpsLink", "StructOpsMapLink"):
+            programs, links = programs + 1, links + 1
+            continue
+        ops = getattr(coll.maps.get(name), "struct_ops", None)
+        line = f"registered struct_ops map {name} ({ops.kernel_type_name if ops is not None else 'struct_ops'})"
+        if pin_dir and kind == "StructOpsMapLink":
+            line += (f": no link, removing its pin leaves it registered; "
+                     f"`bpfkit struct_ops unregister {lk.pinned_path}` unregisters it")
+        elif pin_dir:
+            links += 1
+        lines.append(line)
+    if pin_dir:
+        if links:
+            lines.append(f"{links} link(s) pinned under {pin_dir}; remove their pins to detach")
+    else:
+        what = f"{programs} program(s) attached" if programs else "registered"
+        lines.append(f"{what}; Ctrl-C or SIGTERM to detach")
+    return lines
+
+
 def _map_pin_name(name: str) -> str:
     return name.lstrip(".")
 
@@ -658,7 +686,8 @@ def run(args: argparse.Namespace) -> int:
                     say(f"attached {name}: {_describe(lk)}")
                 if pin_dir:
                     _pin_all(pin_dir, coll, attached, say)
-                    say(f"{len(attached)} link(s) pinned under {pin_dir}; remove the pins to detach")
+                    for line in _summary(coll, attached, pin_dir):
+                        say(line)
                     return 0
                 if args.otlp:
                     stream, otlp = _otlp_stream(args, spec, coll, say)
@@ -672,7 +701,8 @@ def run(args: argparse.Namespace) -> int:
                     server, exporter = _metrics_server(args, coll, say, attached)
                 with StopSignals() as stop:  # installed before the line that says we are ready
                     started = time.monotonic()  # the profile's duration: from here
-                    say(f"{len(attached)} program(s) attached; Ctrl-C or SIGTERM to detach")
+                    for line in _summary(coll, attached):
+                        say(line)
                     if stream is not None:
                         stream.run(stop)
                     else:

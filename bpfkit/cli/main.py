@@ -82,6 +82,10 @@ def command_module(name: str) -> ModuleType:
         from . import cmd_exporter
 
         return cmd_exporter
+    if name == "struct_ops":
+        from . import cmd_struct_ops
+
+        return cmd_struct_ops
     if name == "list":
         from . import cmd_list
 
