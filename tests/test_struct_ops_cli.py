@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``bpfkit struct_ops list|show|unregister`` and ``bpfkit attach --pin`` of struct_ops maps, on
+the running kernel: bpf/struct_ops_tcp_ca.bpf.c's congestion controls registered (a
+``.struct_ops.link`` one through a bpf_link, a ``.struct_ops`` one by map update), used by a
+loopback TCP connection, found by the map ids this test made, unregistered from the command
+line. Congestion-control names are system-wide (a second registration of one is EEXIST), so a
+copy of the suite running beside waits on a lock file for its turn."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from bpfkit.errors import BPFKitError, NotFoundError
+from conftest import console_script
+
+BPFKIT = console_script()
+AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+LINKED, LEGACY = "bpfkit_reno", "bpfkit_reno2"  # the tables' .name members
+
+
+def bpfkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BPFKIT, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def available() -> list[str]:
+    with open(AVAILABLE) as f:
+        return f.read().split()
+
+
+def map_id(path: str) -> int:
+    from bpfkit.maps import Map
+
+    with Map.load_pinned(path) as m:
+        return m.id
+
+
+@pytest.fixture
+def pinned(bpf_obj) -> Iterator[tuple[str, str]]:
+    """(the pin directory, attach's stdout) with both congestion controls registered by
+    ``bpfkit attach --pin``; whatever the test leaves registered is unregistered after."""
+    try:
+        from bpfkit.struct_ops import find_kernel_struct_ops
+
+        find_kernel_struct_ops("tcp_congestion_ops")
+    except NotFoundError as exc:
+        pytest.skip(str(exc))
+    pin_dir = f"/sys/fs/bpf/bpfkit-test-structops-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with open("/tmp/bpfkit-test-tcp-ca.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the names are the system's: one registration at a time
+        try:
+            proc = bpfkit("attach", str(bpf_obj("struct_ops_tcp_ca")), "--pin", pin_dir)
+            assert proc.returncode == 0, proc.stderr
+            yield pin_dir, proc.stdout
+        finally:
+            from bpfkit.maps import Map
+            from bpfkit.struct_ops import unregister_map
+
+            legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
+            if os.path.exists(legacy):
+                with Map.load_pinned(legacy) as m, contextlib.suppress(BPFKitError):
+                    unregister_map(m)  # a map-only registration outlives its pin
+            shutil.rmtree(pin_dir, ignore_errors=True)  # the link's pin: its link is released
+            for _ in range(100):
+                if LINKED not in available() and LEGACY not in available():
+                    break
+                time.sleep(0.02)
+
+
+def rows() -> dict[int, dict[str, object]]:
+    proc = bpfkit("struct_ops", "list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return {row["id"]: row for row in map(json.loads, proc.stdout.splitlines())}
+
+
+def test_attach_pin_says_how_to_unregister(pinned):
+    pin_dir, out = pinned
+    legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
+    assert "registered struct_ops map bpfkit_reno (tcp_congestion_ops)\n" in out
+    assert (f"registered struct_ops map bpfkit_reno_legacy (tcp_congestion_ops): no link, removing its pin leaves "
+            f"it registered; `bpfkit struct_ops unregister {legacy}` unregisters it") in out
+    assert f"1 link(s) pinned under {pin_dir}; remove their pins to detach" in out
+    assert "program(s)" not in out
+    assert LINKED in available() and LEGACY in available()
+
+
+def test_list_show_and_a_loopback_connection(pinned):
+    pin_dir, _ = pinned
+    linked_id, legacy_id = map_id(os.path.join(pin_dir, "bpfkit_reno")), map_id(os.path.join(pin_dir, "bpfkit_reno_legacy"))
+    listed = rows()
+    assert listed[legacy_id] == {"id": legacy_id, "name": "bpfkit_reno_leg", "type": "tcp_congestion_ops",
+                                 "ops_name": LEGACY, "state": "inuse", "registered": True, "link_id": None,
+                                 "pinned": None}
+    linked = listed[linked_id]
+    assert (linked["ops_name"], linked["state"], linked["registered"]) == (LINKED, "ready", True)
+    link_pin = os.path.join(pin_dir, "bpfkit_reno_link")
+    show = bpfkit("struct_ops", "show", link_pin, "--json")
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout) == dict(linked, pinned=link_pin)
+    from bpfkit.link import load_pinned_link
+
+    with load_pinned_link(link_pin) as lk:
+        assert linked["link_id"] == lk.info().id and lk.info().detail.map_id == linked_id
+    text = bpfkit("struct_ops", "show", str(legacy_id))
+    assert text.returncode == 0 and f"id:         {legacy_id}\n" in text.stdout and "link_id:    -\n" in text.stdout
+
+    # A loopback connection with the map-only one: the kernel (and `ss -tin`) name it.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.socket()
+        with client:
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, LEGACY.encode())
+            client.connect(server.getsockname())
+            conn, _ = server.accept()
+            with conn:
+                client.sendall(b"x" * 65536)
+                conn.recv(65536)
+                assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == LEGACY.encode()
+                port = client.getsockname()[1]
+                if shutil.which("ss"):
+                    ss = subprocess.run(["ss", "-tin", f"sport = :{port}"], capture_output=True, text=True, timeout=30)
+                    assert f" {LEGACY} " in ss.stdout, ss.stdout
+
+
+def test_unregister_by_pin_and_by_id(pinned):
+    pin_dir, _ = pinned
+    legacy_pin = os.path.join(pin_dir, "bpfkit_reno_legacy")
+    linked_id, legacy_id = map_id(os.path.join(pin_dir, "bpfkit_reno")), map_id(legacy_pin)
+    proc = bpfkit("struct_ops", "unregister", legacy_pin)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"unregistered struct_ops map {legacy_id} (bpfkit_reno_leg, tcp_congestion_ops)\n"
+    assert LEGACY not in available() and LINKED in available()
+    assert rows()[legacy_id]["registered"] is False
+    again = bpfkit("struct_ops", "unregister", legacy_pin)
+    assert again.returncode == 1 and "it was unregistered already" in again.stderr
+
+    proc = bpfkit("struct_ops", "unregister", str(linked_id))  # a BPF_F_LINK map: its link is detached
+    assert proc.returncode == 0, proc.stderr
+    assert "detached its link" in proc.stdout
+    assert LINKED not in available()
+    row = rows()[linked_id]
+    assert (row["registered"], row["link_id"]) == (False, None)
+    again = bpfkit("struct_ops", "unregister", str(linked_id))
+    assert again.returncode == 1 and "it is not registered (no struct_ops link holds it)" in again.stderr
+
+
+def test_removing_the_link_pin_unregisters(pinned):
+    pin_dir, _ = pinned
+    assert LINKED in available()
+    os.unlink(os.path.join(pin_dir, "bpfkit_reno_link"))
+    for _ in range(250):  # the last reference to the link goes: released (maybe from a workqueue)
+        if LINKED not in available():
+            break
+        time.sleep(0.02)
+    assert LINKED not in available()
+    assert LEGACY in available()  # the map-only one stays registered without a link (hence the message)
+
+
+def test_errors(pinned):
+    pin_dir, _ = pinned
+    bss_id = map_id(os.path.join(pin_dir, "bss"))
+    proc = bpfkit("struct_ops", "show", str(bss_id))
+    assert proc.returncode == 2 and f"map {bss_id} ('struct_o.bss') is not a struct_ops map" in proc.stderr
+    proc = bpfkit("struct_ops", "unregister", str(bss_id))
+    assert proc.returncode == 2 and "is not a struct_ops map" in proc.stderr
+    missing = os.path.join(pin_dir, "no_such_pin")
+    proc = bpfkit("struct_ops", "unregister", missing)
+    assert proc.returncode == 1 and f"no pinned object at {missing}" in proc.stderr
+    proc = bpfkit("struct_ops", "show", "no_such_struct_ops_name")
+    assert proc.returncode == 1 and "no struct_ops map named 'no_such_struct_ops_name'" in proc.stderr
+    proc = bpfkit("struct_ops", "show", "0")
+    assert proc.returncode == 2 and "map id" in proc.stderr
+    assert LINKED in available() and LEGACY in available()  # nothing unregistered by the errors
