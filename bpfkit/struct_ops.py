@@ -116,7 +116,7 @@ _KEY_0 = bytes(4)
 
 
 class StructOpsMapInfo:
-    """A struct_ops map of the system as ``bpfkit struct_ops list|show`` describes it: the map's
+    """A struct_ops map of the system as ``bpfkit struct-ops list|show`` describes it: the map's
     id and name, the kernel struct it implements (``tcp_congestion_ops``; from the map's
     btf_vmlinux_value_type_id, as ``bpftool struct_ops list`` prints it), the registration
     state (``inuse``: registered; ``ready``: a BPF_F_LINK map waiting for or held by its link;
@@ -170,7 +170,7 @@ def inspect_map(m: Any) -> StructOpsMapInfo:
     info = m.info()
     if info.type != MapType.STRUCT_OPS:
         raise UsageError(f"map {info.id} ({info.name!r}) is not a struct_ops map (its type: {info.type_name}) "
-                         "(`bpfkit struct_ops list` shows those)")
+                         "(`bpfkit struct-ops list` shows those)")
     found = _value_type(info.btf_vmlinux_value_type_id)
     type_name = found[1].name.removeprefix(VALUE_PREFIX) if found else ""
     value = _map_elems.lookup(m.fd, _KEY_0, info.value_size) or b""

@@ -78,7 +78,7 @@ def pinned(bpf_obj) -> Iterator[tuple[str, str]]:
 
 
 def rows() -> dict[int, dict[str, object]]:
-    proc = bpfkit("struct_ops", "list", "--json")
+    proc = bpfkit("struct-ops", "list", "--json")
     assert proc.returncode == 0, proc.stderr
     return {row["id"]: row for row in map(json.loads, proc.stdout.splitlines())}
 
@@ -88,7 +88,7 @@ def test_attach_pin_says_how_to_unregister(pinned):
     legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
     assert "registered struct_ops map bpfkit_reno (tcp_congestion_ops)\n" in out
     assert (f"registered struct_ops map bpfkit_reno_legacy (tcp_congestion_ops): no link, removing its pin leaves "
-            f"it registered; `bpfkit struct_ops unregister {legacy}` unregisters it") in out
+            f"it registered; `bpfkit struct-ops unregister {legacy}` unregisters it") in out
     assert f"1 link(s) pinned under {pin_dir}; remove their pins to detach" in out
     assert "program(s)" not in out
     assert LINKED in available() and LEGACY in available()
@@ -104,14 +104,14 @@ def test_list_show_and_a_loopback_connection(pinned):
     linked = listed[linked_id]
     assert (linked["ops_name"], linked["state"], linked["registered"]) == (LINKED, "ready", True)
     link_pin = os.path.join(pin_dir, "bpfkit_reno_link")
-    show = bpfkit("struct_ops", "show", link_pin, "--json")
+    show = bpfkit("struct-ops", "show", link_pin, "--json")
     assert show.returncode == 0, show.stderr
     assert json.loads(show.stdout) == dict(linked, pinned=link_pin)
     from bpfkit.link import load_pinned_link
 
     with load_pinned_link(link_pin) as lk:
         assert linked["link_id"] == lk.info().id and lk.info().detail.map_id == linked_id
-    text = bpfkit("struct_ops", "show", str(legacy_id))
+    text = bpfkit("struct-ops", "show", str(legacy_id))
     assert text.returncode == 0 and f"id:         {legacy_id}\n" in text.stdout and "link_id:    -\n" in text.stdout
 
     # A loopback connection with the map-only one: the kernel (and `ss -tin`) name it.
@@ -135,21 +135,21 @@ def test_unregister_by_pin_and_by_id(pinned):
     pin_dir, _ = pinned
     legacy_pin = os.path.join(pin_dir, "bpfkit_reno_legacy")
     linked_id, legacy_id = map_id(os.path.join(pin_dir, "bpfkit_reno")), map_id(legacy_pin)
-    proc = bpfkit("struct_ops", "unregister", legacy_pin)
+    proc = bpfkit("struct-ops", "unregister", legacy_pin)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"unregistered struct_ops map {legacy_id} (bpfkit_reno_leg, tcp_congestion_ops)\n"
     assert LEGACY not in available() and LINKED in available()
     assert rows()[legacy_id]["registered"] is False
-    again = bpfkit("struct_ops", "unregister", legacy_pin)
+    again = bpfkit("struct-ops", "unregister", legacy_pin)
     assert again.returncode == 1 and "it was unregistered already" in again.stderr
 
-    proc = bpfkit("struct_ops", "unregister", str(linked_id))  # a BPF_F_LINK map: its link is detached
+    proc = bpfkit("struct-ops", "unregister", str(linked_id))  # a BPF_F_LINK map: its link is detached
     assert proc.returncode == 0, proc.stderr
     assert "detached its link" in proc.stdout
     assert LINKED not in available()
     row = rows()[linked_id]
     assert (row["registered"], row["link_id"]) == (False, None)
-    again = bpfkit("struct_ops", "unregister", str(linked_id))
+    again = bpfkit("struct-ops", "unregister", str(linked_id))
     assert again.returncode == 1 and "it is not registered (no struct_ops link holds it)" in again.stderr
 
 
@@ -168,15 +168,15 @@ def test_removing_the_link_pin_unregisters(pinned):
 def test_errors(pinned):
     pin_dir, _ = pinned
     bss_id = map_id(os.path.join(pin_dir, "bss"))
-    proc = bpfkit("struct_ops", "show", str(bss_id))
+    proc = bpfkit("struct-ops", "show", str(bss_id))
     assert proc.returncode == 2 and f"map {bss_id} ('struct_o.bss') is not a struct_ops map" in proc.stderr
-    proc = bpfkit("struct_ops", "unregister", str(bss_id))
+    proc = bpfkit("struct-ops", "unregister", str(bss_id))
     assert proc.returncode == 2 and "is not a struct_ops map" in proc.stderr
     missing = os.path.join(pin_dir, "no_such_pin")
-    proc = bpfkit("struct_ops", "unregister", missing)
+    proc = bpfkit("struct-ops", "unregister", missing)
     assert proc.returncode == 1 and f"no pinned object at {missing}" in proc.stderr
-    proc = bpfkit("struct_ops", "show", "no_such_struct_ops_name")
+    proc = bpfkit("struct-ops", "show", "no_such_struct_ops_name")
     assert proc.returncode == 1 and "no struct_ops map named 'no_such_struct_ops_name'" in proc.stderr
-    proc = bpfkit("struct_ops", "show", "0")
+    proc = bpfkit("struct-ops", "show", "0")
     assert proc.returncode == 2 and "map id" in proc.stderr
     assert LINKED in available() and LEGACY in available()  # nothing unregistered by the errors

@@ -34,7 +34,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("link", "list, show, pin or detach the system's BPF links"),
     ("cgroup", "show the programs attached to a cgroup, or to every cgroup of a tree"),
     ("map", "list, show or dump the system's BPF maps"),
-    ("struct_ops", "list, show or unregister the system's struct_ops maps (TCP congestion controls, sched_ext)"),
+    ("struct-ops", "list, show or unregister the system's struct_ops maps (TCP congestion controls, sched_ext)"),
     ("gc", "remove tracefs probes left by bpfkit processes that died"),
     ("events", "print the records of a pinned ring buffer or perf event array"),
     ("user-event", "list, register, emit and delete user_events (trace events defined from user space)"),

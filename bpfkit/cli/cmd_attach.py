@@ -297,7 +297,7 @@ def _summary(coll: Any, attached: dict[str, Any], pin_dir: str | None = None) ->
         line = f"registered struct_ops map {name} ({ops.kernel_type_name if ops is not None else 'struct_ops'})"
         if pin_dir and kind == "StructOpsMapLink":
             line += (f": no link, removing its pin leaves it registered; "
-                     f"`bpfkit struct_ops unregister {lk.pinned_path}` unregisters it")
+                     f"`bpfkit struct-ops unregister {lk.pinned_path}` unregisters it")
         elif pin_dir:
             links += 1
         lines.append(line)

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``bpfkit struct_ops list|show|unregister``: the struct_ops maps in the system (BPF TCP
+"""``bpfkit struct-ops list|show|unregister``: the struct_ops maps in the system (BPF TCP
 congestion controls, sched_ext schedulers, ...), like ``bpftool struct_ops``.
 
-    bpfkit struct_ops list [--json]
-    bpfkit struct_ops show ID|NAME|PINNED [--json]
-    bpfkit struct_ops unregister ID|NAME|PINNED
+    bpfkit struct-ops list [--json]
+    bpfkit struct-ops show ID|NAME|PINNED [--json]
+    bpfkit struct-ops unregister ID|NAME|PINNED
 
 NAME is the map's name (the kernel keeps 15 characters) or the table's own ``name`` member
 (what setsockopt(TCP_CONGESTION) takes); PINNED (a path, with a '/') is the map's pin or the
@@ -91,13 +91,10 @@ def _open(target: int | str) -> tuple[Any, int | None, str | None]:
     if isinstance(target, int):
         try:
             m = Map.from_id(target)
-        except NotFoundError:
-            raise NotFoundError(f"no map with id {target} (`bpfkit struct_ops list` shows the struct_ops maps)") from None
-        except Exception as exc:
-            if getattr(exc, "errno", None) == 2:
-                raise NotFoundError(f"no map with id {target} "
-                                    "(`bpfkit struct_ops list` shows the struct_ops maps)") from None
-            raise
+        except Exception as exc:  # KernelError ENOENT: no such id
+            if not isinstance(exc, NotFoundError) and getattr(exc, "errno", None) != 2:
+                raise
+            raise NotFoundError(f"no map with id {target} (`bpfkit struct-ops list` shows the struct_ops maps)") from None
         return m, None, None
     if "/" in target:
         from .. import link
@@ -125,7 +122,7 @@ def _open(target: int | str) -> tuple[Any, int | None, str | None]:
         raise UsageError(f"struct_ops name {target!r} is ambiguous: map ids {', '.join(map(str, ids))} "
                          "(give an id or a pinned path)")
     if found is None:
-        raise NotFoundError(f"no struct_ops map named {target!r} (`bpfkit struct_ops list` shows them; "
+        raise NotFoundError(f"no struct_ops map named {target!r} (`bpfkit struct-ops list` shows them; "
                             "a pinned path needs a '/')")
     return found, None, None
 

@@ -82,7 +82,7 @@ def command_module(name: str) -> ModuleType:
         from . import cmd_exporter
 
         return cmd_exporter
-    if name == "struct_ops":
+    if name == "struct-ops":
         from . import cmd_struct_ops
 
         return cmd_struct_ops
