@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import bpfkit
-from bpfkit.cli.cmd_load import apply_sets
+from bpfkit.cli.cmd_load import apply_map_sizes, apply_sets
 from bpfkit.errors import BTFValueError, UsageError
 from conftest import bpf_object
 
@@ -64,3 +64,63 @@ def test_bools_and_names_keep_their_words(spec: bpfkit.CollectionSpec) -> None:
     apply_sets(spec, ["color=MT_BLUE", "target_pid=1_000"])
     assert spec.variables["color"].typed.name == "MT_BLUE"  # type: ignore[attr-defined]
     assert spec.variables["target_pid"].value == 1000
+
+
+# ---------------------------------------------- --map-size SECTION.value_size=N (RESIZE_ARRAY)
+@pytest.fixture
+def resizable() -> bpfkit.CollectionSpec:
+    return bpfkit.load_spec(bpf_object("knobs_resize"))
+
+
+@pytest.mark.parametrize("how", ["cli", "api"])
+def test_resized_section_spec(resizable: bpfkit.CollectionSpec, how: str) -> None:
+    """dump (char[8] at byte 4 of .data.dump) grows to fill 36 bytes: its initial bytes kept, new
+    ones zero, the map's BTF value type dropped (the kernel would hold it to 12 bytes)."""
+    if how == "cli":
+        apply_map_sizes(resizable, [".data.dump.value_size=36"])
+    else:
+        resizable.set_value_size(".data.dump", 36)
+    m, dump = resizable.maps[".data.dump"], resizable.variables["dump"]
+    assert (m.value_size, len(m.data or b""), m.btf_value_type_id) == (36, 36, 0)
+    assert (dump.size, dump.raw) == (32, b"abc" + bytes(29)) and resizable.variables["dump_hdr"].value == 7
+    assert dump.codec is None  # its BTF type still says char[8]: read as bytes
+    resizable.set_value_size(".data.dump", 6)  # shrinks too: 2 elements left
+    assert (dump.size, dump.raw, m.data) == (2, b"ab", b"\x07\0\0\0ab")
+
+
+@pytest.mark.parametrize("item, message", [
+    (".data.dump.value_size=4", "--map-size '.data.dump.value_size=4': resize '.data.dump' to 4 bytes: 'dump' "
+                                 "(char[8]) starts at byte 4 of the section, so the size must be 4 + a positive "
+                                 "multiple of its element size, 1"),
+    (".data.dump.value_size=3", "the size must be 4 + a positive multiple"),
+    (".data.notarr.value_size=16", "its last variable 'notarr' is a __u64, not an array"),
+    (".data.dump.max_entries=2", "'.data.dump' holds global data, sized by its section (--set changes its "
+                                 "variables; value_size resizes its last variable, an array)"),
+    (".data.dump.value_size=0x100000000", "does not fit the kernel's u32 value_size"),
+])
+def test_resize_refusals(resizable: bpfkit.CollectionSpec, item: str, message: str) -> None:
+    before = {n: (m.value_size, m.data, m.btf_value_type_id) for n, m in resizable.maps.items()}
+    sizes = {n: v.size for n, v in resizable.variables.items()}
+    with pytest.raises(UsageError) as err:
+        apply_map_sizes(resizable, [item])
+    assert message in str(err.value)
+    assert before == {n: (m.value_size, m.data, m.btf_value_type_id) for n, m in resizable.maps.items()}
+    assert sizes == {n: v.size for n, v in resizable.variables.items()}
+
+
+@pytest.mark.root
+def test_program_writes_past_the_old_size(resizable: bpfkit.CollectionSpec) -> None:
+    """mark() writes dump[20]: the verifier refuses it against 8 bytes and accepts it once
+    --map-size grew the section; user space reads the byte back from the map."""
+    from bpfkit.errors import VerifierError
+
+    apply_sets(resizable, ["at=20"])
+    with pytest.raises(VerifierError, match="invalid access to map value"):
+        bpfkit.Collection(resizable.copy()).close()
+    apply_map_sizes(resizable, [".data.dump.value_size=36"])
+    with bpfkit.Collection(resizable) as coll:
+        assert coll.maps[".data.dump"].value_size == 36
+        assert coll.programs["mark"].test_run(bytes(64))[0] == 2  # XDP_PASS
+        value = bytes(coll.maps[".data.dump"][0])
+    assert value[:4] == (8).to_bytes(4, "little") and value[4:7] == b"abc"
+    assert value[4 + 20] == 0x5A and value[4 + 21:] == bytes(11)

@@ -41,7 +41,9 @@ def add_spec_edit_arguments(parser: argparse.ArgumentParser) -> None:
                              "strings for char arrays, JSON for structs/arrays; 'hex:..' for raw bytes")
     parser.add_argument("--map-size", action="append", default=[], metavar="MAP.FIELD=N",
                         help="set a map's key_size, value_size or max_entries before loading (repeatable): "
-                             "for objects that leave a size 0 for their user-space tool to fill in")
+                             "for objects that leave a size 0 for their user-space tool to fill in; "
+                             "SECTION.value_size=N on a global-data section (.data.NAME) resizes its last "
+                             "variable, an array, as libbpf's bpf_map__set_value_size (scx's RESIZE_ARRAY)")
 
 
 def apply_spec_edits(spec: CollectionSpec, args: argparse.Namespace) -> None:
@@ -70,15 +72,23 @@ def apply_map_sizes(spec: Any, items: list[str]) -> None:
         if mspec is None:
             raise NotFoundError(f"--map-size {item}: the object has no map {_shown(name)} "
                                 f"(its maps: {', '.join(spec.maps) or 'none'})")
-        if mspec.data is not None:
+        if mspec.data is not None and field != "value_size":
             raise UsageError(f"--map-size {item}: {name!r} holds global data, sized by its section "
-                             "(--set changes its variables)")
+                             "(--set changes its variables; value_size resizes its last variable, an array)")
         try:
             value = int(text, 0)  # also refuses more than 4,300 decimal digits
         except ValueError:
             raise UsageError(f"--map-size {item}: {_shown(text)} is not an integer (a u32: 0..4294967295)") from None
         if not 0 <= value < 1 << 32:
             raise UsageError(f"--map-size {item}: {_shown(value)} does not fit the kernel's u32 {field}")
+        if mspec.data is not None:
+            # A global-data section: its last variable, an array, resized with it, as libbpf's
+            # bpf_map__set_value_size does and scx's RESIZE_ARRAY uses (bpfkit.spec.resize).
+            try:
+                spec.set_value_size(name, value)
+            except UsageError as exc:
+                raise exc.wrap(f"--map-size {item}")
+            continue
         if getattr(mspec, field) != value and field != "max_entries":
             # The kernel checks BTF key/value types against the sizes: a new size drops them.
             mspec.btf_key_type_id = mspec.btf_value_type_id = 0

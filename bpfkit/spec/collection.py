@@ -86,8 +86,8 @@ class VariableSpec:
     @property
     def codec(self) -> ValueCodec | None:
         """The variable's type as a :class:`bpfkit.btf.values.ValueCodec` (None without BTF)."""
-        if self.btf is None or not self.type_id:
-            return None
+        if self.btf is None or not self.type_id or self.btf.size_of(self.type_id) != self.size:
+            return None  # no BTF, or an array resized (bpfkit.spec.resize): its bytes, as raw
         from ..btf.values import value_codec
 
         return value_codec(self.btf, self.type_id, name=self.name)
@@ -205,6 +205,14 @@ class CollectionSpec:
         from .core import btf_arg, resolve_core
 
         return resolve_core(self, [btf_arg(kernel_btf)])
+
+    def set_value_size(self, map_name: str, size: int) -> None:
+        """Resize global-data section ``map_name`` (``.data.NAME``) to ``size`` bytes, its last
+        variable, an array, with it: libbpf's bpf_map__set_value_size on a data map, scx's
+        RESIZE_ARRAY (bpfkit.spec.resize)."""
+        from .resize import set_value_size
+
+        set_value_size(self, map_name, size)
 
     def copy(self) -> CollectionSpec:
         maps = {name: m.copy() for name, m in self.maps.items()}
