@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from bpfkit.errors import BPFKitError, NotFoundError
-from conftest import console_script
+from conftest import console_script, start_attached
 
 BPFKIT = console_script()
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -46,41 +46,68 @@ def map_id(path: str) -> int:
 
 
 @pytest.fixture
-def pinned(bpf_obj) -> Iterator[tuple[str, str]]:
-    """(the pin directory, attach's stdout) with both congestion controls registered by
-    ``bpfkit attach --pin``; whatever the test leaves registered is unregistered after."""
+def names_free() -> Iterator[None]:
+    """This kernel's tcp_congestion_ops, and the congestion-control names to this test alone
+    (they are the system's: one registration at a time across copies of the suite)."""
     try:
         from bpfkit.struct_ops import find_kernel_struct_ops
 
         find_kernel_struct_ops("tcp_congestion_ops")
     except NotFoundError as exc:
         pytest.skip(str(exc))
-    pin_dir = f"/sys/fs/bpf/bpfkit-test-structops-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     with open("/tmp/bpfkit-test-tcp-ca.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the names are the system's: one registration at a time
-        try:
-            proc = bpfkit("attach", str(bpf_obj("struct_ops_tcp_ca")), "--pin", pin_dir)
-            assert proc.returncode == 0, proc.stderr
-            yield pin_dir, proc.stdout
-        finally:
-            from bpfkit.maps import Map
-            from bpfkit.struct_ops import unregister_map
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
-            legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
-            if os.path.exists(legacy):
-                with Map.load_pinned(legacy) as m, contextlib.suppress(BPFKitError):
-                    unregister_map(m)  # a map-only registration outlives its pin
-            shutil.rmtree(pin_dir, ignore_errors=True)  # the link's pin: its link is released
-            for _ in range(100):
-                if LINKED not in available() and LEGACY not in available():
-                    break
-                time.sleep(0.02)
+
+def wait_gone(*names: str) -> None:
+    for _ in range(250):  # a link's last reference may be dropped from a workqueue
+        if not set(names) & set(available()):
+            return
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def pinned(bpf_obj, names_free) -> Iterator[tuple[str, str]]:
+    """(the pin directory, attach's stdout) with both congestion controls registered by
+    ``bpfkit attach --pin``; whatever the test leaves registered is unregistered after."""
+    pin_dir = f"/sys/fs/bpf/bpfkit-test-structops-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        proc = bpfkit("attach", str(bpf_obj("struct_ops_tcp_ca")), "--pin", pin_dir)
+        assert proc.returncode == 0, proc.stderr
+        yield pin_dir, proc.stdout
+    finally:
+        from bpfkit.maps import Map
+        from bpfkit.struct_ops import unregister_map
+
+        legacy = os.path.join(pin_dir, "bpfkit_reno_legacy")
+        if os.path.exists(legacy):
+            with Map.load_pinned(legacy) as m, contextlib.suppress(BPFKitError):
+                unregister_map(m)  # a map-only registration outlives its pin
+        shutil.rmtree(pin_dir, ignore_errors=True)  # the link's pin: its link is released
+        wait_gone(LINKED, LEGACY)
 
 
 def rows() -> dict[int, dict[str, object]]:
     proc = bpfkit("struct-ops", "list", "--json")
     assert proc.returncode == 0, proc.stderr
     return {row["id"]: row for row in map(json.loads, proc.stdout.splitlines())}
+
+
+def test_attach_names_struct_ops_maps(bpf_obj, names_free):
+    proc, lines = start_attached([BPFKIT, "attach", str(bpf_obj("struct_ops_tcp_ca"))])
+    try:
+        text = "".join(lines)
+        assert "registered struct_ops map bpfkit_reno (tcp_congestion_ops)\n" in text, text
+        assert "registered struct_ops map bpfkit_reno_legacy (tcp_congestion_ops)\n" in text, text
+        assert lines[-1] == "registered; Ctrl-C or SIGTERM to detach\n" and "program(s)" not in text, text
+        assert LINKED in available() and LEGACY in available()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.endswith("detached\n"), out
+    wait_gone(LINKED, LEGACY)
+    assert LINKED not in available() and LEGACY not in available()
 
 
 def test_attach_pin_says_how_to_unregister(pinned):
@@ -127,7 +154,7 @@ def test_list_show_and_a_loopback_connection(pinned):
                 assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == LEGACY.encode()
                 port = client.getsockname()[1]
                 if shutil.which("ss"):
-                    ss = subprocess.run(["ss", "-tin", f"sport = :{port}"], capture_output=True, text=True, timeout=30)
+                    ss = subprocess.run(["ss", "-tin", f"sport = :{port}"], check=True, capture_output=True, text=True, timeout=30)
                     assert f" {LEGACY} " in ss.stdout, ss.stdout
 
 
@@ -157,10 +184,7 @@ def test_removing_the_link_pin_unregisters(pinned):
     pin_dir, _ = pinned
     assert LINKED in available()
     os.unlink(os.path.join(pin_dir, "bpfkit_reno_link"))
-    for _ in range(250):  # the last reference to the link goes: released (maybe from a workqueue)
-        if LINKED not in available():
-            break
-        time.sleep(0.02)
+    wait_gone(LINKED)  # the last reference to the link goes: released
     assert LINKED not in available()
     assert LEGACY in available()  # the map-only one stays registered without a link (hence the message)
 
