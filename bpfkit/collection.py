@@ -65,6 +65,16 @@ def _kernel_version_code() -> int:
     return (major << 16) | (minor << 8) | min(patch, 255)
 
 
+# What a struct_ops type needs, for the error when the kernel lacks it (the kernel's Kconfig
+# and the release that added the type).
+_STRUCT_OPS_NEEDS = {
+    "sched_ext_ops": "sched_ext: CONFIG_SCHED_CLASS_EXT, 6.12",
+    "tcp_congestion_ops": "TCP congestion control in BPF: CONFIG_BPF_JIT and CONFIG_INET, 5.6",
+    "hid_bpf_ops": "HID-BPF: CONFIG_HID_BPF, 6.11",
+    "Qdisc_ops": "qdiscs in BPF: CONFIG_NET_SCH_BPF, 6.16",
+}
+
+
 def _adjust_ringbuf_size(size: int) -> int:
     """The kernel wants a ring buffer's max_entries to be a power-of-2 multiple of the page
     size; round up as libbpf does (0 stays 0 so the kernel reports the mistake)."""
@@ -129,6 +139,7 @@ class Collection(ClosesOnExit):
         self._fit: KernelFit | None = None
         self._struct_ops_progs: dict[str, tuple[int, int, str]] = {}  # program -> (type id, member, module)
         self._struct_ops_layouts: dict[str, Any] = {}  # map -> bpfkit.struct_ops.Plan
+        self._struct_ops_types: dict[str, Any] = {}  # type name -> bpfkit.struct_ops.KernelStructOps
         try:
             self._fit = KernelFit(spec, kernel_btf, kconfig)
             self._load(map_replacements or {}, programs, options or LoadOptions())
@@ -151,6 +162,7 @@ class Collection(ClosesOnExit):
             raise NotFoundError(f"map_replacements name maps the object does not have: {', '.join(sorted(unknown))}")
         for name in names:
             self._check_loadable(spec.programs[name])
+        self._find_struct_ops_types(replacements)
         by_name = [n for n, m in spec.maps.items() if m.pinning == PinType.BY_NAME and n not in replacements]
         if by_name:
             # The names come from the object: each must be one path component that stays in
@@ -279,6 +291,27 @@ class Collection(ClosesOnExit):
             )
 
     # ----------------------------------------------------------------------- struct_ops
+    def _find_struct_ops_types(self, replacements: Mapping[str, Map]) -> None:
+        """Find the kernel's type of every struct_ops map to create, before externs are
+        resolved: a kernel without the type lacks its kfuncs too (scx_bpf_*), and "no FUNC
+        named" would hide the reason. The answers are kept for _create_struct_ops_map."""
+        from .errors import NotFoundError
+        from .struct_ops import find_kernel_struct_ops
+
+        for name, mspec in self.spec.maps.items():
+            ops = mspec.struct_ops
+            if ops is None or not ops.autocreate or name in replacements or ops.kernel_type_name in self._struct_ops_types:
+                continue
+            kind = ops.kernel_type_name
+            try:
+                self._struct_ops_types[kind] = find_kernel_struct_ops(kind)
+            except NotFoundError as exc:
+                needs = f" ({_STRUCT_OPS_NEEDS[kind]})" if kind in _STRUCT_OPS_NEEDS else ""
+                raise NotFoundError(f"struct_ops map {name!r}: {kind}: the running kernel has no struct_ops type "
+                                    f"{kind!r}{needs}: {exc}") from None
+            except BPFKitError as exc:
+                raise exc.wrap(f"struct_ops map {name!r}")
+
     def _create_struct_ops_map(self, name: str, mspec: MapSpec) -> None:
         """Create a STRUCT_OPS map for the kernel's struct bpf_struct_ops_<type> and note
         which member each of its programs fills (bpfkit.struct_ops)."""
@@ -289,7 +322,7 @@ class Collection(ClosesOnExit):
         ops = mspec.struct_ops
         assert ops is not None  # _load calls this for struct_ops maps only
         try:
-            kernel = find_kernel_struct_ops(ops.kernel_type_name)
+            kernel = self._struct_ops_types.get(ops.kernel_type_name) or find_kernel_struct_ops(ops.kernel_type_name)
             layout = plan(name, ops, kernel)
         except BPFKitError as exc:
             raise exc.wrap(f"struct_ops map {name!r}")

@@ -124,3 +124,42 @@ def test_program_writes_past_the_old_size(resizable: bpfkit.CollectionSpec) -> N
         value = bytes(coll.maps[".data.dump"][0])
     assert value[:4] == (8).to_bytes(4, "little") and value[4:7] == b"abc"
     assert value[4 + 20] == 0x5A and value[4 + 21:] == bytes(11)
+
+
+# ----------------------------------------------- a sched_ext object on a kernel without it
+def _no_sched_ext() -> None:
+    from bpfkit.errors import NotFoundError
+    from bpfkit.struct_ops import find_kernel_struct_ops
+
+    try:
+        find_kernel_struct_ops("sched_ext_ops")
+    except NotFoundError:
+        return
+    pytest.skip("the running kernel has sched_ext (struct bpf_struct_ops_sched_ext_ops): the missing-type error "
+                "cannot happen here; integration/test_struct_ops.py loads a scheduler instead")
+
+
+MISSING = ("struct_ops map 'knobs_scx': sched_ext_ops: the running kernel has no struct_ops type 'sched_ext_ops' "
+           "(sched_ext: CONFIG_SCHED_CLASS_EXT, 6.12): struct bpf_struct_ops_sched_ext_ops is not in the kernel's BTF")
+
+
+def test_missing_struct_ops_type_said_before_its_kfuncs() -> None:
+    """knobs_scx.bpf.c's kfuncs are strong __ksym externs, as scx declares them: without
+    sched_ext they are missing too, and the type is named first (it was 'resolve externs:
+    __ksym function 'scx_bpf_create_dsq': ... has no FUNC named ...')."""
+    from bpfkit.errors import NotFoundError
+
+    _no_sched_ext()
+    with pytest.raises(NotFoundError) as err:
+        bpfkit.Collection.from_file(bpf_object("knobs_scx")).close()
+    assert str(err.value).startswith(MISSING) and "extern" not in str(err.value)
+
+
+def test_missing_struct_ops_type_on_the_command_line() -> None:
+    import subprocess
+    import sys
+
+    _no_sched_ext()
+    proc = subprocess.run([sys.executable, "-m", "bpfkit", "attach", str(bpf_object("knobs_scx"))],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode != 0 and proc.stderr.startswith("bpfkit: error: " + MISSING), proc.stderr
