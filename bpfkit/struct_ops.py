@@ -158,7 +158,7 @@ def _ops_name(btf: BTF, value_type: Struct, value: bytes) -> str | None:
         return None
     size = btf.size_of(member.type)
     start = data.byte_offset + member.byte_offset
-    return value[start:start + size].split(b"\0", 1)[0].decode("utf-8", "replace")
+    return value[start:start + size].split(b"\0", 1)[0].decode("utf-8", "replace") or None  # None: never registered
 
 
 def inspect_map(m: Any) -> StructOpsMapInfo:

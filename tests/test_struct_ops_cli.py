@@ -176,6 +176,9 @@ def test_unregister_by_pin_and_by_id(pinned):
     assert LINKED not in available()
     row = rows()[linked_id]
     assert (row["registered"], row["link_id"]) == (False, None)
+    link_pin = os.path.join(pin_dir, "bpfkit_reno_link")
+    detached = bpfkit("struct-ops", "show", link_pin)
+    assert detached.returncode == 1 and f"{link_pin} is a detached struct_ops link" in detached.stderr
     again = bpfkit("struct-ops", "unregister", str(linked_id))
     assert again.returncode == 1 and "it is not registered (no struct_ops link holds it)" in again.stderr
 
@@ -204,3 +207,37 @@ def test_errors(pinned):
     proc = bpfkit("struct-ops", "show", "0")
     assert proc.returncode == 2 and "map id" in proc.stderr
     assert LINKED in available() and LEGACY in available()  # nothing unregistered by the errors
+
+
+def test_agrees_with_bpftool(pinned):
+    """What `bpftool struct_ops show id N` prints of the maps made here (bpftool 7.x: id, the
+    map's name, the kernel struct)."""
+    bpftool = shutil.which("bpftool")
+    if bpftool is None:
+        pytest.skip("needs bpftool")
+    pin_dir, _ = pinned
+    listed = rows()
+    for pin in ("bpfkit_reno", "bpfkit_reno_legacy"):
+        mid = map_id(os.path.join(pin_dir, pin))
+        theirs = subprocess.run([bpftool, "-j", "struct_ops", "show", "id", str(mid)], check=True,
+                                capture_output=True, text=True, timeout=60)
+        assert json.loads(theirs.stdout) == {"id": mid, "name": listed[mid]["name"],
+                                              "kernel_struct_ops": listed[mid]["type"]}
+
+
+def test_an_ambiguous_name(bpf_obj, names_free):
+    """Two objects loaded (their struct_ops maps made, not registered: the kernel's value is
+    zero, no table name yet): the map name is refused with both ids; the ids themselves work."""
+    import bpfkit as api
+
+    with api.Collection.from_file(str(bpf_obj("struct_ops_tcp_ca"))) as one, \
+            api.Collection.from_file(str(bpf_obj("struct_ops_tcp_ca"))) as two:
+        ids = [one.maps["bpfkit_reno_legacy"].id, two.maps["bpfkit_reno_legacy"].id]
+        proc = bpfkit("struct-ops", "show", "bpfkit_reno_leg")  # the map's name (the kernel's 15 characters)
+        assert proc.returncode == 2 and "struct_ops name 'bpfkit_reno_leg' is ambiguous: map ids " in proc.stderr
+        assert all(str(i) in proc.stderr for i in ids), proc.stderr
+        proc = bpfkit("struct-ops", "show", str(ids[1]), "--json")
+        row = json.loads(proc.stdout)
+        assert (row["id"], row["state"], row["registered"], row["ops_name"]) == (ids[1], "init", False, None)
+        proc = bpfkit("struct-ops", "unregister", str(ids[0]))
+        assert proc.returncode == 1 and "it is not registered" in proc.stderr, proc.stderr

@@ -107,6 +107,9 @@ def _open(target: int | str) -> tuple[Any, int | None, str | None]:
             detail = lk.info().detail
             if lk.info().type_name != "struct_ops" or detail is None:
                 raise UsageError(f"{target} is a {lk.info().type_name} link, not a struct_ops link")
+            if not detail.map_id:  # detached (BPF_LINK_DETACH): the link holds no map any more
+                raise NotFoundError(f"{target} is a detached struct_ops link (its map was unregistered): "
+                                    "remove the pin")
             return Map.from_id(int(detail.map_id)), int(lk.info().id), target
     found, ids = None, []
     for m in _struct_ops_maps():
