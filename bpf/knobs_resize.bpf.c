@@ -8,6 +8,9 @@
 #include <bpf/bpf_helpers.h>
 
 const volatile __u32 at = 0;
+/* scx's user space copies the kernel's enum values into such u64 constants: __SCX_TASK_CURSOR
+ * is 1 << 31 in a signed enum, so -2147483648 (test_cli_knobs_39.py). */
+const volatile __u64 task_cursor = 0;
 
 __u32 dump_hdr SEC(".data.dump") = 7;
 char dump[8] SEC(".data.dump") = "abc";
@@ -18,6 +21,7 @@ SEC("xdp")
 int mark(struct xdp_md *ctx)
 {
 	dump[at] = 0x5a;
+	dump_hdr += task_cursor != 0;
 	dump_hdr += 1;
 	notarr += 1;
 	return XDP_PASS;

@@ -48,6 +48,25 @@ def test_set_refuses_what_the_api_refuses_with_its_message(spec: bpfkit.Collecti
     assert "out of range" in str(api.value) and spec.maps[".rodata"].data == before
 
 
+@pytest.mark.parametrize("given, stored", [(-2147483648, 0xFFFFFFFF80000000), (-(1 << 63), 1 << 63),
+                                           ((1 << 64) - 1, (1 << 64) - 1), (-(1 << 63) - 1, None), (1 << 64, None)])
+def test_scx_enum_value_in_a_u64(given: int, stored: int | None) -> None:
+    """scx's __SCX_TASK_CURSOR=-2147483648 for a const volatile __u64 (knobs_resize.bpf.c)."""
+    spec = bpfkit.load_spec(bpf_object("knobs_resize"))
+    api, cli = spec.copy(), spec.copy()
+    if stored is None:
+        with pytest.raises(BTFValueError) as api_err:
+            api.variables["task_cursor"].value = given
+        with pytest.raises(BTFValueError) as cli_err:
+            apply_sets(cli, [f"task_cursor={given}"])
+        assert str(cli_err.value) == f"--set 'task_cursor={given}': {api_err.value}"
+        assert "const volatile __u64 (an integer in [-9223372036854775808, 18446744073709551615]" in str(api_err.value)
+        return
+    api.variables["task_cursor"].value = given
+    apply_sets(cli, [f"task_cursor={given}"])
+    assert cli.variables["task_cursor"].value == api.variables["task_cursor"].value == stored
+
+
 def test_the_range_is_named(spec: bpfkit.CollectionSpec) -> None:
     with pytest.raises(UsageError, match=r"target_pid: expected const volatile __u32 \(an integer in \[-2147483648, "
                        r"4294967295\]; a negative one as two's complement\), got -2147483649 \(out of range\)"):

@@ -102,7 +102,9 @@ class VariableSpec:
     def set_text(self, text: str) -> None:
         """Set from a command-line word, typed through BTF (``bpfkit load/attach --set``):
         decimal, 0x and negative integers, true/false, enum member names, strings for char
-        arrays; BTFValueError naming the variable, its type and range otherwise."""
+        arrays; BTFValueError naming the variable, its type and range otherwise. An integer
+        word for an integer, enum or pointer variable is taken as :meth:`set` takes an int
+        (a negative one for an unsigned type as two's complement), with the same refusal."""
         codec = self.codec
         if codec is None:
             try:
