@@ -265,8 +265,8 @@ def test_attach_set_errors_load_nothing(pin_dir: str) -> None:
 
     repo = Path(__file__).resolve().parent.parent
     proc = subprocess.run([sys.executable, "-m", "bpfkit.cli", "attach", str(bpf_object("maps_typed")), "--pin", pin_dir,
-                           "--set", "target_pid=-1"], capture_output=True, text=True, cwd=repo,
+                           "--set", "target_pid=-2147483649"], capture_output=True, text=True, cwd=repo,
                           env={**os.environ, "PYTHONPATH": str(repo)}, timeout=120)
     assert proc.returncode != 0 and not os.path.exists(pin_dir)
-    assert ("--set 'target_pid=-1': target_pid: expected const volatile __u32 (an integer in [0, 4294967295]), "
-            "got -1 (out of range)") in proc.stderr
+    assert ("--set 'target_pid=-2147483649': target_pid: expected const volatile __u32 (an integer in "
+            "[-2147483648, 4294967295]; a negative one as two's complement), got -2147483649 (out of range)") in proc.stderr
