@@ -131,14 +131,25 @@ class StructOpsMapInfo:
         self.ops_name, self.link = ops_name, link
 
 
-def _value_type(type_id: int) -> tuple[BTF, Struct] | None:
-    """The kernel's ``struct bpf_struct_ops_<name>`` with BTF id ``type_id``: vmlinux's, or the
-    first loaded module's whose own ids hold a type of that prefix (module BTF is split, its ids
-    follow vmlinux's)."""
+def _value_type(type_id: int, btf_obj_id: int) -> tuple[BTF, Struct] | None:
+    """The kernel's ``struct bpf_struct_ops_<name>`` with BTF id ``type_id`` in the kernel BTF
+    object ``btf_obj_id`` (bpf_map_info.btf_vmlinux_id, 6.9: vmlinux or the module that defines
+    the type; module BTF is split, its ids follow vmlinux's). Without that id (older kernels):
+    vmlinux's, or the first loaded module's whose type of that id has the prefix."""
     from . import kernel_btf as _kernel_btf
+    from ._kernel import bpf as _bpf
 
     base = _kernel_btf.vmlinux()
-    candidates = [base] if type_id < len(base) else _kernel_btf.modules()
+    candidates = [base] if type_id < len(base) else []
+    if not candidates and btf_obj_id:
+        try:
+            with _bpf.fd_by_id("btf", btf_obj_id) as fd:
+                module = _bpf.btf_info(fd)[1]
+            candidates = [_kernel_btf.module(module)]
+        except BPFKitError:  # the module went away meanwhile
+            return None
+    elif not candidates:
+        candidates = _kernel_btf.modules()
     for btf in candidates:
         try:
             t = btf.type_by_id(type_id)
@@ -171,7 +182,7 @@ def inspect_map(m: Any) -> StructOpsMapInfo:
     if info.type != MapType.STRUCT_OPS:
         raise UsageError(f"map {info.id} ({info.name!r}) is not a struct_ops map (its type: {info.type_name}) "
                          "(`bpfkit struct-ops list` shows those)")
-    found = _value_type(info.btf_vmlinux_value_type_id)
+    found = _value_type(info.btf_vmlinux_value_type_id, info.btf_vmlinux_id)
     type_name = found[1].name.removeprefix(VALUE_PREFIX) if found else ""
     value = _map_elems.lookup(m.fd, _KEY_0, info.value_size) or b""
     state = _STATES.get(int.from_bytes(value[4:8], "little"), "unknown") if len(value) >= 8 else "unknown"
