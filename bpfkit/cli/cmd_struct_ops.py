@@ -132,7 +132,7 @@ def _open(target: int | str) -> tuple[Any, int | None, str | None]:
 
 def _unregister(m: Any, info: StructOpsMapInfo, link_id: int | None) -> str:
     from .. import link
-    from ..errors import NotFoundError
+    from ..errors import NotFoundError, NotSupportedError
     from ..struct_ops import unregister_map
 
     what = f"struct_ops map {info.id} ({info.name}, {info.type_name})"
@@ -144,7 +144,11 @@ def _unregister(m: Any, info: StructOpsMapInfo, link_id: int | None) -> str:
     if link_id is None:
         raise NotFoundError(f"unregister {what}: it is not registered (no struct_ops link holds it)")
     with link.link_from_id(link_id) as lk:
-        lk.detach()
+        try:
+            lk.detach()
+        except NotSupportedError as exc:  # struct_ops links detach from 6.10 (73287fe22872)
+            raise exc.wrap(f"unregister {what} (detach its link {link_id}; before 6.10: remove the link's pins "
+                           "and end the process holding it)") from None
     return f"unregistered {what}: detached its link {link_id} (a pin of the link stays, detached: remove it)"
 
 
