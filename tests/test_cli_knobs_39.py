@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue #39's command-line knobs: ``--set`` takes exactly the integers the API's
-``VariableSpec.value = N`` takes (a negative one for an unsigned type as two's complement, the
-kernel's signed enum values scx copies into u64 constants), with the same refusal."""
+"""Issue #39's command-line knobs and errors, as scx's user space needs them: ``--set`` takes
+exactly the integers the API's ``VariableSpec.value = N`` takes (a negative one for an unsigned
+type as two's complement, the kernel's signed enum values scx copies into u64 constants), with
+the same refusal; ``--map-size SECTION.value_size=N`` resizes a global-data section's last array
+(scx's RESIZE_ARRAY; bpf/knobs_resize.bpf.c); a sched_ext object on a kernel without sched_ext
+names the missing struct_ops type before its kfuncs (bpf/knobs_scx.bpf.c)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -182,3 +187,33 @@ def test_missing_struct_ops_type_on_the_command_line() -> None:
     proc = subprocess.run([sys.executable, "-m", "bpfkit", "attach", str(bpf_object("knobs_scx"))],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode != 0 and proc.stderr.startswith("bpfkit: error: " + MISSING), proc.stderr
+
+
+@pytest.mark.root
+def test_bpfkit_load_resizes_and_the_program_writes_there() -> None:
+    """The whole command: `bpfkit load OBJ PIN_DIR --set at=20 --map-size .data.dump.value_size=36`,
+    then the pinned program run and the pinned section read back."""
+    import shutil
+    import subprocess
+    import sys
+    import uuid
+
+    from bpfkit import Map, Program
+    from bpfkit._kernel.bpffs import ensure_bpffs
+
+    ensure_bpffs("/sys/fs/bpf")
+    pin = f"/sys/fs/bpf/bpfkit-knobs39-{uuid.uuid4().hex[:8]}"
+    base = [sys.executable, "-m", "bpfkit", "load", str(bpf_object("knobs_resize")), pin, "--set", "at=20"]
+    try:
+        refused = subprocess.run(base, capture_output=True, text=True, timeout=120, check=False)
+        assert refused.returncode != 0 and "invalid access to map value" in refused.stderr, refused.stderr
+        done = subprocess.run([*base, "--map-size", ".data.dump.value_size=36"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        (section,) = (name for name in os.listdir(pin) if name.endswith("data_dump"))
+        with Program.load_pinned(f"{pin}/mark") as prog, Map.load_pinned(f"{pin}/{section}") as dump:
+            assert dump.value_size == 36 and bytes(dump[0])[4 + 20] == 0
+            assert prog.test_run(bytes(64))[0] == 2
+            assert bytes(dump[0])[4 + 20] == 0x5A
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
