@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -173,6 +174,22 @@ def bpf_object(name: str) -> Path:
     if not path.exists():
         pytest.fail(f"{path} was not built (is bpf/{name}.bpf.c there?)")
     return path
+
+
+@contextlib.contextmanager
+def congestion_control_names() -> Iterator[None]:
+    """The TCP congestion-control names the tests register (bpfkit_reno, bpfkit_reno2, ...) to
+    the caller alone: the kernel keeps them machine-wide (one tcp_congestion_ops list), so two
+    copies of the suite take turns (an flock on one file of the machine's temporary directory)."""
+    import fcntl
+    import tempfile
+
+    with open(os.path.join(tempfile.gettempdir(), "bpfkit-tests-tcp-congestion.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

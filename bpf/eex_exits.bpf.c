@@ -47,4 +47,4 @@ int eex_exit_openat(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

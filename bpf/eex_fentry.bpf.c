@@ -18,4 +18,4 @@ int BPF_PROG(eex_fentry_openat2)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

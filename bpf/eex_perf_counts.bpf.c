@@ -35,4 +35,4 @@ int eex_perf_gettid(struct syscall_trace_enter *ctx)
 	return out(ctx);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

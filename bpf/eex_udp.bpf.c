@@ -44,4 +44,4 @@ int BPF_PROG(eex_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_r
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -24,4 +24,4 @@ int BPF_KPROBE(eex_tick_entry, __u64 arg)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

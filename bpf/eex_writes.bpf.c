@@ -124,4 +124,4 @@ int eex_enter_write(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -48,4 +48,4 @@ struct sched_ext_ops___knobs knobs_scx = {
 	.name = "knobs_scx",
 };
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -59,4 +59,4 @@ int do_perf_event(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -108,4 +108,4 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct ta
 	return handle_sched_switch(ctx, prev, next);
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

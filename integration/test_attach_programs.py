@@ -13,6 +13,8 @@ import threading
 
 import pytest
 
+from conftest import congestion_control_names
+
 import bpfkit
 from bpfkit import features
 from bpfkit._kernel.consts import MapFlag
@@ -131,10 +133,11 @@ def test_cli_attach_program_names_a_struct_ops_map(bpf_obj) -> None:
         how = "link" if int(coll.maps["bpfkit_reno_v2"].flags) & int(MapFlag.LINK) else "map update, no link"
     # bpfkit_reno_v2 is SEC("?.struct_ops.link"): named, it is created (with reno_init_v2);
     # bpfkit_reno and bpfkit_reno_legacy, not named, are not.
-    run = Attached(str(bpf_obj("struct_ops_tcp_ca")), "-p", "bpfkit_reno_v2")
-    try:
-        attached = [line for line in run.lines if line.startswith("attached ")]
-    finally:
-        rc, _out, err = run.stop()
+    with congestion_control_names():  # the names are the machine's: one copy of the suite at a time
+        run = Attached(str(bpf_obj("struct_ops_tcp_ca")), "-p", "bpfkit_reno_v2")
+        try:
+            attached = [line for line in run.lines if line.startswith("attached ")]
+        finally:
+            rc, _out, err = run.stop()
     assert rc == 0, err
     assert attached == [f"attached bpfkit_reno_v2: struct_ops map 'bpfkit_reno_v2' (struct tcp_congestion_ops) ({how})"]

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import bpfkit
+from conftest import congestion_control_names
 from bpfkit import link
 from bpfkit._kernel.consts import LinkType, MapFlag
 from bpfkit.errors import KernelError, NotFoundError, NotSupportedError, UsageError
@@ -36,17 +37,10 @@ SCX_STATE = "/sys/kernel/sched_ext/state"
 
 @pytest.fixture(scope="module", autouse=True)
 def _congestion_control_names() -> Any:
-    """The module's objects register TCP congestion controls named bpfkit_reno and bpfkit_reno2:
-    names the kernel keeps machine-wide (one tcp_congestion_ops list), so a second copy of the
-    suite running these tests at the same moment would see them or be refused them. The copies
-    take turns (an flock on a file of the machine's temporary directory)."""
-    import fcntl
-    import tempfile
-
-    with open(os.path.join(tempfile.gettempdir(), "bpfkit-tests-tcp-congestion.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """The module's objects register TCP congestion controls named bpfkit_reno and bpfkit_reno2,
+    names the kernel keeps machine-wide: the copies of the suite take turns (conftest)."""
+    with congestion_control_names():
         yield
-        fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _kernel_at_least(major: int, minor: int) -> bool:

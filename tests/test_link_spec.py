@@ -46,9 +46,19 @@ def test_parse_section(section: str, want: SectionTarget) -> None:
     assert parse_section(section) == want
 
 
-@pytest.mark.parametrize("section", ["xdp", "socket", "license"])  # kprobe.multi/: bpfkit.link.multi
+@pytest.mark.parametrize("section", ["socket", "license"])  # kprobe.multi/: bpfkit.link.multi
 def test_sections_not_attached_here(section: str) -> None:
     assert parse_section(section) is None
+
+
+def test_a_bare_xdp_section_names_no_interface() -> None:
+    # xdp/IFACE attaches (ebpf_exporter's sections); a bare SEC("xdp") parses with no interface
+    # and is never auto-attached, with the reason.
+    from bpfkit.link.attach import skip_reason
+
+    assert parse_section("xdp") == SectionTarget("xdp", "")
+    assert parse_section("xdp/eth0") == SectionTarget("xdp", "eth0")
+    assert "xdp/IFACE" in (skip_reason("xdp") or "")
 
 
 @pytest.mark.parametrize("section", ["tracepoint/syscalls", "uprobe//bin/bash", "uprobe/:main", "kprobe/+0x10"])

@@ -9,7 +9,6 @@ copy of the suite running beside waits on a lock file for its turn."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from bpfkit.errors import BPFKitError, NotFoundError
-from conftest import console_script, start_attached
+from conftest import congestion_control_names, console_script, start_attached
 
 BPFKIT = console_script()
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -55,8 +54,7 @@ def names_free() -> Iterator[None]:
         find_kernel_struct_ops("tcp_congestion_ops")
     except NotFoundError as exc:
         pytest.skip(str(exc))
-    with open("/tmp/bpfkit-test-tcp-ca.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with congestion_control_names():
         yield
 
 

@@ -364,14 +364,24 @@ def _pin_all(directory: str, coll: Any, attached: dict[str, Any], say: Any) -> N
         say(f"pinned {what} at {path}")
 
 
-def _event_stream(args: argparse.Namespace, spec: Any, coll: Any) -> Any:
-    from .cmd_events import EventStream, char_arrays, record_format_of
+def _event_formats(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """--events MAP[:TYPE] -> the RecordFormat of each map's records (None: printed as hex),
+    judged from the object before anything is loaded: a type named that neither its BTF nor its
+    DWARF has is an error then, not after the programs are attached."""
+    from .cmd_events import record_format_of
 
-    pairs = []
-    for value, m in zip(args.events, _events_maps(coll, args.events)):
+    formats = {}
+    for value in args.events:
         type_name = value.partition(":")[2]
-        pairs.append((m, record_format_of(spec.btf, type_name or args.event_type, f"--events {value}",
-                                          named=bool(type_name) or args.event_type != "event")))
+        formats[value] = record_format_of(spec.btf, type_name or args.event_type, f"--events {value}",
+                                          named=bool(type_name) or args.event_type != "event")
+    return formats
+
+
+def _event_stream(args: argparse.Namespace, formats: dict[str, Any], coll: Any) -> Any:
+    from .cmd_events import EventStream, char_arrays
+
+    pairs = [(m, formats[value]) for value, m in zip(args.events, _events_maps(coll, args.events))]
     return EventStream(pairs, json_lines=args.json, char_arrays=char_arrays(args.char_arrays))
 
 
@@ -651,6 +661,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(args.metrics_config_loaded, ExporterConfig):
                 prepare_spec(args.metrics_config_loaded, spec)  # its kaddr_<symbol> constants
         stack_maps = _stack_maps(args, spec) if args.stacks else None
+        event_formats = _event_formats(args, spec) if args.events and not args.otlp else {}
         apply_spec_edits(spec, args)
         if pin_dir:
             try:
@@ -692,7 +703,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.otlp:
                     stream, otlp = _otlp_stream(args, spec, coll, say)
                 elif args.events:
-                    stream = _event_stream(args, spec, coll)
+                    stream = _event_stream(args, event_formats, coll)
                 if args.trace_pipe:
                     from .cmd_events import TracePipe
 
