@@ -295,13 +295,12 @@ class Collection(ClosesOnExit):
         """Find the kernel's type of every struct_ops map to create, before externs are
         resolved: a kernel without the type lacks its kfuncs too (scx_bpf_*), and "no FUNC
         named" would hide the reason. The answers are kept for _create_struct_ops_map."""
-        from .errors import NotFoundError
-        from .struct_ops import find_kernel_struct_ops
-
         for name, mspec in self.spec.maps.items():
             ops = mspec.struct_ops
             if ops is None or not ops.autocreate or name in replacements or ops.kernel_type_name in self._struct_ops_types:
                 continue
+            from .struct_ops import find_kernel_struct_ops  # here: an object with no struct_ops map imports none of it
+
             kind = ops.kernel_type_name
             try:
                 self._struct_ops_types[kind] = find_kernel_struct_ops(kind)
