@@ -94,6 +94,7 @@ def test_dwarf_is_read_lazily_and_once(bpf_obj: Any) -> None:
     print(f"first DWARF lookup: {(t1 - t0) * 1e3:.1f} ms")
 
 
+@pytest.mark.root  # loads the object
 def test_ring_and_perf_records_typed_from_dwarf(bpf_obj: Any, tmp_path: Path) -> None:
     spec = bpfkit.load_spec(bpf_obj("records_opensnoop"))
     spec.variables["target_tgid"].value = os.getpid()
@@ -118,6 +119,7 @@ def test_ring_and_perf_records_typed_from_dwarf(bpf_obj: Any, tmp_path: Path) ->
     assert mine_perf[0] == mine[0]  # the same event through both
 
 
+@pytest.mark.root  # loads the object
 def test_record_type_not_found_says_so(bpf_obj: Any) -> None:
     spec = bpfkit.load_spec(bpf_obj("records_opensnoop"))
     with bpfkit.Collection(spec) as coll:
@@ -127,6 +129,7 @@ def test_record_type_not_found_says_so(bpf_obj: Any) -> None:
             RingBuffer(coll.maps["events"], None, record="event")
 
 
+@pytest.mark.root  # loads the object
 def test_attach_events_json_typed_from_dwarf(bpf_obj: Any, tmp_path: Path) -> None:
     path = tmp_path / "records-dwarf-cli"
     path.write_text("x")
@@ -155,6 +158,7 @@ def test_attach_events_json_typed_from_dwarf(bpf_obj: Any, tmp_path: Path) -> No
     assert "--events events:nope" in bad.stderr and "BTF has no struct named 'nope', nor has its DWARF" in bad.stderr
 
 
+@pytest.mark.root  # loads the object
 def test_skeleton_records_include_dwarf_events(bpf_obj: Any, tmp_path: Path) -> None:
     """skel.RECORDS has the event struct DWARF describes (and the struct it nests); skel.decode
     and the generated module's classes read it. An object whose event is in BTF reads no DWARF."""

@@ -61,6 +61,7 @@ def test_partial_decode_offline(bpf_obj: Any) -> None:
         RecordDecoder(btf, t, char_arrays={"args": "argv"})
 
 
+@pytest.mark.root  # loads the object
 def test_variable_length_records_through_both_rings(bpf_obj: Any) -> None:
     spec = bpfkit.load_spec(bpf_obj("records_execsnoop"))
     spec.variables["target_tgid"].value = os.getpid()
@@ -94,6 +95,7 @@ def test_variable_length_records_through_both_rings(bpf_obj: Any) -> None:
     assert rec.args == TRUE and rec.args_size == len(ARGS) and rec.comm == "true"
 
 
+@pytest.mark.root  # loads the object
 def test_attach_events_json_variable_length(bpf_obj: Any) -> None:
     cmd = [console_script(), "attach", str(bpf_obj("records_execsnoop")), "--set", f"target_tgid={os.getpid()}",
            "--events", "events:event", "--events", "rb", "--char-arrays", "args=strings", "--json"]
@@ -114,6 +116,7 @@ def test_attach_events_json_variable_length(bpf_obj: Any) -> None:
     assert [r["size"] for r in rb] == [BASE + len(ARGS)]
 
 
+@pytest.mark.root  # loads the object
 def test_events_command_pinned_ring_variable_length(bpf_obj: Any) -> None:
     """``bpfkit events PINNED --btf OBJ --char-arrays strings``: the same decoding for a pinned ring."""
     spec = bpfkit.load_spec(bpf_obj("records_execsnoop"))

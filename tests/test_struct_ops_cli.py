@@ -28,6 +28,9 @@ AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 LINKED, LEGACY = "bpfkit_reno", "bpfkit_reno2"  # the tables' .name members
 
 
+pytestmark = pytest.mark.root  # every test registers a congestion control
+
+
 def bpfkit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([BPFKIT, *args], capture_output=True, text=True, timeout=120, check=False)
 
