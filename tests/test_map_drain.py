@@ -28,6 +28,7 @@ class _Writer(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.go = threading.Event()
+        self.drained = threading.Event()  # set by the drainer after each pass
         self.started_tid = threading.Event()
         self.tid = 0
 
@@ -41,6 +42,9 @@ class _Writer(threading.Thread):
                 time.sleep(0)  # let the draining thread have the GIL: its bpf() calls overlap these
             if i % 200 == 199:
                 time.sleep(0.002)  # and drain a few times over the run, whatever its pace
+            if i % 4000 == 3999:  # and wait for one whole pass now and then: the drains overlap
+                self.drained.clear()  # the writes however slow the machine (a TCG VM drained
+                self.drained.wait(10)  # nothing before the writer was done)
 
 
 @pytest.fixture
@@ -70,6 +74,7 @@ def _drain_while_writing(coll: bpfkit.Collection, writer: _Writer, batched: bool
             got = m.drain(batch_size=64)
             overlapped += bool(got) and 0 < counters[0] < WRITES
             drains[i].extend(got)
+        writer.drained.set()
     writer.join()
     for i, m in enumerate(maps):
         drains[i].extend(m.drain())
